@@ -1,0 +1,55 @@
+/*
+ * Distance kernels of the engine's CPU backend, one implementation per metric.
+ *
+ * Plain C ABI so the PostgreSQL glue (C) and the engine (C++) share the very same code.  Every
+ * function is SIMD-vectorized with runtime dispatch (AVX-512, AVX2+FMA, or baseline SSE2), picked
+ * once per process by the loader.  Accumulation is in float, like pgvector; callers that need a
+ * float8 result widen the returned value.
+ */
+#ifndef VSEARCH_DISTANCE_H
+#define VSEARCH_DISTANCE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The metrics every index and engine call understands.  Values are stable: they are stored in
+ * index metapages and travel in worker requests. */
+typedef enum vs_metric
+{
+    VS_METRIC_L2SQ = 0,   /* squared Euclidean distance */
+    VS_METRIC_L2 = 1,     /* Euclidean distance */
+    VS_METRIC_IP = 2,     /* negative inner product (smaller is more similar) */
+    VS_METRIC_COSINE = 3, /* 1 - cosine similarity */
+    VS_METRIC_L1 = 4      /* taxicab distance */
+} vs_metric;
+
+#define VS_METRIC_COUNT 5
+
+/* sum((a[i] - b[i])^2) */
+float vs_l2sq_f32(const float *a, const float *b, size_t n);
+/* sum(a[i] * b[i]) */
+float vs_dot_f32(const float *a, const float *b, size_t n);
+/* sum(|a[i] - b[i]|) */
+float vs_l1_f32(const float *a, const float *b, size_t n);
+/* sum(a[i]^2) */
+float vs_sqnorm_f32(const float *a, size_t n);
+/* dot = a.b, aa = a.a, bb = b.b in one pass (cosine distance) */
+void vs_cosine_parts_f32(const float *a, const float *b, size_t n,
+                         float *dot, float *aa, float *bb);
+
+/* Distance of one pair under a metric, as the engine ranks it (double for range thresholds):
+ * L2SQ, L2 (sqrt), IP (-dot), COSINE (1 - dot / sqrt(aa * bb), NaN if a norm is zero, clamped to
+ * [0, 2]), L1. */
+double vs_distance_f32(vs_metric metric, const float *a, const float *b, size_t n);
+
+/* Name of the instruction set the dispatcher picked ("avx512f", "avx2", "sse2"), for diagnostics. */
+const char *vs_simd_level(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VSEARCH_DISTANCE_H */

@@ -1,0 +1,121 @@
+// The CPU distance kernels (every instruction set this machine runs) against a double-precision
+// reference on seeded random data.
+#include "cpu/simd.h"
+#include "vsearch/distance.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+struct Reference
+{
+    double l2sq = 0, dot = 0, l1 = 0, aa = 0, bb = 0;
+};
+
+Reference reference(const std::vector<float> &a, const std::vector<float> &b)
+{
+    Reference r;
+    for (size_t i = 0; i < a.size(); i++)
+    {
+        double x = a[i], y = b[i];
+        r.l2sq += (x - y) * (x - y);
+        r.dot += x * y;
+        r.l1 += std::fabs(x - y);
+        r.aa += x * x;
+        r.bb += y * y;
+    }
+    return r;
+}
+
+// Float accumulation over n terms: allow a relative error growing like sqrt(n) ulps, measured
+// against the sum of magnitudes so cancellation in the dot product does not inflate it.
+void expect_close(double got, double want, double magnitude, size_t n)
+{
+    double tol = 8.0 * 1.2e-7 * std::sqrt(static_cast<double>(n) + 1.0) * (magnitude + 1e-30);
+    EXPECT_NEAR(got, want, tol) << "n=" << n;
+}
+
+class DistanceTest : public ::testing::TestWithParam<size_t>
+{
+};
+
+TEST_P(DistanceTest, EveryKernelTableMatchesDoubleReference)
+{
+    const size_t n = GetParam();
+    std::mt19937_64 rng(1234 + n);
+    std::normal_distribution<float> gauss(0.5f, 2.0f);
+    const vs::simd::Kernels *tables[4];
+    int ntables = vs::simd::supported(tables, 4);
+    ASSERT_GE(ntables, 1);
+
+    for (int trial = 0; trial < 5; trial++)
+    {
+        std::vector<float> a(n), b(n);
+        for (size_t i = 0; i < n; i++)
+        {
+            a[i] = gauss(rng);
+            b[i] = gauss(rng);
+        }
+        Reference r = reference(a, b);
+        double absdot = 0;
+        for (size_t i = 0; i < n; i++)
+            absdot += std::fabs(static_cast<double>(a[i]) * b[i]);
+
+        for (int t = 0; t < ntables; t++)
+        {
+            SCOPED_TRACE(tables[t]->name);
+            const auto &k = *tables[t];
+            expect_close(k.l2sq(a.data(), b.data(), n), r.l2sq, r.l2sq, n);
+            expect_close(k.dot(a.data(), b.data(), n), r.dot, absdot, n);
+            expect_close(k.l1(a.data(), b.data(), n), r.l1, r.l1, n);
+            expect_close(k.sqnorm(a.data(), n), r.aa, r.aa, n);
+            float ab, aa, bb;
+            k.cosine_parts(a.data(), b.data(), n, &ab, &aa, &bb);
+            expect_close(ab, r.dot, absdot, n);
+            expect_close(aa, r.aa, r.aa, n);
+            expect_close(bb, r.bb, r.bb, n);
+        }
+
+        // The dispatched C entry points, metric by metric.
+        double cos_ref = 1.0 - r.dot / std::sqrt(r.aa * r.bb);
+        EXPECT_NEAR(vs_distance_f32(VS_METRIC_L2SQ, a.data(), b.data(), n), r.l2sq, 1e-5 * r.l2sq);
+        EXPECT_NEAR(vs_distance_f32(VS_METRIC_L2, a.data(), b.data(), n), std::sqrt(r.l2sq),
+                    1e-5 * std::sqrt(r.l2sq));
+        EXPECT_NEAR(vs_distance_f32(VS_METRIC_IP, a.data(), b.data(), n), -r.dot, 1e-5 * absdot + 1e-6);
+        EXPECT_NEAR(vs_distance_f32(VS_METRIC_COSINE, a.data(), b.data(), n), cos_ref, 1e-4);
+        EXPECT_NEAR(vs_distance_f32(VS_METRIC_L1, a.data(), b.data(), n), r.l1, 1e-5 * r.l1);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dimensions, DistanceTest,
+                         ::testing::Values<size_t>(1, 3, 31, 128, 784, 1536, 16000));
+
+TEST(Distance, CosineOfZeroVectorIsNaN)
+{
+    std::vector<float> zero(8, 0.0f), one(8, 1.0f);
+    EXPECT_TRUE(std::isnan(vs_distance_f32(VS_METRIC_COSINE, zero.data(), one.data(), 8)));
+}
+
+TEST(Distance, CosineIsClampedToValidRange)
+{
+    std::vector<float> a(17, 0.1f);
+    double d = vs_distance_f32(VS_METRIC_COSINE, a.data(), a.data(), a.size());
+    EXPECT_GE(d, 0.0);
+    EXPECT_LE(d, 1e-6);
+    std::vector<float> neg(17, -0.1f);
+    double opposite = vs_distance_f32(VS_METRIC_COSINE, a.data(), neg.data(), a.size());
+    EXPECT_LE(opposite, 2.0);
+    EXPECT_GE(opposite, 2.0 - 1e-6);
+}
+
+TEST(Distance, ReportsDispatchedInstructionSet)
+{
+    std::string level = vs_simd_level();
+    EXPECT_TRUE(level == "avx512" || level == "avx2" || level == "sse2") << level;
+}
+
+} // namespace
