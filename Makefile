@@ -9,7 +9,7 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
 DATA = $(sort $(wildcard extension/vsearch--*.sql))
 
 PG_CONFIG ?= pg_config
-BUILD_DIR ?= build
+BUILD_DIR ?= build/$(VSEARCH_CUDA)
 VSEARCH_CUDA ?= auto
 CMAKE ?= cmake
 
@@ -18,7 +18,7 @@ CUDA_BACKEND = $(BUILD_DIR)/gpu/vsearch_cuda.so
 
 PG_CPPFLAGS = -I$(CURDIR)/gpu/include -I$(CURDIR)/extension
 SHLIB_LINK = $(ENGINE_LIB) -lstdc++ -lm -lpthread -ldl
-EXTRA_CLEAN = $(BUILD_DIR)
+EXTRA_CLEAN = build
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
