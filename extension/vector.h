@@ -1,0 +1,45 @@
+/*
+ * The `vector` type: a varlena of float4 values.
+ *
+ * The layout is pgvector's, byte for byte (varlena header, int16 dim, int16 unused = 0, float4[]),
+ * so a pgvector dump or binary COPY loads unchanged.  Values are always finite and a vector has
+ * 1..VECTOR_MAX_DIM elements; every function that builds a vector enforces that.
+ */
+#ifndef VSEARCH_VECTOR_H
+#define VSEARCH_VECTOR_H
+
+#include "fmgr.h"
+
+#define VECTOR_MAX_DIM 16000
+
+typedef struct Vector
+{
+	int32		vl_len_;		/* varlena header (do not touch directly) */
+	int16		dim;			/* number of elements */
+	int16		unused;			/* always 0; kept for pgvector's layout */
+	float		x[FLEXIBLE_ARRAY_MEMBER];
+} Vector;
+
+#define VECTOR_SIZE(dim)		(offsetof(Vector, x) + sizeof(float) * (dim))
+
+/* Detoasting also expands short (1-byte) headers, so x[] is always aligned. */
+#define DatumGetVectorP(d)		((Vector *) PG_DETOAST_DATUM(d))
+#define PG_GETARG_VECTOR_P(n)	DatumGetVectorP(PG_GETARG_DATUM(n))
+#define PG_RETURN_VECTOR_P(v)	PG_RETURN_POINTER(v)
+
+/* A zeroed vector of dim elements, palloc'd in the current memory context. */
+extern Vector *vector_new(int dim);
+
+/* ERROR unless 1 <= dim <= VECTOR_MAX_DIM. */
+extern void vector_check_dim(int dim);
+
+/* ERROR unless typmod is -1 (unconstrained) or equals dim. */
+extern void vector_check_typmod(int32 typmod, int dim);
+
+/* ERROR if value is NaN or infinite. */
+extern void vector_check_element(float value);
+
+/* ERROR unless both operands have the same number of dimensions. */
+extern void vector_check_same_dim(int dim_a, int dim_b);
+
+#endif							/* VSEARCH_VECTOR_H */
