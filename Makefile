@@ -6,7 +6,8 @@
 EXTENSION = vsearch
 MODULE_big = vsearch
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
-DATA = $(sort $(wildcard extension/vsearch--*.sql))
+# The install script is assembled from extension/sql/*.sql in name order (one file per feature).
+DATA_built = vsearch--0.1.0.sql
 
 PG_CONFIG ?= pg_config
 BUILD_DIR ?= build/$(VSEARCH_CUDA)
@@ -34,6 +35,9 @@ $(ENGINE_LIB): $(BUILD_DIR)/CMakeCache.txt FORCE
 	  $(CMAKE) --build $(BUILD_DIR) --target vsearch_cuda -j $(or $(JOBS),2); fi
 
 $(shlib): $(ENGINE_LIB)
+
+vsearch--0.1.0.sql: $(sort $(wildcard extension/sql/*.sql))
+	cat $^ > $@
 
 install: install-cuda-backend
 install-cuda-backend: all
