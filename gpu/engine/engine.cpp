@@ -1,0 +1,520 @@
+// The engine front end: the C ABI of vsearch/engine.h over the Backend interface, argument
+// checking, per-context error messages, range-result assembly and loading the CUDA backend.
+#include "vsearch/engine.h"
+
+#include "cpu/cpu_backend.h"
+#include "engine/backend.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct vs_context
+{
+    std::unique_ptr<vs::Backend> backend;
+    std::string last_error;
+};
+
+struct vs_dataset
+{
+    vs_context *owner = nullptr;
+    vs::Dataset *impl = nullptr;
+};
+
+namespace {
+
+void write_err(char *buf, size_t len, const std::string &msg)
+{
+    if (buf && len > 0)
+    {
+        size_t n = std::min(len - 1, msg.size());
+        std::memcpy(buf, msg.data(), n);
+        buf[n] = '\0';
+    }
+}
+
+vs_status fail(vs_context *ctx, vs_status code, const std::string &msg)
+{
+    if (ctx)
+        ctx->last_error = msg;
+    return code;
+}
+
+vs_status finish(vs_context *ctx, const vs::Status &st)
+{
+    if (st.ok())
+    {
+        ctx->last_error.clear();
+        return VS_OK;
+    }
+    ctx->last_error = st.message;
+    return st.code;
+}
+
+// Loads vsearch_cuda.so once per path; never unloaded (the CUDA runtime dislikes that).
+vs_cuda_backend_fn load_cuda_backend(const char *path, std::string *err)
+{
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+    {
+        const char *e = dlerror();
+        *err = std::string("cannot load the CUDA backend: ") + (e ? e : path);
+        return nullptr;
+    }
+    void *sym = dlsym(handle, VS_CUDA_BACKEND_SYMBOL);
+    if (!sym)
+    {
+        *err = std::string("no symbol " VS_CUDA_BACKEND_SYMBOL " in ") + path;
+        return nullptr;
+    }
+    vs_cuda_backend_fn fn;
+    static_assert(sizeof fn == sizeof sym, "function pointer size");
+    std::memcpy(&fn, &sym, sizeof fn);
+    return fn;
+}
+
+bool valid_metric(vs_metric m)
+{
+    return static_cast<int>(m) >= 0 && static_cast<int>(m) < VS_METRIC_COUNT;
+}
+
+vs_status check_dataset(vs_context *ctx, const vs_dataset *ds)
+{
+    if (!ds || !ds->impl)
+        return fail(ctx, VS_INVALID_ARGUMENT, "dataset is NULL");
+    if (ds->owner != ctx)
+        return fail(ctx, VS_INVALID_ARGUMENT, "dataset belongs to another context");
+    return VS_OK;
+}
+
+vs_status check_subsets(vs_context *ctx, const vs_subsets *s, size_t nq)
+{
+    if (!s)
+        return VS_OK;
+    if (!s->offsets)
+        return fail(ctx, VS_INVALID_ARGUMENT, "subsets->offsets is NULL");
+    if (s->offsets[0] != 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "subsets->offsets[0] must be 0");
+    for (size_t i = 0; i < nq; i++)
+        if (s->offsets[i + 1] < s->offsets[i])
+            return fail(ctx, VS_INVALID_ARGUMENT, "subsets->offsets must be non-decreasing");
+    if (s->offsets[nq] > 0 && !s->ids)
+        return fail(ctx, VS_INVALID_ARGUMENT, "subsets->ids is NULL");
+    return VS_OK;
+}
+
+// Range matches gathered per query, then copied into caller memory.
+class Collector final : public vs::RangeCollector
+{
+public:
+    explicit Collector(size_t nq) : ids_(nq), dists_(nq) {}
+    void add(size_t q0, size_t nq, const int64_t *counts, const int64_t *ids,
+             const float *dists) override
+    {
+        size_t at = 0;
+        for (size_t i = 0; i < nq; i++)
+        {
+            size_t c = static_cast<size_t>(counts[i]);
+            ids_[q0 + i].insert(ids_[q0 + i].end(), ids + at, ids + at + c);
+            dists_[q0 + i].insert(dists_[q0 + i].end(), dists + at, dists + at + c);
+            at += c;
+        }
+    }
+    size_t total() const
+    {
+        size_t t = 0;
+        for (auto &v : ids_)
+            t += v.size();
+        return t;
+    }
+    std::vector<std::vector<int64_t>> ids_;
+    std::vector<std::vector<float>> dists_;
+};
+
+void *call_alloc(vs_alloc_fn alloc, void *arg, size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 8; // never ask for zero bytes: NULL always means failure
+    return alloc ? alloc(arg, bytes) : std::malloc(bytes);
+}
+
+} // namespace
+
+extern "C" {
+
+void vs_context_options_init(vs_context_options *o) noexcept
+{
+    if (!o)
+        return;
+    std::memset(o, 0, sizeof *o);
+    o->backend = VS_BACKEND_AUTO;
+    o->gemm_precision = VS_GEMM_TF32;
+}
+
+const char *vs_status_name(vs_status s) noexcept
+{
+    switch (s)
+    {
+    case VS_OK:
+        return "VS_OK";
+    case VS_INVALID_ARGUMENT:
+        return "VS_INVALID_ARGUMENT";
+    case VS_OUT_OF_MEMORY:
+        return "VS_OUT_OF_MEMORY";
+    case VS_DEVICE_ERROR:
+        return "VS_DEVICE_ERROR";
+    case VS_UNSUPPORTED:
+        return "VS_UNSUPPORTED";
+    case VS_CANCELLED:
+        return "VS_CANCELLED";
+    case VS_INTERNAL:
+        return "VS_INTERNAL";
+    }
+    return "VS_UNKNOWN";
+}
+
+vs_status vs_context_create(const vs_context_options *options, vs_context **out, char *errbuf,
+                            size_t errlen) noexcept
+{
+    if (!out)
+    {
+        write_err(errbuf, errlen, "out is NULL");
+        return VS_INVALID_ARGUMENT;
+    }
+    *out = nullptr;
+    try
+    {
+        vs_context_options o;
+        vs_context_options_init(&o);
+        if (options)
+            o = *options;
+        if (o.backend != VS_BACKEND_AUTO && o.backend != VS_BACKEND_CPU &&
+            o.backend != VS_BACKEND_CUDA)
+        {
+            write_err(errbuf, errlen, "unknown backend");
+            return VS_INVALID_ARGUMENT;
+        }
+        if (o.gemm_precision != VS_GEMM_TF32 && o.gemm_precision != VS_GEMM_FP32)
+        {
+            write_err(errbuf, errlen, "unknown gemm precision");
+            return VS_INVALID_ARGUMENT;
+        }
+        vs::BackendConfig cfg;
+        cfg.device = o.device;
+        cfg.device_memory_budget = o.device_memory_budget;
+        cfg.num_threads = o.num_threads;
+        cfg.gemm_precision = o.gemm_precision;
+        cfg.cancel = o.cancel;
+        cfg.cancel_arg = o.cancel_arg;
+
+        std::unique_ptr<vs::Backend> backend;
+        std::string cuda_err;
+        if (o.backend != VS_BACKEND_CPU)
+        {
+            const char *path = o.cuda_library;
+            if (!path)
+                path = std::getenv("VSEARCH_CUDA_LIBRARY");
+            if (!path)
+                path = "vsearch_cuda.so";
+            vs_cuda_backend_fn fn = load_cuda_backend(path, &cuda_err);
+            if (fn)
+            {
+                char buf[512] = {0};
+                vs::Backend *b = fn(&cfg, buf, sizeof buf);
+                if (b)
+                    backend.reset(b);
+                else
+                    cuda_err = buf[0] ? buf : "the CUDA backend could not start";
+            }
+            if (!backend && o.backend == VS_BACKEND_CUDA)
+            {
+                write_err(errbuf, errlen, cuda_err);
+                return VS_UNSUPPORTED;
+            }
+        }
+        if (!backend)
+            backend = vs::make_cpu_backend(cfg);
+        auto *ctx = new vs_context;
+        ctx->backend = std::move(backend);
+        *out = ctx;
+        return VS_OK;
+    }
+    catch (const std::bad_alloc &)
+    {
+        write_err(errbuf, errlen, "out of host memory");
+        return VS_OUT_OF_MEMORY;
+    }
+    catch (const std::exception &e)
+    {
+        write_err(errbuf, errlen, e.what());
+        return VS_INTERNAL;
+    }
+    catch (...)
+    {
+        write_err(errbuf, errlen, "unknown exception");
+        return VS_INTERNAL;
+    }
+}
+
+void vs_context_destroy(vs_context *ctx) noexcept
+{
+    delete ctx;
+}
+
+const char *vs_last_error(const vs_context *ctx) noexcept
+{
+    return ctx ? ctx->last_error.c_str() : "context is NULL";
+}
+
+vs_status vs_context_get_info(vs_context *ctx, vs_context_info *info) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!info)
+        return fail(ctx, VS_INVALID_ARGUMENT, "info is NULL");
+    std::memset(info, 0, sizeof *info);
+    return finish(ctx, ctx->backend->info(info));
+}
+
+vs_status vs_dataset_create(vs_context *ctx, size_t dim, vs_dtype storage, vs_dataset **out) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!out)
+        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    if (dim == 0 || dim > (1u << 20))
+        return fail(ctx, VS_INVALID_ARGUMENT, "dim must be in 1 .. 2^20");
+    if (storage != VS_DTYPE_F32)
+    {
+        if (storage == VS_DTYPE_F16 || storage == VS_DTYPE_BF16)
+            return fail(ctx, VS_UNSUPPORTED, "only float32 storage is implemented");
+        return fail(ctx, VS_INVALID_ARGUMENT, "unknown storage type");
+    }
+    vs_dataset *ds = new (std::nothrow) vs_dataset;
+    if (!ds)
+        return fail(ctx, VS_OUT_OF_MEMORY, "out of host memory");
+    vs::Dataset *impl = nullptr;
+    vs_status st = finish(ctx, ctx->backend->dataset_create(dim, storage, &impl));
+    if (st != VS_OK)
+    {
+        delete ds;
+        return st;
+    }
+    ds->owner = ctx;
+    ds->impl = impl;
+    *out = ds;
+    return VS_OK;
+}
+
+vs_status vs_dataset_add(vs_context *ctx, vs_dataset *ds, const float *vectors, const int64_t *ids,
+                         size_t n) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_dataset(ctx, ds))
+        return st;
+    if (n > 0 && (!vectors || !ids))
+        return fail(ctx, VS_INVALID_ARGUMENT, "vectors or ids is NULL");
+    return finish(ctx, ctx->backend->dataset_add(ds->impl, vectors, ids, n));
+}
+
+vs_status vs_dataset_remove(vs_context *ctx, vs_dataset *ds, const int64_t *ids, size_t n,
+                            size_t *removed) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (removed)
+        *removed = 0;
+    if (vs_status st = check_dataset(ctx, ds))
+        return st;
+    if (n > 0 && !ids)
+        return fail(ctx, VS_INVALID_ARGUMENT, "ids is NULL");
+    return finish(ctx, ctx->backend->dataset_remove(ds->impl, ids, n, removed));
+}
+
+size_t vs_dataset_size(const vs_dataset *ds) noexcept
+{
+    return ds && ds->impl ? ds->impl->size() : 0;
+}
+
+size_t vs_dataset_dim(const vs_dataset *ds) noexcept
+{
+    return ds && ds->impl ? ds->impl->dim() : 0;
+}
+
+void vs_dataset_destroy(vs_context *ctx, vs_dataset *ds) noexcept
+{
+    if (!ds)
+        return;
+    (void)ctx;
+    delete ds->impl;
+    delete ds;
+}
+
+vs_status vs_knn(vs_context *ctx, const vs_dataset *ds, const float *queries, size_t nq, size_t k,
+                 vs_metric metric, const vs_subsets *subsets, int64_t *out_ids,
+                 float *out_distances, int64_t *out_counts) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_dataset(ctx, ds))
+        return st;
+    if (!valid_metric(metric))
+        return fail(ctx, VS_INVALID_ARGUMENT, "unknown metric");
+    if (nq > 0 && !queries)
+        return fail(ctx, VS_INVALID_ARGUMENT, "queries is NULL");
+    if (k > 0 && nq > std::numeric_limits<size_t>::max() / 16 / k)
+        return fail(ctx, VS_INVALID_ARGUMENT, "nq * k is too large");
+    if (nq > 0 && k > 0 && (!out_ids || !out_distances))
+        return fail(ctx, VS_INVALID_ARGUMENT, "out_ids or out_distances is NULL");
+    if (vs_status st = check_subsets(ctx, subsets, nq))
+        return st;
+    if (nq == 0)
+        return finish(ctx, vs::Status{});
+    vs::Subsets s{};
+    if (subsets)
+        s = vs::Subsets{subsets->offsets, subsets->ids};
+    if (k == 0)
+    {
+        if (out_counts)
+            for (size_t i = 0; i < nq; i++)
+                out_counts[i] = 0;
+        return finish(ctx, vs::Status{});
+    }
+    return finish(ctx, ctx->backend->knn(ds->impl, queries, nq, k, metric, subsets ? &s : nullptr,
+                                         out_ids, out_distances, out_counts));
+}
+
+vs_status vs_range(vs_context *ctx, const vs_dataset *ds, const float *queries, size_t nq,
+                   float radius, vs_metric metric, const vs_subsets *subsets, vs_alloc_fn alloc,
+                   void *alloc_arg, vs_range_result *out) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!out)
+        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
+    std::memset(out, 0, sizeof *out);
+    if (vs_status st = check_dataset(ctx, ds))
+        return st;
+    if (!valid_metric(metric))
+        return fail(ctx, VS_INVALID_ARGUMENT, "unknown metric");
+    if (radius != radius)
+        return fail(ctx, VS_INVALID_ARGUMENT, "radius is NaN");
+    if (nq > 0 && !queries)
+        return fail(ctx, VS_INVALID_ARGUMENT, "queries is NULL");
+    if (vs_status st = check_subsets(ctx, subsets, nq))
+        return st;
+    std::unique_ptr<Collector> collector;
+    try
+    {
+        collector.reset(new Collector(nq));
+    }
+    catch (...)
+    {
+        return fail(ctx, VS_OUT_OF_MEMORY, "out of host memory");
+    }
+    if (nq > 0)
+    {
+        vs::Subsets s{};
+        if (subsets)
+            s = vs::Subsets{subsets->offsets, subsets->ids};
+        vs_status st = finish(ctx, ctx->backend->range(ds->impl, queries, nq, radius, metric,
+                                                       subsets ? &s : nullptr, collector.get()));
+        if (st != VS_OK)
+            return st;
+    }
+    size_t total = collector->total();
+    out->nq = nq;
+    out->total = total;
+    out->offsets = static_cast<int64_t *>(call_alloc(alloc, alloc_arg, (nq + 1) * sizeof(int64_t)));
+    if (!out->offsets)
+        return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
+    out->ids = static_cast<int64_t *>(call_alloc(alloc, alloc_arg, total * sizeof(int64_t)));
+    if (!out->ids)
+        return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
+    out->distances = static_cast<float *>(call_alloc(alloc, alloc_arg, total * sizeof(float)));
+    if (!out->distances)
+        return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
+    size_t at = 0;
+    out->offsets[0] = 0;
+    for (size_t i = 0; i < nq; i++)
+    {
+        const auto &ids = collector->ids_[i];
+        const auto &d = collector->dists_[i];
+        if (!ids.empty())
+        {
+            std::memcpy(out->ids + at, ids.data(), ids.size() * sizeof(int64_t));
+            std::memcpy(out->distances + at, d.data(), d.size() * sizeof(float));
+        }
+        at += ids.size();
+        out->offsets[i + 1] = static_cast<int64_t>(at);
+    }
+    ctx->last_error.clear();
+    return VS_OK;
+}
+
+void vs_range_result_free(vs_range_result *r) noexcept
+{
+    if (!r)
+        return;
+    std::free(r->offsets);
+    std::free(r->ids);
+    std::free(r->distances);
+    r->offsets = nullptr;
+    r->ids = nullptr;
+    r->distances = nullptr;
+    r->total = 0;
+}
+
+void vs_kmeans_params_init(vs_kmeans_params *p) noexcept
+{
+    if (!p)
+        return;
+    std::memset(p, 0, sizeof *p);
+    p->k = 1;
+    p->iterations = 20;
+    p->init = VS_KMEANS_INIT_RANDOM;
+    p->seed = 1234;
+    p->sample_size = 0;
+    p->metric = VS_METRIC_L2SQ;
+}
+
+vs_status vs_kmeans(vs_context *ctx, const float *data, size_t n, size_t dim,
+                    const vs_kmeans_params *params, float *centroids, vs_kmeans_info *info) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!params || !data || !centroids)
+        return fail(ctx, VS_INVALID_ARGUMENT, "params, data or centroids is NULL");
+    if (dim == 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "dim must be positive");
+    if (params->k == 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "k must be positive");
+    size_t m = params->sample_size && params->sample_size < n ? params->sample_size : n;
+    if (m < params->k)
+        return fail(ctx, VS_INVALID_ARGUMENT, "fewer training points than centroids");
+    if (n >= 0xFFFFFFFFull)
+        return fail(ctx, VS_INVALID_ARGUMENT, "too many training points");
+    if (params->iterations < 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "iterations must be >= 0");
+    if (!valid_metric(params->metric))
+        return fail(ctx, VS_INVALID_ARGUMENT, "unknown metric");
+    if (params->metric == VS_METRIC_L1)
+        return fail(ctx, VS_UNSUPPORTED, "k-means supports L2SQ, L2, IP and COSINE");
+    if (params->init != VS_KMEANS_INIT_RANDOM && params->init != VS_KMEANS_INIT_PLUSPLUS)
+        return fail(ctx, VS_INVALID_ARGUMENT, "unknown init");
+    vs_kmeans_info local{};
+    return finish(ctx, ctx->backend->kmeans(data, n, dim, *params, centroids, info ? info : &local));
+}
+
+} // extern "C"

@@ -1,0 +1,260 @@
+// Exact kNN and range search against an independent double-precision reference, on every metric,
+// on the CPU backend (always) and the CUDA backend (skipped where no device or library exists).
+// Outputs are poisoned before each call and checked to be fully written.
+#include "engine_testing.h"
+
+#include <cstdio>
+#include <tuple>
+
+namespace {
+
+struct Case
+{
+    const char *name;
+    size_t n, d, nq;
+    std::vector<size_t> ks; // 0 means "n"
+    double dups;
+    bool zero_row;
+    uint64_t seed;
+};
+
+std::vector<Case> knn_cases()
+{
+    std::vector<Case> c = {
+        {"n1_d3", 1, 3, 7, {1, 10}, 0.0, false, 11},
+        {"n37_d3", 37, 3, 7, {1, 10, 0, 100}, 0.1, false, 12},
+        {"n1000_d1_ties", 1000, 1, 64, {1, 10, 100}, 0.2, false, 13},
+        {"n1000_d128_b64", 1000, 128, 64, {1, 10, 100}, 0.05, true, 14},
+        {"n3001_d128_k2048", 3001, 128, 7, {1024, 2048}, 0.05, false, 15},
+        {"n6007_d16_bigk", 6007, 16, 7, {5000, 0}, 0.05, false, 16},
+        {"n501_d784", 501, 784, 7, {10, 100}, 0.05, false, 17},
+        {"n301_d1536", 301, 1536, 7, {10}, 0.05, false, 18},
+        {"n2003_d32_b1000", 2003, 32, 1000, {10}, 0.05, false, 19},
+        {"n203_d8_b10000", 203, 8, 10000, {10}, 0.1, false, 20},
+        {"n999_d16_dups", 999, 16, 64, {10, 100}, 0.5, true, 21},
+        {"n5000_d24_b1", 5000, 24, 1, {1, 10, 100}, 0.02, false, 22},
+        // Groups of hundreds of identical rows: candidate sets cannot be certified, so the
+        // exhaustive exact fallback runs.
+        {"n2000_d8_heavy_dups", 2000, 8, 64, {10, 100}, 0.97, false, 23},
+    };
+    if (const char *p = std::getenv("VSEARCH_TEST_LARGE"); p && p[0] == '1')
+    {
+        c.push_back({"large_n100003_d128_b100", 100003, 128, 100, {1, 10, 100, 1024, 2048}, 0.01, false, 31});
+        c.push_back({"large_n100003_d128_b16", 100003, 128, 16, {10, 5000}, 0.01, false, 32});
+        c.push_back({"large_n65537_d96_b7", 65537, 96, 7, {10, 0}, 0.01, false, 33});
+    }
+    return c;
+}
+
+void PrintTo(const Case &c, std::ostream *os)
+{
+    *os << c.name;
+}
+
+using Param = std::tuple<std::string, Case>;
+
+class EngineKnn : public ::testing::TestWithParam<Param>
+{
+};
+
+const vs_metric kMetrics[] = {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE,
+                              VS_METRIC_L1};
+
+TEST_P(EngineKnn, MatchesDoubleReference)
+{
+    const std::string backend = std::get<0>(GetParam());
+    const Case &c = std::get<1>(GetParam());
+    VT_CONTEXT_OR_SKIP(ctx, backend);
+    vt::Data D = vt::make_data(c.n, c.d, c.seed, c.dups, c.zero_row);
+    vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+    std::vector<float> q = vt::make_queries(D, c.nq, c.seed);
+    for (vs_metric m : kMetrics)
+    {
+        std::vector<std::vector<vt::RefHit>> ref(c.nq);
+        for (size_t i = 0; i < c.nq; i++)
+            ref[i] = vt::ref_sorted(D, &q[i * c.d], m);
+        for (size_t k0 : c.ks)
+        {
+            size_t k = k0 ? k0 : c.n;
+            std::vector<int64_t> ids(c.nq * k, vt::kPoisonId), counts(c.nq, -7);
+            std::vector<float> dists(c.nq * k, vt::poison_float());
+            ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), c.nq, k, m, nullptr, ids.data(),
+                             dists.data(), counts.data()),
+                      VS_OK)
+                << vs_last_error(ctx.get());
+            int failures = 0;
+            for (size_t i = 0; i < c.nq && failures < 3; i++)
+            {
+                auto r = vt::check_knn(D, ref[i], k, &ids[i * k], &dists[i * k], counts[i]);
+                if (!r)
+                {
+                    failures++;
+                    ADD_FAILURE() << c.name << " " << vt::metric_name(m) << " k=" << k
+                                  << " query " << i << ": " << r.message();
+                }
+            }
+        }
+    }
+}
+
+TEST_P(EngineKnn, SubsetsMatchReference)
+{
+    const std::string backend = std::get<0>(GetParam());
+    const Case &c = std::get<1>(GetParam());
+    if (c.nq > 1000 || c.n < 30)
+        GTEST_SKIP() << "covered by other cases";
+    VT_CONTEXT_OR_SKIP(ctx, backend);
+    vt::Data D = vt::make_data(c.n, c.d, c.seed + 100, c.dups, c.zero_row);
+    vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+    std::vector<float> q = vt::make_queries(D, c.nq, c.seed + 100);
+    vt::SubsetData S = vt::make_subsets(D, c.nq, std::min<size_t>(c.n, 300), c.seed);
+    vs_subsets subsets{S.offsets.data(), S.ids.data()};
+    for (vs_metric m : kMetrics)
+    {
+        for (size_t k : {size_t{1}, size_t{10}, size_t{200}})
+        {
+            std::vector<int64_t> ids(c.nq * k, vt::kPoisonId), counts(c.nq, -7);
+            std::vector<float> dists(c.nq * k, vt::poison_float());
+            ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), c.nq, k, m, &subsets, ids.data(),
+                             dists.data(), counts.data()),
+                      VS_OK)
+                << vs_last_error(ctx.get());
+            for (size_t i = 0; i < c.nq; i++)
+            {
+                auto ref = vt::ref_sorted(D, &q[i * c.d], m, &S.rows[i]);
+                auto r = vt::check_knn(D, ref, k, &ids[i * k], &dists[i * k], counts[i]);
+                ASSERT_TRUE(r) << c.name << " " << vt::metric_name(m) << " k=" << k << " query "
+                               << i << ": " << r.message();
+            }
+        }
+        // Range over the subsets with a radius keeping about half of them.
+        std::vector<float> all;
+        for (size_t r : S.rows[0])
+            all.push_back(static_cast<float>(vt::ref_distance(m, &q[0], &D.x[r * c.d], c.d)));
+        std::sort(all.begin(), all.end());
+        float radius = all.empty() ? 1.0f : all[all.size() / 2];
+        vs_range_result res;
+        ASSERT_EQ(vs_range(ctx.get(), ds.get(), q.data(), c.nq, radius, m, &subsets, nullptr,
+                           nullptr, &res),
+                  VS_OK)
+            << vs_last_error(ctx.get());
+        for (size_t i = 0; i < c.nq; i++)
+        {
+            auto ref = vt::ref_sorted(D, &q[i * c.d], m, &S.rows[i]);
+            auto r = vt::check_range(ref, radius, res.ids + res.offsets[i],
+                                     res.distances + res.offsets[i],
+                                     static_cast<size_t>(res.offsets[i + 1] - res.offsets[i]));
+            EXPECT_TRUE(r) << c.name << " " << vt::metric_name(m) << " query " << i << ": "
+                           << r.message();
+        }
+        vs_range_result_free(&res);
+    }
+}
+
+TEST_P(EngineKnn, RangeMatchesReference)
+{
+    const std::string backend = std::get<0>(GetParam());
+    const Case &c = std::get<1>(GetParam());
+    if (c.nq > 1000)
+        GTEST_SKIP() << "covered by other cases";
+    VT_CONTEXT_OR_SKIP(ctx, backend);
+    vt::Data D = vt::make_data(c.n, c.d, c.seed + 200, c.dups, c.zero_row);
+    vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+    std::vector<float> q = vt::make_queries(D, c.nq, c.seed + 200);
+    for (vs_metric m : kMetrics)
+    {
+        std::vector<std::vector<vt::RefHit>> ref(c.nq);
+        std::vector<float> first;
+        for (size_t i = 0; i < c.nq; i++)
+            ref[i] = vt::ref_sorted(D, &q[i * c.d], m);
+        for (auto &h : ref[0])
+            if (h.dist == h.dist)
+                first.push_back(h.dist);
+        if (first.empty())
+            continue;
+        // Radii returning nothing, a few rows and about 10% of the set.
+        float lo = first.front();
+        for (auto &r : ref)
+            if (!r.empty() && r.front().dist == r.front().dist)
+                lo = std::min(lo, r.front().dist);
+        float none = lo - 1.0f - std::fabs(lo);
+        float few = first[std::min<size_t>(first.size() - 1, 3)];
+        float tenth = first[first.size() / 10];
+        for (float radius : {none, few, tenth})
+        {
+            vs_range_result res;
+            ASSERT_EQ(vs_range(ctx.get(), ds.get(), q.data(), c.nq, radius, m, nullptr, nullptr,
+                               nullptr, &res),
+                      VS_OK)
+                << vs_last_error(ctx.get());
+            ASSERT_EQ(res.nq, c.nq);
+            ASSERT_EQ(static_cast<size_t>(res.offsets[c.nq]), res.total);
+            if (radius == none)
+                EXPECT_EQ(res.total, 0u);
+            int failures = 0;
+            for (size_t i = 0; i < c.nq && failures < 3; i++)
+            {
+                auto r = vt::check_range(ref[i], radius, res.ids + res.offsets[i],
+                                         res.distances + res.offsets[i],
+                                         static_cast<size_t>(res.offsets[i + 1] - res.offsets[i]));
+                if (!r)
+                {
+                    failures++;
+                    ADD_FAILURE() << c.name << " " << vt::metric_name(m) << " radius " << radius
+                                  << " query " << i << ": " << r.message();
+                }
+            }
+            vs_range_result_free(&res);
+        }
+    }
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param> &info)
+{
+    return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, EngineKnn,
+                         ::testing::Combine(::testing::Values(std::string("cpu"), std::string("cuda")),
+                                            ::testing::ValuesIn(knn_cases())),
+                         param_name);
+
+// The CPU and the CUDA backend return the same ids and distances.
+TEST(EngineCrossBackend, CpuAndCudaAgree)
+{
+    VT_CONTEXT_OR_SKIP(gpu, "cuda");
+    VT_CONTEXT_OR_SKIP(cpu, "cpu");
+    struct Sz
+    {
+        size_t n, d, nq, k;
+    };
+    for (Sz s : {Sz{4099, 128, 100, 10}, Sz{4099, 128, 5, 100}, Sz{2000, 33, 300, 1024},
+                 Sz{3000, 64, 20, 4000}})
+    {
+        vt::Data D = vt::make_data(s.n, s.d, 77 + s.n, 0.05, true);
+        vt::DatasetPtr dg = vt::upload(gpu.get(), D), dc = vt::upload(cpu.get(), D);
+        std::vector<float> q = vt::make_queries(D, s.nq, 99);
+        for (vs_metric m : kMetrics)
+        {
+            std::vector<int64_t> ig(s.nq * s.k), ic(s.nq * s.k);
+            std::vector<float> fg(s.nq * s.k), fc(s.nq * s.k);
+            ASSERT_EQ(vs_knn(gpu.get(), dg.get(), q.data(), s.nq, s.k, m, nullptr, ig.data(),
+                             fg.data(), nullptr),
+                      VS_OK)
+                << vs_last_error(gpu.get());
+            ASSERT_EQ(vs_knn(cpu.get(), dc.get(), q.data(), s.nq, s.k, m, nullptr, ic.data(),
+                             fc.data(), nullptr),
+                      VS_OK);
+            size_t id_diff = 0, d_diff = 0;
+            for (size_t i = 0; i < ig.size(); i++)
+            {
+                id_diff += ig[i] != ic[i];
+                d_diff += !vt::close(fg[i], fc[i], 0.0);
+            }
+            EXPECT_EQ(id_diff, 0u) << vt::metric_name(m) << " n=" << s.n << " k=" << s.k;
+            EXPECT_EQ(d_diff, 0u) << vt::metric_name(m) << " n=" << s.n << " k=" << s.k;
+        }
+    }
+}
+
+} // namespace
