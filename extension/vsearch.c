@@ -1,10 +1,15 @@
 /*
  * vsearch.so: the module's entry point.  The type, operator and index code lives in the other
- * files of extension/; _PG_init is where settings and hooks will be registered.
+ * files of extension/; _PG_init registers the settings and, when the library is preloaded, the
+ * GPU worker's shared memory and the worker itself (worker_*.c, docs/WORKER.md).
  */
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
+
+#include "guc.h"
+#include "worker_internal.h"
 
 PG_MODULE_MAGIC;
 
@@ -13,4 +18,14 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	vs_guc_init();
+
+	/*
+	 * Without shared_preload_libraries there is no worker: every search runs on the CPU in its
+	 * backend (vs_worker_* return false).
+	 */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	vs_worker_shmem_register();
+	vs_worker_register();
 }

@@ -1,21 +1,641 @@
 /*
- * Backend side of the GPU worker protocol.  Until the worker exists every request runs on the CPU
- * in the backend (search.c), which is also what a server without the worker does.
+ * Backend side of the GPU worker protocol (docs/WORKER.md).
+ *
+ * A search request goes into a DSM segment this backend keeps for the session (reused while it
+ * is large enough); one of this backend's two slots in shared memory points the worker at it.
+ * The backend sleeps on its latch; the worker streams the answer back through the segment's
+ * result area, one chunk at a time, and marks the slot DONE after the last one.  Query cancel and
+ * statement_timeout set the latch, so the wait is interrupted at once; the backend then marks the
+ * slot abandoned and drops its segment (the worker, which may still map it, discards the answer).
+ *
+ * Every way the worker can fail to answer (none running, no GPU, a worker error, a worker that
+ * makes no progress for vsearch.worker_timeout, a restart) ends in vs_worker_* returning false:
+ * the caller then runs the search on this backend's CPU, and the fallback is counted.  With
+ * vsearch.device = gpu it is an ERROR instead.
  */
 #include "postgres.h"
 
+#include <math.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "guc.h"
 #include "worker.h"
+#include "worker_internal.h"
+
+/* Segments at most this large are kept for the next request. */
+#define VS_KEEP_SEGMENT_MAX		((Size) 8 * 1024 * 1024)
+#define VS_MIN_SEGMENT			((Size) 256 * 1024)
+/* Largest result area (an answer larger than this streams in several chunks). */
+#define VS_MAX_AREA				((Size) 4 * 1024 * 1024)
+/* Result area of a range request (its answer size is unknown). */
+#define VS_RANGE_AREA			((Size) 1024 * 1024)
+/* How often a waiting backend re-checks that the worker is alive and progressing. */
+#define VS_POLL_MS				20
+
+static dsm_segment *client_seg = NULL;
+static bool exit_callback_registered = false;
+static uint64 request_counter = 0;
+
+/* Where the answer stream's bytes go: consecutive regions of caller memory. */
+typedef struct VsSink
+{
+	VsRequestOp op;
+	int			nq;
+	int			k;
+	uint64		stream_len;		/* expected total (0 until known, for range) */
+	uint64		pos;			/* bytes received */
+	int			nregions;
+	struct
+	{
+		char	   *dst;
+		uint64		len;
+	}			regions[4];
+	/* range */
+	int64		total;
+	VsRangeResult *range;
+	MemoryContext result_cxt;
+} VsSink;
+
+static void
+sink_add(VsSink *sink, void *dst, uint64 len)
+{
+	Assert(sink->nregions < lengthof(sink->regions));
+	sink->regions[sink->nregions].dst = dst;
+	sink->regions[sink->nregions].len = len;
+	sink->nregions++;
+}
+
+/* After the range header (total) arrived: allocate the result arrays and route the rest there. */
+static void
+sink_range_header(VsSink *sink)
+{
+	VsRangeResult *out = sink->range;
+	uint64		expected;
+
+	if (sink->total < 0 || (uint64) sink->total > (MaxAllocHugeSize / sizeof(int64)))
+		elog(ERROR, "vsearch worker: invalid range result size " INT64_FORMAT, sink->total);
+	expected = sizeof(int64) + (uint64) (sink->nq + 1) * sizeof(int64) +
+		(uint64) sink->total * (sizeof(int64) + sizeof(float));
+	if (expected != sink->stream_len)
+		elog(ERROR, "vsearch worker: range answer of %llu bytes, expected %llu",
+			 (unsigned long long) sink->stream_len, (unsigned long long) expected);
+	out->nq = sink->nq;
+	out->total = sink->total;
+	out->offsets = MemoryContextAllocHuge(sink->result_cxt, (Size) (sink->nq + 1) * sizeof(int64));
+	/* never zero bytes: callers may pfree */
+	out->ids = MemoryContextAllocHuge(sink->result_cxt, Max(1, sink->total) * sizeof(int64));
+	out->distances = MemoryContextAllocHuge(sink->result_cxt, Max(1, sink->total) * sizeof(float));
+	sink_add(sink, out->offsets, (uint64) (sink->nq + 1) * sizeof(int64));
+	sink_add(sink, out->ids, (uint64) sink->total * sizeof(int64));
+	sink_add(sink, out->distances, (uint64) sink->total * sizeof(float));
+}
+
+/* Copies the stream bytes [off, off + len) into the regions. */
+static void
+sink_consume(VsSink *sink, const char *data, uint64 off, uint64 len)
+{
+	if (off != sink->pos || len > sink->stream_len || off > sink->stream_len - len)
+		elog(ERROR, "vsearch worker: answer chunk at %llu+%llu does not follow %llu (of %llu)",
+			 (unsigned long long) off, (unsigned long long) len,
+			 (unsigned long long) sink->pos, (unsigned long long) sink->stream_len);
+	while (len > 0)
+	{
+		uint64		start = 0;
+		int			r;
+
+		for (r = 0; r < sink->nregions; r++)
+		{
+			if (sink->pos < start + sink->regions[r].len)
+				break;
+			start += sink->regions[r].len;
+		}
+		if (r == sink->nregions)
+			elog(ERROR, "vsearch worker: answer longer than expected");
+		{
+			uint64		at = sink->pos - start;
+			uint64		n = Min(len, sink->regions[r].len - at);
+
+			memcpy(sink->regions[r].dst + at, data, n);
+			data += n;
+			len -= n;
+			sink->pos += n;
+			if (sink->op == VS_OP_RANGE && sink->nregions == 1 && sink->pos == sizeof(int64))
+				sink_range_header(sink);
+		}
+	}
+}
+
+/* Checks a complete answer. */
+static void
+sink_finish(VsSink *sink)
+{
+	if (sink->pos != sink->stream_len)
+		elog(ERROR, "vsearch worker: answer ended after %llu of %llu bytes",
+			 (unsigned long long) sink->pos, (unsigned long long) sink->stream_len);
+	if (sink->op == VS_OP_RANGE)
+	{
+		VsRangeResult *out = sink->range;
+
+		if (out->offsets[0] != 0 || out->offsets[sink->nq] != out->total)
+			elog(ERROR, "vsearch worker: inconsistent range answer");
+		for (int i = 0; i < sink->nq; i++)
+			if (out->offsets[i + 1] < out->offsets[i])
+				elog(ERROR, "vsearch worker: inconsistent range answer");
+	}
+}
+
+/* ---- slots -------------------------------------------------------------------------------- */
+
+static VsSlot *
+my_slot(int i)
+{
+	return &vs_worker_shared->slots[VS_MY_PROCNO * VS_SLOTS_PER_BACKEND + i];
+}
+
+/*
+ * Gives up a request: a slot the worker has not taken becomes free, one it is working on is
+ * marked abandoned (the worker frees it).  Returns true when the worker may still map the segment.
+ */
+static bool
+abandon_slot(VsSlot *slot, uint64 request_id)
+{
+	bool		worker_has_it = false;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->request_id == request_id)
+	{
+		if (slot->state == VS_SLOT_SUBMITTED || slot->state == VS_SLOT_DONE)
+			slot->state = VS_SLOT_FREE;
+		else if (slot->state == VS_SLOT_RUNNING)
+		{
+			slot->state = VS_SLOT_ABANDONED;
+			worker_has_it = true;
+		}
+	}
+	SpinLockRelease(&slot->mutex);
+	if (worker_has_it)
+		vs_worker_wake();
+	return worker_has_it;
+}
+
+/* Detaches the session segment; slots that are free forget it. */
+static void
+drop_segment(void)
+{
+	if (!client_seg)
+		return;
+	if (vs_worker_shared)
+	{
+		dsm_handle	h = dsm_segment_handle(client_seg);
+
+		for (int i = 0; i < VS_SLOTS_PER_BACKEND; i++)
+		{
+			VsSlot	   *slot = my_slot(i);
+
+			SpinLockAcquire(&slot->mutex);
+			if (slot->state == VS_SLOT_FREE && slot->handle == h)
+				slot->handle = DSM_HANDLE_INVALID;
+			SpinLockRelease(&slot->mutex);
+		}
+	}
+	dsm_detach(client_seg);
+	client_seg = NULL;
+}
+
+/* Process exit: release the slots so the worker never works for, or waits on, a dead backend. */
+static void
+client_exit(int code, Datum arg)
+{
+	if (!vs_worker_shared || VS_MY_PROCNO < 0 || VS_MY_PROCNO >= MaxBackends)
+		return;
+	for (int i = 0; i < VS_SLOTS_PER_BACKEND; i++)
+	{
+		VsSlot	   *slot = my_slot(i);
+		bool		wake = false;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->state == VS_SLOT_SUBMITTED || slot->state == VS_SLOT_DONE)
+			slot->state = VS_SLOT_FREE;
+		else if (slot->state == VS_SLOT_RUNNING)
+		{
+			slot->state = VS_SLOT_ABANDONED;
+			wake = true;
+		}
+		if (slot->state == VS_SLOT_FREE)
+			slot->handle = DSM_HANDLE_INVALID;
+		SpinLockRelease(&slot->mutex);
+		if (wake)
+			vs_worker_wake();
+	}
+}
+
+/* A segment of at least size bytes for the next request, or NULL (no DSM slot left). */
+static dsm_segment *
+get_segment(Size size)
+{
+	ResourceOwner save;
+	Size		alloc;
+
+	if (client_seg && dsm_segment_map_length(client_seg) >= size)
+		return client_seg;
+	drop_segment();
+	alloc = VS_MIN_SEGMENT;
+	while (alloc < size)
+		alloc *= 2;
+	/* session lifetime: not owned by the current resource owner */
+	save = CurrentResourceOwner;
+	CurrentResourceOwner = NULL;
+	PG_TRY();
+	{
+		client_seg = dsm_create(alloc, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	}
+	PG_FINALLY();
+	{
+		CurrentResourceOwner = save;
+	}
+	PG_END_TRY();
+	return client_seg;
+}
+
+/* ---- one request -------------------------------------------------------------------------- */
+
+/*
+ * Sends a request and waits for the answer, writing it through the sink.  Returns true on
+ * success; false with a reason when the worker could not answer (the caller falls back).
+ */
+static bool
+worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq, int k,
+			double radius, VsSink *sink, char *reason, Size reasonlen)
+{
+	VsWorkerShared *s = vs_worker_shared;
+	VsWorkerState state;
+	uint64		gen;
+	VsSlot	   *slot = NULL;
+	dsm_segment *seg;
+	VsRequest  *req;
+	Size		qbytes,
+				area,
+				header,
+				total;
+	uint64		request_id;
+	TimestampTz submitted;
+	bool		ok = false;
+
+	SpinLockAcquire(&s->mutex);
+	state = s->state;
+	gen = s->worker_gen;
+	SpinLockRelease(&s->mutex);
+	if (state != VS_WORKER_SERVING)
+	{
+		snprintf(reason, reasonlen, "the vsearch worker is %s",
+				 state == VS_WORKER_STOPPED ? "not running" :
+				 state == VS_WORKER_STARTING ? "starting" :
+				 state == VS_WORKER_DISABLED ? "disabled (vsearch.worker_device = off)" :
+				 "running but has no device (see vsearch_stat.device)");
+		return false;
+	}
+	if (VS_MY_PROCNO < 0 || VS_MY_PROCNO >= MaxBackends)
+	{
+		snprintf(reason, reasonlen, "this process cannot submit requests");
+		return false;
+	}
+	for (int i = 0; i < VS_SLOTS_PER_BACKEND; i++)
+	{
+		VsSlot	   *sl = my_slot(i);
+		bool		free;
+
+		SpinLockAcquire(&sl->mutex);
+		free = sl->state == VS_SLOT_FREE;
+		SpinLockRelease(&sl->mutex);
+		if (free)
+		{
+			slot = sl;
+			break;
+		}
+	}
+	if (!slot)
+	{
+		snprintf(reason, reasonlen, "the worker is still busy with this session's cancelled requests");
+		return false;
+	}
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(client_exit, (Datum) 0);
+		exit_callback_registered = true;
+	}
+
+	/* the segment: header | queries | result area */
+	header = MAXALIGN(sizeof(VsRequest));
+	qbytes = MAXALIGN((Size) nq * ref->dim * sizeof(float));
+	if (op == VS_OP_KNN)
+		area = (Size) nq * (sizeof(int64) + (Size) k * (sizeof(int64) + sizeof(float)));
+	else
+		area = VS_RANGE_AREA;
+	area = MAXALIGN(Max(Min(area, VS_MAX_AREA), VS_MIN_AREA));
+	total = header + qbytes + area;
+	seg = get_segment(total);
+	if (!seg)
+	{
+		snprintf(reason, reasonlen, "no dynamic shared memory segment is available");
+		return false;
+	}
+
+	req = dsm_segment_address(seg);
+	memset(req, 0, sizeof(VsRequest));
+	request_id = ((uint64) MyProcPid << 32) | (++request_counter & 0xFFFFFFFF);
+	req->magic = VS_REQUEST_MAGIC;
+	req->protocol = VS_REQUEST_PROTOCOL;
+	req->request_id = request_id;
+	req->op = op;
+	req->kind = ref->kind;
+	req->metric = ref->metric;
+	req->dim = ref->dim;
+	req->nq = nq;
+	req->k = op == VS_OP_KNN ? k : 0;
+	req->radius = op == VS_OP_RANGE ? radius : 0;
+	req->generation = ref->generation;
+	req->dbid = ref->dbid;
+	req->indexrelid = ref->indexrelid;
+	req->locator = ref->locator;
+	req->relpersistence = ref->relpersistence;
+	req->queries_off = header;
+	req->area_off = header + qbytes;
+	req->area_len = dsm_segment_map_length(seg) - req->area_off;
+	if (req->area_len > VS_MAX_AREA)
+		req->area_len = VS_MAX_AREA;
+	req->status = VS_ANSWER_NONE;
+	pg_atomic_init_u64(&req->produced, 0);
+	pg_atomic_init_u64(&req->consumed, 0);
+	memcpy((char *) req + header, queries, (Size) nq * ref->dim * sizeof(float));
+
+	submitted = GetCurrentTimestamp();
+	SpinLockAcquire(&slot->mutex);
+	slot->request_id = request_id;
+	slot->handle = dsm_segment_handle(seg);
+	slot->procno = VS_MY_PROCNO;
+	slot->submitted_at = submitted;
+	slot->worker_gen = 0;
+	slot->state = VS_SLOT_SUBMITTED;	/* the spinlock orders the segment writes before this */
+	SpinLockRelease(&slot->mutex);
+	vs_worker_wake();
+
+	PG_TRY();
+	{
+		uint64		consumed = 0;
+		uint64		last_heartbeat = pg_atomic_read_u64(&s->heartbeat);
+		TimestampTz last_progress = submitted;
+
+		for (;;)
+		{
+			VsSlotState st;
+			uint64		slot_rid,
+						slot_gen,
+						produced;
+			pid_t		wpid;
+			uint64		wgen;
+			VsWorkerState wstate;
+			uint64		hb;
+			TimestampTz now;
+
+			SpinLockAcquire(&slot->mutex);
+			st = slot->state;
+			slot_rid = slot->request_id;
+			slot_gen = slot->worker_gen;
+			SpinLockRelease(&slot->mutex);
+
+			if (slot_rid != request_id || st == VS_SLOT_FREE || st == VS_SLOT_ABANDONED)
+			{
+				snprintf(reason, reasonlen, "the worker restarted and dropped the request");
+				break;
+			}
+
+			/* a chunk of the answer waiting in the area? */
+			produced = pg_atomic_read_u64(&req->produced);
+			if (produced > consumed && (st == VS_SLOT_RUNNING || st == VS_SLOT_DONE))
+			{
+				uint64		off,
+							len,
+							slen;
+
+				pg_read_barrier();
+				off = req->chunk_off;
+				len = req->chunk_len;
+				slen = req->stream_len;
+				if (produced != consumed + 1 || len > req->area_len)
+					elog(ERROR, "vsearch worker: malformed answer chunk");
+				if (sink->stream_len == 0)
+					sink->stream_len = slen;
+				else if (sink->stream_len != slen)
+					elog(ERROR, "vsearch worker: answer length changed");
+				sink_consume(sink, (const char *) req + req->area_off, off, len);
+				consumed = produced;
+				pg_memory_barrier();
+				pg_atomic_write_u64(&req->consumed, consumed);
+				if (st == VS_SLOT_RUNNING)
+					vs_worker_wake();
+				last_progress = GetCurrentTimestamp();
+				continue;
+			}
+
+			if (st == VS_SLOT_DONE)
+			{
+				if (req->status == VS_ANSWER_OK)
+				{
+					if (op == VS_OP_KNN && sink->stream_len == 0 && consumed == 0)
+						elog(ERROR, "vsearch worker: empty answer");
+					sink_finish(sink);
+					ok = true;
+				}
+				else
+				{
+					char		msg[sizeof(req->errmsg)];
+
+					memcpy(msg, req->errmsg, sizeof(msg));
+					msg[sizeof(msg) - 1] = '\0';
+					snprintf(reason, reasonlen, "the worker failed: %s",
+							 msg[0] ? msg : "unknown error");
+				}
+				SpinLockAcquire(&slot->mutex);
+				if (slot->request_id == request_id && slot->state == VS_SLOT_DONE)
+					slot->state = VS_SLOT_FREE;
+				SpinLockRelease(&slot->mutex);
+				break;
+			}
+
+			/* still waiting: is the worker alive and making progress? */
+			SpinLockAcquire(&s->mutex);
+			wpid = s->worker_pid;
+			wgen = s->worker_gen;
+			wstate = s->state;
+			SpinLockRelease(&s->mutex);
+			now = GetCurrentTimestamp();
+			hb = pg_atomic_read_u64(&s->heartbeat);
+			if (hb != last_heartbeat)
+			{
+				last_heartbeat = hb;
+				last_progress = now;
+			}
+			if (wpid == 0 || wstate != VS_WORKER_SERVING ||
+				(st == VS_SLOT_RUNNING && slot_gen != wgen))
+			{
+				abandon_slot(slot, request_id);
+				drop_segment();
+				snprintf(reason, reasonlen, "the vsearch worker stopped");
+				break;
+			}
+			if (TimestampDifferenceExceeds(last_progress, now, vs_worker_timeout_ms))
+			{
+				if (abandon_slot(slot, request_id))
+					drop_segment();
+				snprintf(reason, reasonlen,
+						 "the vsearch worker made no progress for %d ms (vsearch.worker_timeout)",
+						 vs_worker_timeout_ms);
+				break;
+			}
+
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 VS_POLL_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		/* cancel, statement_timeout, or a malformed answer: the worker discards the request */
+		abandon_slot(slot, request_id);
+		drop_segment();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (ok)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		long		secs;
+		int			usecs;
+
+		TimestampDifference(submitted, now, &secs, &usecs);
+		pg_atomic_fetch_add_u64(&s->waits, 1);
+		pg_atomic_fetch_add_u64(&s->wait_us, (uint64) secs * 1000000 + usecs);
+	}
+	/* keep no huge segment around (the worker unmaps it when it sees the slot forget it) */
+	if (client_seg && dsm_segment_map_length(client_seg) > VS_KEEP_SEGMENT_MAX)
+		drop_segment();
+	(void) gen;
+	return ok;
+}
+
+/*
+ * The worker could not serve: ERROR under vsearch.device = gpu, else count a fallback and let the
+ * caller search on the CPU.
+ */
+static bool
+worker_unavailable(const char *reason)
+{
+	if (vs_device_mode == VS_DEVICE_GPU)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("vsearch.device is \"gpu\" but the GPU worker could not serve this search"),
+				 errdetail("%s.", reason),
+				 errhint("Set vsearch.device = auto to search on the CPU when the worker cannot "
+						 "serve; vsearch_stat and the server log show the worker's state.")));
+	if (vs_worker_shared)
+		pg_atomic_fetch_add_u64(&vs_worker_shared->fallbacks, 1);
+	elog(DEBUG1, "vsearch: searching on the CPU: %s", reason);
+	return false;
+}
+
+/* Common checks; returns false (with a reason) when the request cannot go to the worker. */
+static bool
+worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)
+{
+	if (!vs_worker_shared)
+	{
+		snprintf(reason, reasonlen,
+				 "vsearch is not in shared_preload_libraries, so no worker runs");
+		return false;
+	}
+	if (ref->relpersistence == RELPERSISTENCE_TEMP)
+	{
+		snprintf(reason, reasonlen,
+				 "temporary indexes live in backend-local buffers the worker cannot read");
+		return false;
+	}
+	if (ref->dim < 1 || (uint64) nq * ref->dim > MaxAllocHugeSize / sizeof(float) / 2 ||
+		nq > VS_MAX_REQUEST_QUERIES)
+	{
+		snprintf(reason, reasonlen, "the request is too large for the worker");
+		return false;
+	}
+	return true;
+}
 
 bool
 vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
 			  int64 *ids, float *distances, int64 *counts)
 {
-	return false;
+	char		reason[300];
+	VsSink		sink;
+
+	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || k <= 0 || ref->dim == 0)
+		return false;
+	if (!worker_usable(ref, nq, reason, sizeof(reason)))
+		return worker_unavailable(reason);
+	if (k > VS_MAX_K)
+		return worker_unavailable("k is larger than the worker accepts");
+
+	memset(&sink, 0, sizeof(sink));
+	sink.op = VS_OP_KNN;
+	sink.nq = nq;
+	sink.k = k;
+	sink_add(&sink, counts, (uint64) nq * sizeof(int64));
+	sink_add(&sink, ids, (uint64) nq * k * sizeof(int64));
+	sink_add(&sink, distances, (uint64) nq * k * sizeof(float));
+	if (!worker_call(ref, VS_OP_KNN, queries, nq, k, 0.0, &sink, reason, sizeof(reason)))
+		return worker_unavailable(reason);
+	if (sink.stream_len != (uint64) nq * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
+		elog(ERROR, "vsearch worker: kNN answer has the wrong length");
+	for (int i = 0; i < nq; i++)
+		if (counts[i] < 0 || counts[i] > k)
+			elog(ERROR, "vsearch worker: invalid kNN count");
+	return true;
 }
 
 bool
 vs_worker_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
 				VsRangeResult *out)
 {
-	return false;
+	char		reason[300];
+	VsSink		sink;
+
+	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || isnan(radius) || ref->dim == 0)
+		return false;
+	if (!worker_usable(ref, nq, reason, sizeof(reason)))
+		return worker_unavailable(reason);
+
+	memset(&sink, 0, sizeof(sink));
+	sink.op = VS_OP_RANGE;
+	sink.nq = nq;
+	sink.range = out;
+	sink.result_cxt = CurrentMemoryContext;
+	sink_add(&sink, &sink.total, sizeof(int64));
+	if (!worker_call(ref, VS_OP_RANGE, queries, nq, 0, radius, &sink, reason, sizeof(reason)))
+	{
+		/* a partly received answer: free what was allocated */
+		if (sink.nregions > 1)
+		{
+			pfree(out->offsets);
+			pfree(out->ids);
+			pfree(out->distances);
+		}
+		memset(out, 0, sizeof(*out));
+		return worker_unavailable(reason);
+	}
+	return true;
 }

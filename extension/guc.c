@@ -1,0 +1,115 @@
+/*
+ * vsearch settings.  The defaults and the reasons for them are in docs/WORKER.md.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "utils/guc.h"
+
+#include "guc.h"
+
+int			vs_device_mode = VS_DEVICE_AUTO;
+int			vs_worker_device = VS_WORKER_DEVICE_GPU;
+int			vs_gpu_memory_limit_mb = 0;
+int			vs_batch_max = 1024;
+double		vs_batch_wait_ms = 0.1;
+int			vs_worker_timeout_ms = 10000;
+
+static const struct config_enum_entry device_options[] = {
+	{"auto", VS_DEVICE_AUTO, false},
+	{"gpu", VS_DEVICE_GPU, false},
+	{"cpu", VS_DEVICE_CPU, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry worker_device_options[] = {
+	{"gpu", VS_WORKER_DEVICE_GPU, false},
+	{"cpu", VS_WORKER_DEVICE_CPU, false},
+	{"off", VS_WORKER_DEVICE_OFF, false},
+	{NULL, 0, false}
+};
+
+const char *
+vs_worker_device_name(int value)
+{
+	for (const struct config_enum_entry *e = worker_device_options; e->name; e++)
+		if (e->val == value)
+			return e->name;
+	return "?";
+}
+
+void
+vs_guc_init(void)
+{
+	DefineCustomEnumVariable("vsearch.device",
+							 "Where index searches of this session run.",
+							 "auto: the GPU worker when it can serve, else the CPU in this backend; "
+							 "gpu: the GPU worker, or an error; cpu: always the CPU in this backend.",
+							 &vs_device_mode,
+							 VS_DEVICE_AUTO,
+							 device_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("vsearch.worker_device",
+							 "What the vsearch background worker computes on.",
+							 "gpu: a CUDA device (without one the worker serves nothing and searches "
+							 "run in their backends); cpu: the engine's CPU backend; off: the worker "
+							 "serves nothing.",
+							 &vs_worker_device,
+							 VS_WORKER_DEVICE_GPU,
+							 worker_device_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.gpu_memory_limit",
+							"Memory the worker's index cache and search scratch may hold on the device.",
+							"0 means 90% of the device memory free when the worker starts.  "
+							"Least recently used indexes are evicted to stay under it.",
+							&vs_gpu_memory_limit_mb,
+							0,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.batch_max",
+							"Most queries the worker combines into one engine call.",
+							NULL,
+							&vs_batch_max,
+							1024,
+							1, 1 << 20,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("vsearch.batch_wait",
+							 "How long the worker may wait for more requests to fill a batch.",
+							 "Accepts microseconds, e.g. '100us'.  0 sends whatever is waiting at once.",
+							 &vs_batch_wait_ms,
+							 0.1,
+							 0.0, 100.0,
+							 PGC_SIGHUP,
+							 GUC_UNIT_MS,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.worker_timeout",
+							"How long a backend waits for a worker that shows no progress before "
+							"searching on its own CPU.",
+							NULL,
+							&vs_worker_timeout_ms,
+							10000,
+							1, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("vsearch");
+#else
+	EmitWarningsOnPlaceholders("vsearch");
+#endif
+}

@@ -1,0 +1,36 @@
+/*
+ * vsearch settings (GUCs).  docs/WORKER.md explains each one and its default.
+ */
+#ifndef VSEARCH_GUC_H
+#define VSEARCH_GUC_H
+
+/* vsearch.device: where this session's index searches run. */
+typedef enum VsDeviceMode
+{
+	VS_DEVICE_AUTO = 0,			/* the worker when it serves, else the CPU in this backend */
+	VS_DEVICE_GPU = 1,			/* the worker or an ERROR (never the in-backend CPU path) */
+	VS_DEVICE_CPU = 2			/* always the CPU in this backend */
+} VsDeviceMode;
+
+/* vsearch.worker_device: what the background worker computes on. */
+typedef enum VsWorkerDevice
+{
+	VS_WORKER_DEVICE_GPU = 0,	/* a CUDA context; no GPU -> the worker serves nothing */
+	VS_WORKER_DEVICE_CPU = 1,	/* the engine's CPU backend (machines without a GPU, tests) */
+	VS_WORKER_DEVICE_OFF = 2	/* the worker idles; every search runs in its backend */
+} VsWorkerDevice;
+
+extern int	vs_device_mode;
+extern int	vs_worker_device;
+extern int	vs_gpu_memory_limit_mb;
+extern int	vs_batch_max;
+extern double vs_batch_wait_ms;
+extern int	vs_worker_timeout_ms;
+
+/* Defines every vsearch.* setting; called from _PG_init in every process that loads vsearch. */
+extern void vs_guc_init(void);
+
+/* Name of a vsearch.worker_device value ("gpu", "cpu", "off"). */
+extern const char *vs_worker_device_name(int value);
+
+#endif							/* VSEARCH_GUC_H */

@@ -1,0 +1,38 @@
+
+-- =============================================================================================
+-- The GPU worker (extension/worker*.c, docs/WORKER.md)
+-- =============================================================================================
+
+CREATE FUNCTION vsearch_stat_internal(
+	OUT worker_pid integer,
+	OUT worker_state text,
+	OUT device text,
+	OUT requests bigint,
+	OUT batches bigint,
+	OUT mean_batch_size double precision,
+	OUT mean_wait_us double precision,
+	OUT gpu_memory_in_use bigint,
+	OUT cached_indexes integer,
+	OUT cache_bytes bigint,
+	OUT cpu_fallbacks bigint,
+	OUT errors bigint,
+	OUT index_loads bigint,
+	OUT index_refreshes bigint,
+	OUT evictions bigint,
+	OUT worker_starts bigint)
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'vsearch_stat' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- One row: the worker's state and the cluster-wide counters since the last reset.
+--   requests         searches the worker answered
+--   batches          engine calls it made for them (one per index and metric per batch)
+--   mean_batch_size  queries per engine call
+--   mean_wait_us     mean time from a backend's submission to its complete answer
+--   gpu_memory_in_use  device bytes the engine holds (cached indexes and scratch; 0 on the CPU)
+--   cpu_fallbacks    searches answered on a backend's CPU because the worker could not
+--   errors           requests the worker failed (each also counts as a fallback or an ERROR)
+CREATE VIEW vsearch_stat AS SELECT * FROM vsearch_stat_internal();
+
+CREATE FUNCTION vsearch_stat_reset() RETURNS void
+	AS 'MODULE_PATHNAME', 'vsearch_stat_reset' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+REVOKE ALL ON FUNCTION vsearch_stat_reset() FROM PUBLIC;

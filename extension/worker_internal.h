@@ -1,0 +1,180 @@
+/*
+ * The GPU worker's shared state and request format, shared by the backend side (worker_client.c),
+ * the worker process (worker_main.c) and the shared-memory setup and statistics
+ * (worker_shmem.c).  docs/WORKER.md describes the protocol.
+ *
+ * Shared memory holds one VsWorkerShared: the worker's identity (pid, latch, generation), its
+ * counters, and two request slots per PGPROC that can submit (MaxBackends).  A request itself
+ * lives in a DSM segment created by the backend: a VsRequest header, the query vectors and a
+ * result area through which the worker streams the answer in chunks.  Nothing the worker reads
+ * from a segment is trusted: it copies the header once and checks every count, length and offset
+ * against the segment's mapped size before using it.
+ */
+#ifndef VSEARCH_WORKER_INTERNAL_H
+#define VSEARCH_WORKER_INTERNAL_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/dsm.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+#include "search.h"
+
+#if PG_VERSION_NUM >= 170000
+#define VS_MY_PROCNO			MyProcNumber
+#else
+#define VS_MY_PROCNO			(MyProc->pgprocno)
+#endif
+
+#define VS_SLOTS_PER_BACKEND	2
+
+/* Slot states; see docs/WORKER.md for the transitions. */
+typedef enum VsSlotState
+{
+	VS_SLOT_FREE = 0,			/* unused */
+	VS_SLOT_SUBMITTED,			/* a request waits for the worker */
+	VS_SLOT_RUNNING,			/* the worker took it (worker_gen says which worker) */
+	VS_SLOT_DONE,				/* the answer (or an error status) is complete in the segment */
+	VS_SLOT_ABANDONED			/* the backend gave up while the worker was busy with it */
+} VsSlotState;
+
+typedef struct VsSlot
+{
+	slock_t		mutex;			/* protects state, request_id, worker_gen */
+	VsSlotState state;
+	uint64		request_id;		/* backend-chosen, also in the segment header */
+	uint64		worker_gen;		/* generation of the worker that took it */
+	dsm_handle	handle;			/* segment of the request (DSM_HANDLE_INVALID when none) */
+	int			procno;			/* the submitting backend's PGPROC (its latch) */
+	TimestampTz submitted_at;
+} VsSlot;
+
+typedef enum VsWorkerState
+{
+	VS_WORKER_STOPPED = 0,		/* no worker process */
+	VS_WORKER_STARTING,			/* creating its engine context */
+	VS_WORKER_SERVING,			/* accepting requests */
+	VS_WORKER_UNAVAILABLE,		/* running, but could not create its device context */
+	VS_WORKER_DISABLED			/* running, vsearch.worker_device = off */
+} VsWorkerState;
+
+typedef struct VsWorkerShared
+{
+	slock_t		mutex;			/* protects the fields up to device[] */
+	pid_t		worker_pid;		/* 0 when no worker runs */
+	int			worker_procno;	/* its PGPROC: SetLatch(&proc->procLatch) wakes it */
+	uint64		worker_gen;		/* incremented by every worker start */
+	VsWorkerState state;
+	bool		on_gpu;			/* its engine context is CUDA */
+	char		device[160];	/* device name, or why it serves nothing */
+
+	pg_atomic_uint64 heartbeat; /* advanced by the worker while it makes progress */
+
+	/* statistics (vsearch_stat) */
+	pg_atomic_uint64 requests;	/* requests answered by the worker */
+	pg_atomic_uint64 batches;	/* engine search calls */
+	pg_atomic_uint64 batch_queries; /* queries in those calls */
+	pg_atomic_uint64 waits;		/* answered requests whose wait the backends measured */
+	pg_atomic_uint64 wait_us;	/* sum of those waits */
+	pg_atomic_uint64 fallbacks; /* searches answered on a backend's CPU instead */
+	pg_atomic_uint64 errors;	/* requests the worker failed */
+	pg_atomic_uint64 loads;		/* full index loads */
+	pg_atomic_uint64 refreshes; /* incremental refreshes */
+	pg_atomic_uint64 evictions; /* cache evictions */
+	pg_atomic_uint64 starts;	/* worker starts */
+	pg_atomic_uint64 memory_in_use; /* engine memory_in_use (device bytes) */
+	pg_atomic_uint64 cache_bytes;	/* bytes of the cached index copies */
+	pg_atomic_uint32 cached_indexes;
+
+	int			nslots;
+	VsSlot		slots[FLEXIBLE_ARRAY_MEMBER];
+} VsWorkerShared;
+
+/* NULL unless vsearch is in shared_preload_libraries. */
+extern VsWorkerShared *vs_worker_shared;
+
+/* ---- the request segment ------------------------------------------------------------------ */
+
+#define VS_REQUEST_MAGIC		0x56535251	/* "VSRQ" */
+#define VS_REQUEST_PROTOCOL		1
+
+typedef enum VsRequestOp
+{
+	VS_OP_KNN = 1,
+	VS_OP_RANGE = 2
+} VsRequestOp;
+
+/* Status of an answer, set by the worker before the slot becomes DONE. */
+typedef enum VsAnswerStatus
+{
+	VS_ANSWER_NONE = 0,
+	VS_ANSWER_OK = 1,
+	VS_ANSWER_ERROR = 2,		/* errmsg says why; the backend may answer on its CPU */
+	VS_ANSWER_INVALID = 3		/* the request was malformed (a bug) */
+} VsAnswerStatus;
+
+/* Most queries and neighbours one request may carry (the worker rejects more). */
+#define VS_MAX_REQUEST_QUERIES	(1 << 24)
+#define VS_MAX_K				(1 << 20)
+#define VS_MIN_AREA				4096
+
+typedef struct VsRequest
+{
+	/* written by the backend before it submits */
+	uint32		magic;
+	uint32		protocol;
+	uint64		request_id;
+	uint32		op;				/* VsRequestOp */
+	uint32		kind;			/* VsIndexKind */
+	uint32		metric;			/* vs_metric */
+	uint32		dim;
+	uint32		nq;
+	uint32		k;				/* VS_OP_KNN */
+	double		radius;			/* VS_OP_RANGE */
+	uint64		generation;
+	Oid			dbid;
+	Oid			indexrelid;
+	VsRelFileLocator locator;
+	char		relpersistence;
+	uint64		queries_off;	/* nq * dim floats */
+	uint64		area_off;		/* result area: the answer streams through it */
+	uint64		area_len;
+
+	/* written by the worker */
+	uint32		status;			/* VsAnswerStatus */
+	char		errmsg[256];
+	uint64		stream_len;		/* bytes of the whole answer stream */
+	uint64		chunk_off;		/* stream offset of the chunk now in the area */
+	uint64		chunk_len;		/* its length */
+	pg_atomic_uint64 produced;	/* chunks written (the worker increments after writing) */
+	pg_atomic_uint64 consumed;	/* chunks read (the backend sets it to produced) */
+} VsRequest;
+
+/*
+ * The answer stream.
+ *   kNN:   int64 counts[nq] | int64 ids[nq * k] | float4 distances[nq * k]
+ *   range: int64 total | int64 offsets[nq + 1] | int64 ids[total] | float4 distances[total]
+ */
+
+/* Wakes the worker, if one runs. */
+extern void vs_worker_wake(void);
+
+/* Latch of a PGPROC by number. */
+static inline Latch *
+vs_proc_latch(int procno)
+{
+	return &GetPGProcByNumber(procno)->procLatch;
+}
+
+/* Shared-memory setup (worker_shmem.c), called from _PG_init while preloading. */
+extern void vs_worker_shmem_register(void);
+
+/* The background worker's entry point (worker_main.c) and its registration. */
+extern void vs_worker_register(void);
+extern PGDLLEXPORT void vs_worker_main(Datum arg);
+
+#endif							/* VSEARCH_WORKER_INTERNAL_H */

@@ -1,0 +1,232 @@
+/*
+ * The GPU worker's shared memory (VsWorkerShared) and the vsearch_stat view's function.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+
+#include "worker_internal.h"
+
+VsWorkerShared *vs_worker_shared = NULL;
+
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size
+vs_worker_shmem_size(void)
+{
+	return add_size(offsetof(VsWorkerShared, slots),
+					mul_size(sizeof(VsSlot), mul_size(MaxBackends, VS_SLOTS_PER_BACKEND)));
+}
+
+#if PG_VERSION_NUM >= 150000
+static void
+vs_worker_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(vs_worker_shmem_size());
+}
+#endif
+
+static void
+vs_worker_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	vs_worker_shared = ShmemInitStruct("vsearch worker", vs_worker_shmem_size(), &found);
+	if (!found)
+	{
+		VsWorkerShared *s = vs_worker_shared;
+
+		memset(s, 0, vs_worker_shmem_size());
+		SpinLockInit(&s->mutex);
+		s->state = VS_WORKER_STOPPED;
+		strlcpy(s->device, "none (the worker has not started)", sizeof(s->device));
+		pg_atomic_init_u64(&s->heartbeat, 0);
+		pg_atomic_init_u64(&s->requests, 0);
+		pg_atomic_init_u64(&s->batches, 0);
+		pg_atomic_init_u64(&s->batch_queries, 0);
+		pg_atomic_init_u64(&s->waits, 0);
+		pg_atomic_init_u64(&s->wait_us, 0);
+		pg_atomic_init_u64(&s->fallbacks, 0);
+		pg_atomic_init_u64(&s->errors, 0);
+		pg_atomic_init_u64(&s->loads, 0);
+		pg_atomic_init_u64(&s->refreshes, 0);
+		pg_atomic_init_u64(&s->evictions, 0);
+		pg_atomic_init_u64(&s->starts, 0);
+		pg_atomic_init_u64(&s->memory_in_use, 0);
+		pg_atomic_init_u64(&s->cache_bytes, 0);
+		pg_atomic_init_u32(&s->cached_indexes, 0);
+		s->nslots = MaxBackends * VS_SLOTS_PER_BACKEND;
+		for (int i = 0; i < s->nslots; i++)
+		{
+			SpinLockInit(&s->slots[i].mutex);
+			s->slots[i].state = VS_SLOT_FREE;
+			s->slots[i].handle = DSM_HANDLE_INVALID;
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+vs_worker_shmem_register(void)
+{
+#if PG_VERSION_NUM >= 150000
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = vs_worker_shmem_request;
+#else
+	RequestAddinShmemSpace(vs_worker_shmem_size());
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = vs_worker_shmem_startup;
+}
+
+void
+vs_worker_wake(void)
+{
+	VsWorkerShared *s = vs_worker_shared;
+	int			procno = -1;
+
+	if (!s)
+		return;
+	SpinLockAcquire(&s->mutex);
+	if (s->worker_pid != 0)
+		procno = s->worker_procno;
+	SpinLockRelease(&s->mutex);
+	if (procno >= 0)
+		SetLatch(vs_proc_latch(procno));
+}
+
+static const char *
+worker_state_name(VsWorkerState state)
+{
+	switch (state)
+	{
+		case VS_WORKER_STOPPED:
+			return "stopped";
+		case VS_WORKER_STARTING:
+			return "starting";
+		case VS_WORKER_SERVING:
+			return "serving";
+		case VS_WORKER_UNAVAILABLE:
+			return "unavailable";
+		case VS_WORKER_DISABLED:
+			return "disabled";
+	}
+	return "?";
+}
+
+PG_FUNCTION_INFO_V1(vsearch_stat);
+
+/*
+ * One row: the worker's state and counters.  Without shared_preload_libraries there is no worker
+ * and every counter is 0.
+ */
+Datum
+vsearch_stat(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[16];
+	bool		nulls[16];
+	VsWorkerShared *s = vs_worker_shared;
+	int			i = 0;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (tupdesc->natts != lengthof(values))
+		elog(ERROR, "vsearch_stat: expected %d columns, the SQL definition has %d",
+			 (int) lengthof(values), tupdesc->natts);
+	memset(nulls, 0, sizeof(nulls));
+
+	if (s)
+	{
+		pid_t		pid;
+		VsWorkerState state;
+		char		device[sizeof(s->device)];
+		uint64		batches = pg_atomic_read_u64(&s->batches);
+		uint64		bq = pg_atomic_read_u64(&s->batch_queries);
+		uint64		waits = pg_atomic_read_u64(&s->waits);
+		uint64		wait_us = pg_atomic_read_u64(&s->wait_us);
+
+		SpinLockAcquire(&s->mutex);
+		pid = s->worker_pid;
+		state = s->state;
+		memcpy(device, s->device, sizeof(device));
+		SpinLockRelease(&s->mutex);
+		device[sizeof(device) - 1] = '\0';
+
+		if (pid != 0)
+			values[i++] = Int32GetDatum((int32) pid);
+		else
+			nulls[i++] = true;
+		values[i++] = CStringGetTextDatum(worker_state_name(state));
+		values[i++] = CStringGetTextDatum(device);
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->requests));
+		values[i++] = Int64GetDatum((int64) batches);
+		values[i++] = Float8GetDatum(batches ? (double) bq / batches : 0.0);
+		values[i++] = Float8GetDatum(waits ? (double) wait_us / waits : 0.0);
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->memory_in_use));
+		values[i++] = Int32GetDatum((int32) pg_atomic_read_u32(&s->cached_indexes));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->cache_bytes));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->fallbacks));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->errors));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->loads));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->refreshes));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->evictions));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->starts));
+	}
+	else
+	{
+		nulls[i++] = true;
+		values[i++] = CStringGetTextDatum("not loaded");
+		values[i++] = CStringGetTextDatum("none (vsearch is not in shared_preload_libraries)");
+		values[i++] = Int64GetDatum(0);
+		values[i++] = Int64GetDatum(0);
+		values[i++] = Float8GetDatum(0.0);
+		values[i++] = Float8GetDatum(0.0);
+		values[i++] = Int64GetDatum(0);
+		values[i++] = Int32GetDatum(0);
+		while (i < (int) lengthof(values))
+			values[i++] = Int64GetDatum(0);
+	}
+	Assert(i == lengthof(values));
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(vsearch_stat_reset);
+
+/* Zeroes the counters (not the state, the memory in use or the cache size). */
+Datum
+vsearch_stat_reset(PG_FUNCTION_ARGS)
+{
+	VsWorkerShared *s = vs_worker_shared;
+
+	if (s)
+	{
+		pg_atomic_write_u64(&s->requests, 0);
+		pg_atomic_write_u64(&s->batches, 0);
+		pg_atomic_write_u64(&s->batch_queries, 0);
+		pg_atomic_write_u64(&s->waits, 0);
+		pg_atomic_write_u64(&s->wait_us, 0);
+		pg_atomic_write_u64(&s->fallbacks, 0);
+		pg_atomic_write_u64(&s->errors, 0);
+		pg_atomic_write_u64(&s->loads, 0);
+		pg_atomic_write_u64(&s->refreshes, 0);
+		pg_atomic_write_u64(&s->evictions, 0);
+	}
+	PG_RETURN_VOID();
+}
