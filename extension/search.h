@@ -38,8 +38,12 @@ typedef struct VsIndexRef
 	char		relpersistence;
 	VsIndexKind kind;
 	vs_metric	metric;
-	uint32		dim;
+	uint32		dim;			/* 0: the index has never held a vector (it is empty) */
 	uint64		generation;
+	/* Added by the vs_flat work; not needed to read the vectors (see VsDistanceSlack). */
+	uint64		ntuples;		/* index entries when the ref was taken (dead ones included) */
+	double		max_norm;		/* >= every indexed vector's L2 norm */
+	double		min_norm;		/* <= every non-zero indexed vector's L2 norm (0: unknown) */
 } VsIndexRef;
 
 /* Range results: CSR in the caller's memory context. */
@@ -83,5 +87,60 @@ extern void vs_search_knn(const VsIndexRef *ref, const float *queries, int nq, i
 /* Every row within radius of each query. */
 extern void vs_search_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
 							VsRangeResult *out);
+
+/*
+ * The engine's distances and the SQL operators' differ in the last bits: the engine sums in
+ * double in a fixed order and rounds once, the operators sum in float (vsearch/distance.h).
+ * Index scans therefore hand the executor lower bounds of the operator's value (ORDER BY with
+ * xs_recheckorderby) and search ranges widened to cover every row the operator accepts (WHERE with
+ * xs_recheck); both are rigorous bounds on float summation error, computed from the dimension,
+ * the query's norm and the index's norm bounds.
+ */
+typedef struct VsDistanceSlack
+{
+	vs_metric	metric;
+	double		rel;			/* relative error of a float sum of dim terms (with safety) */
+	double		abs;			/* absolute error in the metric's base units */
+	double		tail;			/* absolute error of the output value (IP, cosine) */
+} VsDistanceSlack;
+
+extern void vs_distance_slack_init(VsDistanceSlack *slack, const VsIndexRef *ref,
+								   const float *query);
+/* A value <= the SQL operator's distance of any row the engine ranked at `distance`;
+ * non-decreasing in `distance` (NaN maps to NaN, which sorts last). */
+extern double vs_distance_lower(const VsDistanceSlack *slack, float distance);
+/* A radius R such that every row with operator distance <= radius has engine distance <= R. */
+extern double vs_radius_upper(const VsDistanceSlack *slack, double radius);
+
+/*
+ * Range queries in SQL (range.c): a `sphere` is the composite (center vector, radius float8)
+ * built by sphere(vector, float8); `col <<->> sphere` and its siblings are true iff the metric's
+ * operator distance between col and center is <= radius.
+ */
+struct Vector;
+
+/* Center and radius of a sphere datum; false if either is NULL (then nothing matches). */
+extern bool vs_sphere_get(Datum sphere, struct Vector **center, double *radius);
+/* ERROR 22023 unless radius is a valid radius for the metric (finite; >= 0 except for IP). */
+extern void vs_check_radius(vs_metric metric, double radius);
+/* The SQL operator of a metric ("<->", ...) and the metric's name ("L2", ...), for messages. */
+extern const char *vs_metric_operator(vs_metric metric);
+extern const char *vs_metric_name(vs_metric metric);
+
+/*
+ * Planner hook: the cost of one distance computed by a search on this index, as a multiple of
+ * cpu_operator_cost (the in-backend CPU engine is 1.0).  NULL means 1.0.  The GPU worker installs
+ * one that returns less when it serves the index's database.
+ */
+typedef double (*vs_search_cost_hook_type) (Oid indexrelid);
+extern PGDLLIMPORT vs_search_cost_hook_type vs_search_cost_hook;
+extern double vs_search_distance_cost(Oid indexrelid);
+
+/*
+ * Threads of the in-backend CPU engine (default 1: one process per query, as PostgreSQL plans
+ * it; engine threads would also receive signals meant for the backend).  Read when the backend's
+ * engine context is created or recreated.
+ */
+extern PGDLLIMPORT int vs_search_cpu_threads;
 
 #endif							/* VSEARCH_SEARCH_H */

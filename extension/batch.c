@@ -1,0 +1,607 @@
+/*
+ * Batch searches in SQL:
+ *
+ *   vsearch_knn_batch(index regclass, queries vector[], k integer)
+ *   vsearch_range_batch(index regclass, queries vector[], radius double precision)
+ *     RETURNS TABLE (query integer, row_ctid tid, distance double precision)
+ *
+ * All queries go to the search layer in one request (one GPU batch when the worker serves).  The
+ * answer is what the per-query SQL would return, visible rows only:
+ *   knn:   for each query, the k rows of `ORDER BY col <op> q LIMIT k` (fewer if the table has
+ *          fewer visible rows), nearest first;
+ *   range: for each query, the rows with `col <op> q <= radius` (<<op>> semantics), nearest first;
+ * where <op> is the index's metric operator, `distance` is that operator's value and `query` the
+ * query's 1-based position in the array.  Each candidate is checked against the caller's snapshot
+ * like an index scan does (following HOT chains); row_ctid is the visible version's ctid, so
+ * `JOIN items t ON t.ctid = b.row_ctid` finds it in the same statement.  Dead rows are skipped
+ * and the search widened until k visible rows are found or the index is exhausted; distances are
+ * recomputed from the heap row with the SQL operator, and the kNN search goes on until no unseen
+ * row can beat the k-th (the same lower bounds as the index scan), so ties aside the rows are
+ * exactly the per-query ones.
+ *
+ * The caller needs SELECT on the index's table; tables with row level security are refused (the
+ * functions cannot apply its policies).
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/index.h"
+#include "catalog/objectaddress.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+
+#include "flat.h"
+#include "search.h"
+#include "vector.h"
+
+/* Most (query, row) pairs one kNN batch call may produce. */
+#define VS_BATCH_MAX_RESULTS	50000000
+
+typedef struct BatchContext
+{
+	Relation	heap;
+	Relation	index;
+	VsIndexRef	ref;
+	int			nq;
+	float	   *queries;		/* nq x dim */
+	VsDistanceSlack *slack;		/* per query */
+
+	/* visibility checks */
+	IndexInfo  *indexInfo;
+	EState	   *estate;
+	ExprContext *econtext;
+	TupleTableSlot *slot;
+	IndexFetchTableData *fetch;
+	Snapshot	snapshot;
+	HTAB	   *rows;			/* id -> RowInfo */
+	MemoryContext rowcxt;		/* the rows' vectors */
+} BatchContext;
+
+typedef struct RowInfo
+{
+	int64		id;				/* hash key: the index entry's heap tid */
+	bool		visible;
+	ItemPointerData tid;		/* the visible version */
+	float	   *vec;			/* its vector */
+} RowInfo;
+
+typedef struct Hit
+{
+	double		distance;
+	ItemPointerData tid;
+} Hit;
+
+/* float8 order (NaN last), then tid. */
+static int
+cmp_hit(const Hit *a, const Hit *b)
+{
+	bool		nan_a = isnan(a->distance);
+	bool		nan_b = isnan(b->distance);
+
+	if (nan_a != nan_b)
+		return nan_a ? 1 : -1;
+	if (!nan_a)
+	{
+		if (a->distance < b->distance)
+			return -1;
+		if (a->distance > b->distance)
+			return 1;
+	}
+	return ItemPointerCompare((ItemPointer) &a->tid, (ItemPointer) &b->tid);
+}
+
+static int
+cmp_hit_qsort(const void *a, const void *b)
+{
+	return cmp_hit((const Hit *) a, (const Hit *) b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Opening the index, checking the caller, reading the queries
+ */
+
+static void
+open_index(Oid indexoid, BatchContext *bc)
+{
+	Oid			heapoid = IndexGetRelation(indexoid, true);
+	AclResult	aclresult;
+
+	if (!OidIsValid(heapoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation with OID %u is not an index", indexoid)));
+
+	/* permission checks stay in the backend, before any lock or search */
+	aclresult = pg_class_aclcheck(heapoid, GetUserId(), ACL_SELECT);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(heapoid)),
+					   get_rel_name(heapoid));
+	if (check_enable_rls(heapoid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("batch searches are not supported on table \"%s\", which has row level security",
+						get_rel_name(heapoid)),
+				 errhint("Search it with ORDER BY or the range operators, which apply its policies.")));
+
+	/* locks until the end of the transaction: the index cannot go away under the search */
+	bc->heap = table_open(heapoid, AccessShareLock);
+	bc->index = index_open(indexoid, AccessShareLock);
+	if (bc->index->rd_index->indrelid != heapoid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"%s\" changed while it was opened",
+						RelationGetRelationName(bc->index))));
+	if (!vs_is_flat_index(bc->index))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a vs_flat index", RelationGetRelationName(bc->index)),
+				 errhint("Batch searches need an index created USING vs_flat.")));
+	if (!bc->index->rd_index->indisvalid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"%s\" is not valid", RelationGetRelationName(bc->index)),
+				 errhint("REINDEX it (a CREATE INDEX CONCURRENTLY may have failed).")));
+	vs_index_ref(bc->index, &bc->ref);
+}
+
+/* The queries as nq x dim floats; ERROR for NULLs and dimension mismatches. */
+static void
+read_queries(ArrayType *array, BatchContext *bc)
+{
+	Oid			elemtype = ARR_ELEMTYPE(array);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("queries must be a one-dimensional array"),
+				 errhint("Build it with ARRAY(SELECT v FROM queries ORDER BY id).")));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(array, elemtype, typlen, typbyval, typalign, &elems, &nulls, &n);
+
+	bc->nq = n;
+	for (int i = 0; i < n; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("query %d of the batch is NULL", i + 1),
+					 errhint("Remove NULL vectors from the array; positions count from 1.")));
+	if (n == 0 || bc->ref.dim == 0)
+		return;
+
+	bc->queries = palloc_extended(sizeof(float) * bc->ref.dim * (Size) n, MCXT_ALLOC_HUGE);
+	bc->slack = palloc(sizeof(VsDistanceSlack) * n);
+	for (int i = 0; i < n; i++)
+	{
+		Vector	   *v = DatumGetVectorP(elems[i]);
+		float	   *q = bc->queries + (Size) i * bc->ref.dim;
+
+		if ((uint32) v->dim != bc->ref.dim)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("different vector dimensions %u and %d", bc->ref.dim, v->dim),
+					 errdetail("Query %d of the batch has %d dimensions, the index %u.",
+							   i + 1, v->dim, bc->ref.dim)));
+		memcpy(q, v->x, sizeof(float) * bc->ref.dim);
+		vs_distance_slack_init(&bc->slack[i], &bc->ref, q);
+	}
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Visibility: is the row of an index entry visible to the snapshot, and what is its vector?
+ */
+
+static void
+begin_fetch(BatchContext *bc)
+{
+	HASHCTL		ctl;
+
+	bc->indexInfo = BuildIndexInfo(bc->index);
+	bc->estate = CreateExecutorState();
+	bc->econtext = GetPerTupleExprContext(bc->estate);
+	bc->slot = table_slot_create(bc->heap, NULL);
+	bc->econtext->ecxt_scantuple = bc->slot;
+	bc->fetch = table_index_fetch_begin(bc->heap);
+	bc->snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(RowInfo);
+	ctl.hcxt = CurrentMemoryContext;
+	bc->rowcxt = CurrentMemoryContext;
+	bc->rows = hash_create("vsearch batch rows", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+static void
+end_fetch(BatchContext *bc)
+{
+	table_index_fetch_end(bc->fetch);
+	ExecDropSingleTupleTableSlot(bc->slot);
+	FreeExecutorState(bc->estate);
+	hash_destroy(bc->rows);
+}
+
+static RowInfo *
+fetch_row(BatchContext *bc, int64 id)
+{
+	RowInfo    *row;
+	bool		found;
+	ItemPointerData tid;
+	bool		call_again = false;
+	bool		all_dead = false;
+
+	row = hash_search(bc->rows, &id, HASH_ENTER, &found);
+	if (found)
+		return row;
+	row->visible = false;
+	row->vec = NULL;
+
+	CHECK_FOR_INTERRUPTS();
+	vs_id_to_tid(id, &tid);
+	if (table_index_fetch_tuple(bc->fetch, &tid, bc->snapshot, bc->slot, &call_again, &all_dead))
+	{
+		Datum		values[INDEX_MAX_KEYS];
+		bool		isnull[INDEX_MAX_KEYS];
+		MemoryContext old;
+		Vector	   *v = NULL;
+
+		ResetExprContext(bc->econtext);
+		old = MemoryContextSwitchTo(GetPerTupleMemoryContext(bc->estate));
+		FormIndexDatum(bc->indexInfo, bc->slot, bc->estate, values, isnull);
+		if (!isnull[0])
+			v = DatumGetVectorP(values[0]);
+		MemoryContextSwitchTo(old);
+		if (v != NULL && (uint32) v->dim == bc->ref.dim)
+		{
+			row->vec = MemoryContextAlloc(bc->rowcxt, sizeof(float) * v->dim);
+			memcpy(row->vec, v->x, sizeof(float) * v->dim);
+			row->tid = bc->slot->tts_tid;
+			row->visible = true;
+		}
+		ExecClearTuple(bc->slot);
+	}
+	return row;
+}
+
+/* The SQL operator's distance between a row and query q (vector_ops.c computes the same). */
+static double
+sql_distance(BatchContext *bc, const RowInfo *row, int q)
+{
+	return vs_distance_f32(bc->ref.metric, row->vec, bc->queries + (Size) q * bc->ref.dim,
+						   bc->ref.dim);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * kNN
+ */
+
+/* The k best hits of one query: a max-heap on cmp_hit (top = the k-th best so far). */
+typedef struct QueryState
+{
+	Hit		   *heap;
+	int			n;
+	bool		done;
+	bool		have_last;		/* last engine (distance, id) processed */
+	float		last_dist;
+	int64		last_id;
+} QueryState;
+
+static void
+heap_sift_down(Hit *h, int n, int i)
+{
+	for (;;)
+	{
+		int			l = 2 * i + 1,
+					r = l + 1,
+					m = i;
+		Hit			t;
+
+		if (l < n && cmp_hit(&h[l], &h[m]) > 0)
+			m = l;
+		if (r < n && cmp_hit(&h[r], &h[m]) > 0)
+			m = r;
+		if (m == i)
+			return;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+static void
+heap_offer(QueryState *qs, int k, const Hit *hit)
+{
+	if (qs->n < k)
+	{
+		int			i = qs->n++;
+
+		qs->heap[i] = *hit;
+		while (i > 0 && cmp_hit(&qs->heap[(i - 1) / 2], &qs->heap[i]) < 0)
+		{
+			Hit			t = qs->heap[i];
+
+			qs->heap[i] = qs->heap[(i - 1) / 2];
+			qs->heap[(i - 1) / 2] = t;
+			i = (i - 1) / 2;
+		}
+	}
+	else if (cmp_hit(hit, &qs->heap[0]) < 0)
+	{
+		qs->heap[0] = *hit;
+		heap_sift_down(qs->heap, qs->n, 0);
+	}
+}
+
+/* Engine order: distance ascending (NaN last), then id. */
+static int
+cmp_engine(float d1, int64 id1, float d2, int64 id2)
+{
+	bool		nan1 = isnan(d1);
+	bool		nan2 = isnan(d2);
+
+	if (nan1 != nan2)
+		return nan1 ? 1 : -1;
+	if (!nan1)
+	{
+		if (d1 < d2)
+			return -1;
+		if (d1 > d2)
+			return 1;
+	}
+	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
+}
+
+static void
+emit(Tuplestorestate *store, TupleDesc desc, int q, const Hit *hit)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = Int32GetDatum(q + 1);
+	values[1] = PointerGetDatum(&hit->tid);
+	values[2] = Float8GetDatum(hit->distance);
+	tuplestore_putvalues(store, desc, values, nulls);
+}
+
+PG_FUNCTION_INFO_V1(vsearch_knn_batch);
+Datum
+vsearch_knn_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			indexoid = PG_GETARG_OID(0);
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	int32		k = PG_GETARG_INT32(2);
+	BatchContext bc;
+	QueryState *qs;
+	int			kq;
+	int64		kk;
+	int		   *todo;
+	int			ntodo;
+
+	if (k < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("k must be at least 1, not %d", k)));
+
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&bc, 0, sizeof(bc));
+	open_index(indexoid, &bc);
+	read_queries(array, &bc);
+	if (bc.nq == 0 || bc.ref.dim == 0 || bc.ref.ntuples == 0)
+		goto done;
+
+	/* k beyond the index's entries returns every row; rows visible to us are among them */
+	kq = (int) Min((uint64) k, bc.ref.ntuples);
+	if ((double) bc.nq * kq > VS_BATCH_MAX_RESULTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("batch of %d queries with k = %d asks for more than %d rows",
+						bc.nq, kq, VS_BATCH_MAX_RESULTS),
+				 errhint("Split the queries over several calls or use a smaller k.")));
+
+	qs = palloc0(sizeof(QueryState) * bc.nq);
+	todo = palloc(sizeof(int) * bc.nq);
+	for (int q = 0; q < bc.nq; q++)
+	{
+		qs[q].heap = palloc(sizeof(Hit) * kq);
+		todo[q] = q;
+	}
+	ntodo = bc.nq;
+	begin_fetch(&bc);
+
+	/* a little beyond k: to see that the next row cannot beat the k-th, and for dead rows */
+	kk = Min((int64) kq + Max(16, kq / 4), (int64) bc.ref.ntuples + 1);
+	while (ntodo > 0)
+	{
+		float	   *queries;
+		int64	   *ids;
+		float	   *dists;
+		int64	   *counts;
+		int			next = 0;
+
+		if ((double) ntodo * kk > 2.0 * VS_BATCH_MAX_RESULTS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("batch search needs more than %d candidate rows",
+							2 * VS_BATCH_MAX_RESULTS),
+					 errhint("Many rows are dead: VACUUM the table, or use fewer queries per call.")));
+		queries = palloc_extended(sizeof(float) * bc.ref.dim * (Size) ntodo, MCXT_ALLOC_HUGE);
+		for (int t = 0; t < ntodo; t++)
+			memcpy(queries + (Size) t * bc.ref.dim, bc.queries + (Size) todo[t] * bc.ref.dim,
+				   sizeof(float) * bc.ref.dim);
+		ids = palloc_extended(sizeof(int64) * ntodo * kk, MCXT_ALLOC_HUGE);
+		dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
+		counts = palloc(sizeof(int64) * ntodo);
+
+		vs_search_knn(&bc.ref, queries, ntodo, (int) kk, ids, dists, counts);
+
+		for (int t = 0; t < ntodo; t++)
+		{
+			int			q = todo[t];
+			QueryState *s = &qs[q];
+			int64		count = Min(counts[t], kk);
+
+			for (int64 j = 0; j < count && !s->done; j++)
+			{
+				int64		id = ids[(Size) t * kk + j];
+				float		d = dists[(Size) t * kk + j];
+				RowInfo    *row;
+
+				if (id < 0)
+					continue;
+				if (s->have_last && cmp_engine(d, id, s->last_dist, s->last_id) <= 0)
+					continue;	/* seen in an earlier round */
+				s->have_last = true;
+				s->last_dist = d;
+				s->last_id = id;
+
+				/* no row from here on can beat the k-th best */
+				if (s->n == kq)
+				{
+					Hit			bound;
+
+					bound.distance = vs_distance_lower(&bc.slack[q], d);
+					ItemPointerSetInvalid(&bound.tid);
+					if (!isnan(bound.distance) && !isnan(s->heap[0].distance) &&
+						bound.distance > s->heap[0].distance)
+					{
+						s->done = true;
+						break;
+					}
+				}
+				row = fetch_row(&bc, id);
+				if (row->visible)
+				{
+					Hit			hit;
+
+					hit.distance = sql_distance(&bc, row, q);
+					hit.tid = row->tid;
+					heap_offer(s, kq, &hit);
+				}
+			}
+			if (count < kk)
+				s->done = true; /* the index is exhausted */
+			if (!s->done)
+				todo[next++] = q;
+		}
+		ntodo = next;
+		pfree(queries);
+		pfree(ids);
+		pfree(dists);
+		pfree(counts);
+
+		if (kk > (int64) INT_MAX / 4)
+			kk = INT_MAX;
+		else
+			kk *= 4;
+	}
+	end_fetch(&bc);
+
+	for (int q = 0; q < bc.nq; q++)
+	{
+		qsort(qs[q].heap, qs[q].n, sizeof(Hit), cmp_hit_qsort);
+		for (int i = 0; i < qs[q].n; i++)
+			emit(rsinfo->setResult, rsinfo->setDesc, q, &qs[q].heap[i]);
+	}
+
+done:
+	index_close(bc.index, NoLock);
+	table_close(bc.heap, NoLock);
+	return (Datum) 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Range
+ */
+
+PG_FUNCTION_INFO_V1(vsearch_range_batch);
+Datum
+vsearch_range_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			indexoid = PG_GETARG_OID(0);
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	double		radius = PG_GETARG_FLOAT8(2);
+	BatchContext bc;
+	double		search_radius = -INFINITY;
+	VsRangeResult result;
+	Hit		   *hits = NULL;
+	int64		maxhits = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&bc, 0, sizeof(bc));
+	open_index(indexoid, &bc);
+	vs_check_radius(bc.ref.metric, radius);
+	read_queries(array, &bc);
+	if (bc.nq == 0 || bc.ref.dim == 0 || bc.ref.ntuples == 0)
+		goto done;
+
+	/* one radius for the whole batch: wide enough for every query's operator matches */
+	for (int q = 0; q < bc.nq; q++)
+		search_radius = Max(search_radius, vs_radius_upper(&bc.slack[q], radius));
+	vs_search_range(&bc.ref, bc.queries, bc.nq, search_radius, &result);
+
+	begin_fetch(&bc);
+	for (int q = 0; q < bc.nq; q++)
+	{
+		int64		n = 0;
+		int64		from = result.offsets[q];
+		int64		to = result.offsets[q + 1];
+
+		if (to - from > maxhits)
+		{
+			maxhits = to - from;
+			hits = hits ? repalloc_huge(hits, sizeof(Hit) * maxhits)
+				: palloc_extended(sizeof(Hit) * maxhits, MCXT_ALLOC_HUGE);
+		}
+		for (int64 j = from; j < to; j++)
+		{
+			RowInfo    *row = fetch_row(&bc, result.ids[j]);
+
+			if (row->visible)
+			{
+				double		d = sql_distance(&bc, row, q);
+
+				if (d <= radius)	/* exactly the operator's test */
+				{
+					hits[n].distance = d;
+					hits[n].tid = row->tid;
+					n++;
+				}
+			}
+		}
+		if (n > 1)
+			qsort(hits, n, sizeof(Hit), cmp_hit_qsort);
+		for (int64 i = 0; i < n; i++)
+			emit(rsinfo->setResult, rsinfo->setDesc, q, &hits[i]);
+	}
+	end_fetch(&bc);
+
+done:
+	index_close(bc.index, NoLock);
+	table_close(bc.heap, NoLock);
+	return (Datum) 0;
+}

@@ -1,0 +1,168 @@
+/*
+ * vs_flat: the exact ("flat") vector index.
+ *
+ * The index is a packed copy of the indexed vectors with their heap tids, one metapage plus data
+ * pages, and every search reads all of it through the search layer (search.h): the engine
+ * computes every distance, on the GPU worker or on the CPU in this backend.  It is exact, cheap to
+ * maintain, and what the approximate index types are measured against.
+ *
+ * Layout (block 0 is the metapage, data pages follow):
+ *
+ *   metapage   page header | VsFlatMetaPageData | ... | VsFlatPageOpaqueData
+ *   data page  page header | VsFlatItem[nitems] | free | VsFlatPageOpaqueData
+ *
+ * A data item is the heap tid followed by the vector's float4 elements; items have a fixed size
+ * (dim is fixed per index), so a page is an array and pd_lower marks its end (Generic WAL then
+ * logs only the used part of the page).  Inserts append to the last data page or add a page;
+ * VACUUM compacts each page in place, so items never move between pages.  NULL vectors are not
+ * indexed.  Every page change is Generic WAL (GenericXLog*), including the build.
+ *
+ * Files: flatutils.c (handler, metapage, options), flatbuild.c, flatinsert.c, flatscan.c,
+ * flatvacuum.c, flatcost.c, flatvalidate.c.
+ */
+#ifndef VSEARCH_FLAT_H
+#define VSEARCH_FLAT_H
+
+#include "postgres.h"
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "access/itup.h"
+#include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
+#include "storage/buf.h"
+#include "storage/bufpage.h"
+#include "common/relpath.h"
+#include "utils/relcache.h"
+
+#include "search.h"
+#include "vector.h"
+
+#define VS_FLAT_MAGIC			0x56534654	/* "VSFT" */
+#define VS_FLAT_VERSION			1
+#define VS_FLAT_PAGE_ID			0xFF91	/* last 2 bytes of every page, for tools */
+
+#define VS_FLAT_METAPAGE_BLKNO	0
+#define VS_FLAT_FIRST_DATA_BLKNO 1
+
+/* Operator strategies and support functions of the vs_flat operator classes. */
+#define VS_FLAT_DISTANCE_STRATEGY	1	/* vector <op> vector -> float8, ORDER BY */
+#define VS_FLAT_RANGE_STRATEGY		2	/* vector <<op>> sphere -> bool, WHERE */
+#define VS_FLAT_NSTRATEGIES			2
+#define VS_FLAT_METRIC_PROC			1	/* vsearch_metric_*(internal) -> int4 (a vs_metric) */
+#define VS_FLAT_NPROC				1
+
+/* Page flags */
+#define VS_FLAT_META			(1 << 0)
+#define VS_FLAT_DATA			(1 << 1)
+
+/* At the end of every page (special space). */
+typedef struct VsFlatPageOpaqueData
+{
+	uint16		nitems;			/* data page: items on the page */
+	uint16		flags;			/* VS_FLAT_META or VS_FLAT_DATA */
+	uint16		unused;
+	uint16		page_id;		/* VS_FLAT_PAGE_ID */
+} VsFlatPageOpaqueData;
+
+typedef VsFlatPageOpaqueData *VsFlatPageOpaque;
+
+#define VsFlatPageGetOpaque(page) ((VsFlatPageOpaque) PageGetSpecialPointer(page))
+
+/*
+ * The metapage.  `generation` changes with every change of the index's vector set (insert,
+ * VACUUM removing rows); it starts at (build time in seconds) << 32, so that a relfilenode reused
+ * by a later index (after DROP and OID wraparound) never looks like an older state of the same
+ * index to a cache.  The norm bounds let scans bound how far the SQL operators' float sums can be
+ * from the engine's exact distances (search.h, VsDistanceSlack).
+ */
+typedef struct VsFlatMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint32		dim;			/* 0 until the first vector arrives (unconstrained column) */
+	uint32		metric;			/* vs_metric of the operator class */
+	uint64		ntuples;		/* index entries, dead ones not yet vacuumed included */
+	uint64		generation;
+	BlockNumber last_block;		/* last data page; VS_FLAT_METAPAGE_BLKNO if none */
+	uint32		unused;
+	double		max_norm;		/* >= the L2 norm of every indexed vector */
+	double		min_norm;		/* <= the L2 norm of every non-zero indexed vector; 0 if none */
+} VsFlatMetaPageData;
+
+typedef VsFlatMetaPageData *VsFlatMetaPage;
+
+#define VsFlatPageGetMeta(page) ((VsFlatMetaPage) PageGetContents(page))
+
+/* A data item: heap tid + float4[dim], 4-byte aligned, fixed size per index. */
+typedef struct VsFlatItem
+{
+	ItemPointerData heap_tid;
+	uint16		unused;
+	float		x[FLEXIBLE_ARRAY_MEMBER];
+} VsFlatItem;
+
+#define VS_FLAT_ITEM_SIZE(dim)	(offsetof(VsFlatItem, x) + sizeof(float) * (Size) (dim))
+#define VS_FLAT_PAGE_SPACE \
+	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(VsFlatPageOpaqueData)))
+/* The largest dimension whose item fits on a page: 2038 with 8 kB pages. */
+#define VS_FLAT_MAX_DIM			((int) ((VS_FLAT_PAGE_SPACE - offsetof(VsFlatItem, x)) / sizeof(float)))
+#define VsFlatItemsPerPage(dim)	((int) (VS_FLAT_PAGE_SPACE / VS_FLAT_ITEM_SIZE(dim)))
+#define VsFlatPageGetItem(page, dim, i) \
+	((VsFlatItem *) (PageGetContents(page) + (Size) (i) * VS_FLAT_ITEM_SIZE(dim)))
+
+/* Is this an initialized data page of a vs_flat index? */
+#define VsFlatIsDataPage(page) \
+	(!PageIsNew(page) && PageGetSpecialSize(page) == MAXALIGN(sizeof(VsFlatPageOpaqueData)) && \
+	 (VsFlatPageGetOpaque(page)->flags & VS_FLAT_DATA) != 0)
+
+/* flatutils.c */
+extern bool vs_is_flat_index(Relation index);
+extern void vs_flat_init_page(Page page, uint16 flags);
+extern void vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric);
+extern void vs_flat_read_meta(Relation index, VsFlatMetaPageData *meta);
+extern VsFlatMetaPage vs_flat_page_meta(Page page);
+extern void vs_flat_page_set_items(Page page, uint32 dim, int nitems);
+extern vs_metric vs_flat_opclass_metric(Relation index);
+extern void vs_flat_check_dim(int dim);
+extern void vs_flat_check_vector_dim(uint32 index_dim, int dim);
+extern double vs_vector_norm(const float *x, int dim);
+extern uint64 vs_flat_initial_generation(void);
+extern bytea *vs_flat_options(Datum reloptions, bool validate);
+extern Buffer vs_flat_new_buffer(Relation index, ForkNumber fork);
+
+/* flatbuild.c */
+extern IndexBuildResult *vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo);
+extern void vs_flat_buildempty(Relation index);
+
+/* flatinsert.c */
+extern bool vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
+						   Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,
+						   IndexInfo *indexInfo);
+
+/* flatvacuum.c */
+extern IndexBulkDeleteResult *vs_flat_bulkdelete(IndexVacuumInfo *info,
+												 IndexBulkDeleteResult *stats,
+												 IndexBulkDeleteCallback callback,
+												 void *callback_state);
+extern IndexBulkDeleteResult *vs_flat_vacuumcleanup(IndexVacuumInfo *info,
+													IndexBulkDeleteResult *stats);
+
+/* flatscan.c */
+extern IndexScanDesc vs_flat_beginscan(Relation index, int nkeys, int norderbys);
+extern void vs_flat_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
+						   int norderbys);
+extern bool vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 vs_flat_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+extern void vs_flat_endscan(IndexScanDesc scan);
+
+/* flatcost.c */
+extern void vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+								 Cost *indexStartupCost, Cost *indexTotalCost,
+								 Selectivity *indexSelectivity, double *indexCorrelation,
+								 double *indexPages);
+
+/* flatvalidate.c */
+extern bool vs_flat_validate(Oid opclassoid);
+
+#endif							/* VSEARCH_FLAT_H */

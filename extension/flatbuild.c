@@ -1,0 +1,198 @@
+/*
+ * vs_flat: CREATE INDEX / REINDEX (ambuild) and the init fork of unlogged indexes (ambuildempty).
+ *
+ * The build writes the metapage, then fills data pages in backend memory from the table scan and
+ * writes each full one as a new page with a full-image Generic WAL record, and finally stores the
+ * row count, last page and norm bounds in the metapage (Generic WAL too).  A crash during the
+ * build leaves an index that the aborted transaction never made visible.
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "access/tableam.h"
+#include "access/xloginsert.h"
+#include "catalog/index.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/memutils.h"
+
+#include "flat.h"
+
+typedef struct FlatBuildState
+{
+	Relation	index;
+	uint32		dim;			/* 0 until the first vector (unconstrained column) */
+	int			capacity;		/* items per page, once dim is known */
+	Page		page;			/* data page being filled */
+	int			nitems;
+	uint64		ntuples;
+	double		max_norm;
+	double		min_norm;
+	BlockNumber last_block;
+	MemoryContext tmpcxt;
+} FlatBuildState;
+
+/* Writes the page being filled as a new page of the index. */
+static void
+flush_page(FlatBuildState *state)
+{
+	Buffer		buf;
+	GenericXLogState *xlog;
+	Page		page;
+
+	if (state->nitems == 0)
+		return;
+	vs_flat_page_set_items(state->page, state->dim, state->nitems);
+	buf = vs_flat_new_buffer(state->index, MAIN_FORKNUM);
+	xlog = GenericXLogStart(state->index);
+	page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
+	memcpy(page, state->page, BLCKSZ);
+	GenericXLogFinish(xlog);
+	state->last_block = BufferGetBlockNumber(buf);
+	UnlockReleaseBuffer(buf);
+
+	vs_flat_init_page(state->page, VS_FLAT_DATA);
+	state->nitems = 0;
+}
+
+static void
+build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bool tupleIsAlive,
+			   void *arg)
+{
+	FlatBuildState *state = (FlatBuildState *) arg;
+	MemoryContext old;
+	Vector	   *vec;
+	VsFlatItem *item;
+	double		norm;
+
+	if (isnull[0])
+		return;					/* NULL vectors are not indexed */
+
+	old = MemoryContextSwitchTo(state->tmpcxt);
+	vec = DatumGetVectorP(values[0]);
+	vs_flat_check_vector_dim(state->dim, vec->dim);
+	if (state->dim == 0)
+	{
+		state->dim = vec->dim;
+		state->capacity = VsFlatItemsPerPage(state->dim);
+	}
+	if (state->nitems >= state->capacity)
+		flush_page(state);
+
+	item = VsFlatPageGetItem(state->page, state->dim, state->nitems);
+	item->heap_tid = *tid;
+	item->unused = 0;
+	memcpy(item->x, vec->x, sizeof(float) * state->dim);
+	state->nitems++;
+	state->ntuples++;
+
+	norm = vs_vector_norm(vec->x, vec->dim);
+	if (norm > state->max_norm)
+		state->max_norm = norm;
+	if (norm > 0.0 && (state->min_norm == 0.0 || norm < state->min_norm))
+		state->min_norm = norm;
+
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(state->tmpcxt);
+}
+
+/* The dimension declared by the column's type modifier, or 0 (vector without (n)). */
+static uint32
+declared_dim(Relation index)
+{
+	int32		typmod = TupleDescAttr(RelationGetDescr(index), 0)->atttypmod;
+
+	if (typmod > 0)
+	{
+		vs_flat_check_dim(typmod);
+		return (uint32) typmod;
+	}
+	return 0;
+}
+
+IndexBuildResult *
+vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	IndexBuildResult *result;
+	FlatBuildState state;
+	vs_metric	metric;
+	Buffer		metabuf;
+	GenericXLogState *xlog;
+	Page		metapage;
+	VsFlatMetaPage meta;
+	double		reltuples;
+
+	if (RelationGetNumberOfBlocks(index) != 0)
+		elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
+
+	memset(&state, 0, sizeof(state));
+	state.index = index;
+	state.dim = declared_dim(index);
+	state.capacity = state.dim > 0 ? VsFlatItemsPerPage(state.dim) : 0;
+	metric = vs_flat_opclass_metric(index);
+
+	/* Block 0: the metapage, so the index is readable even if the table is empty. */
+	metabuf = vs_flat_new_buffer(index, MAIN_FORKNUM);
+	Assert(BufferGetBlockNumber(metabuf) == VS_FLAT_METAPAGE_BLKNO);
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
+	vs_flat_init_metapage(metapage, state.dim, metric);
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(metabuf);
+
+	state.page = (Page) palloc(BLCKSZ);
+	vs_flat_init_page(state.page, VS_FLAT_DATA);
+	state.last_block = VS_FLAT_METAPAGE_BLKNO;
+	state.tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "vs_flat build",
+										 ALLOCSET_DEFAULT_SIZES);
+
+	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+									   build_callback, &state, NULL);
+	flush_page(&state);
+
+	/* Publish the data pages in the metapage. */
+	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, 0);
+	meta = vs_flat_page_meta(metapage);
+	meta->dim = state.dim;
+	meta->ntuples = state.ntuples;
+	meta->last_block = state.last_block;
+	/* a hair above the largest norm: the norms are sums rounded in double */
+	meta->max_norm = state.max_norm * (1.0 + 1e-12);
+	meta->min_norm = state.min_norm * (1.0 - 1e-12);
+	meta->generation++;
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(metabuf);
+
+	MemoryContextDelete(state.tmpcxt);
+	pfree(state.page);
+
+	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
+	result->heap_tuples = reltuples;
+	result->index_tuples = (double) state.ntuples;
+	return result;
+}
+
+/*
+ * The init fork of an unlogged index: an empty metapage, WAL-logged unconditionally (the init
+ * fork must survive a crash; the buffer manager handles the rest, as for hash indexes).
+ */
+void
+vs_flat_buildempty(Relation index)
+{
+	uint32		dim = declared_dim(index);
+	vs_metric	metric = vs_flat_opclass_metric(index);
+	Buffer		buf;
+	Page		page;
+
+	buf = vs_flat_new_buffer(index, INIT_FORKNUM);
+	page = BufferGetPage(buf);
+	START_CRIT_SECTION();
+	vs_flat_init_metapage(page, dim, metric);
+	MarkBufferDirty(buf);
+	log_newpage_buffer(buf, true);
+	END_CRIT_SECTION();
+	UnlockReleaseBuffer(buf);
+}

@@ -1,0 +1,92 @@
+/*
+ * vs_flat: inserting one row (aminsert).
+ *
+ * Inserts are serialized by the metapage's exclusive lock: the vector goes to the last data page,
+ * or to a new page when that one is full, and the metapage's row count, generation, last page and
+ * norm bounds change in the same Generic WAL record as the data page.  Readers lock the metapage
+ * only to copy it, so they see either the state before or after an insert.
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "storage/bufmgr.h"
+
+#include "flat.h"
+
+bool
+vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
+			   Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,
+			   IndexInfo *indexInfo)
+{
+	Vector	   *vec;
+	double		norm;
+	Buffer		metabuf;
+	Buffer		buf = InvalidBuffer;
+	bool		newpage = false;
+	VsFlatMetaPage meta;
+	uint32		dim;
+	GenericXLogState *xlog;
+	Page		metapage;
+	Page		page;
+	VsFlatItem *item;
+	int			nitems;
+
+	if (isnull[0])
+		return false;			/* NULL vectors are not indexed */
+
+	vec = DatumGetVectorP(values[0]);
+	norm = vs_vector_norm(vec->x, vec->dim);
+
+	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	meta = vs_flat_page_meta(BufferGetPage(metabuf));
+	vs_flat_check_vector_dim(meta->dim, vec->dim);
+	dim = vec->dim;
+
+	/* Room on the last data page? */
+	if (meta->last_block != VS_FLAT_METAPAGE_BLKNO)
+	{
+		buf = ReadBuffer(index, meta->last_block);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		page = BufferGetPage(buf);
+		if (!VsFlatIsDataPage(page) || VsFlatPageGetOpaque(page)->nitems >= VsFlatItemsPerPage(dim))
+		{
+			UnlockReleaseBuffer(buf);
+			buf = InvalidBuffer;
+		}
+	}
+	if (!BufferIsValid(buf))
+	{
+		buf = vs_flat_new_buffer(index, MAIN_FORKNUM);
+		newpage = true;
+	}
+
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, 0);
+	page = GenericXLogRegisterBuffer(xlog, buf, newpage ? GENERIC_XLOG_FULL_IMAGE : 0);
+	if (newpage)
+		vs_flat_init_page(page, VS_FLAT_DATA);
+
+	nitems = VsFlatPageGetOpaque(page)->nitems;
+	item = VsFlatPageGetItem(page, dim, nitems);
+	item->heap_tid = *heap_tid;
+	item->unused = 0;
+	memcpy(item->x, vec->x, sizeof(float) * dim);
+	vs_flat_page_set_items(page, dim, nitems + 1);
+
+	meta = VsFlatPageGetMeta(metapage);
+	meta->dim = dim;
+	meta->ntuples++;
+	meta->generation++;
+	meta->last_block = BufferGetBlockNumber(buf);
+	if (norm * (1.0 + 1e-12) > meta->max_norm)
+		meta->max_norm = norm * (1.0 + 1e-12);
+	if (norm > 0.0 && (meta->min_norm == 0.0 || norm * (1.0 - 1e-12) < meta->min_norm))
+		meta->min_norm = norm * (1.0 - 1e-12);
+
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(buf);
+	UnlockReleaseBuffer(metabuf);
+
+	return false;
+}

@@ -1,0 +1,480 @@
+/*
+ * vs_flat: index scans (amgettuple, amgetbitmap).
+ *
+ * ORDER BY col <-> q (any metric of the operator class)
+ *   The first amgettuple builds a VsIndexRef and asks the search layer for the k nearest rows,
+ *   k = VS_FLAT_FIRST_BATCH (PostgreSQL does not tell an index about LIMIT).  When the executor
+ *   wants more (a WHERE filter rejected rows, rows were dead), the search runs again with k
+ *   multiplied by VS_FLAT_GROWTH, and the rows already returned are skipped: the engine orders
+ *   by (distance, id), so every row at or before the last returned (distance, id) was returned.
+ *   The scan ends only when a search returns fewer than k rows, i.e. the index is exhausted.
+ *
+ *   The engine's distances are not bit-identical to the operators' (search.h), so the scan
+ *   returns for each row a lower bound of the operator's value that is non-decreasing along the
+ *   engine's order, with xs_recheckorderby: the executor recomputes the operator and reorders
+ *   through its queue, so the output order is exactly the seq scan's (up to ties).
+ *
+ * WHERE col <<->> sphere(c, r) (and <<#>>, <<=>>, <<+>>)
+ *   One range search per qual, with the radius widened to cover every row the operator accepts;
+ *   the rows found by every qual are the candidates, returned with xs_recheck so the executor
+ *   applies the operator exactly.  With an ORDER BY too, the kNN stream above is filtered to the
+ *   candidates and ends once all of them have been returned.
+ *
+ * A NULL query vector or sphere (or a sphere with a NULL center or radius) matches no row.  A
+ * query whose dimension differs from the index's is an error (22000), as with the operators.
+ * The scan holds the executor's lock on the index for its whole life, so the index cannot be
+ * dropped or rebuilt under it.
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+
+#include "access/relscan.h"
+#include "miscadmin.h"
+#include "nodes/tidbitmap.h"
+#include "utils/float.h"
+#include "utils/memutils.h"
+
+#include "flat.h"
+
+#define VS_FLAT_FIRST_BATCH	64
+#define VS_FLAT_GROWTH		4
+
+typedef struct FlatScanOpaqueData
+{
+	MemoryContext cxt;			/* state of the current rescan */
+	bool		started;
+	bool		done;			/* nothing (more) to return */
+	VsIndexRef	ref;
+
+	/* ORDER BY */
+	bool		ordered;
+	float	   *query;
+	VsDistanceSlack slack;
+	int			k;				/* k of the last kNN search, 0 before the first */
+	bool		exhausted;		/* the last search found fewer than k rows */
+	int64	   *ids;
+	float	   *dists;
+	int64		count;
+	int64		pos;
+	bool		have_last;		/* (last_dist, last_id): the last row returned */
+	float		last_dist;
+	int64		last_id;
+
+	/* candidates: rows passing every range qual, ascending ids (or every row, no quals) */
+	bool		has_range;
+	bool		have_cand;
+	int64	   *cand;
+	int64		ncand;
+	int64		cand_pos;		/* unordered: next to return */
+	int64		cand_returned;	/* ordered: candidates returned so far */
+} FlatScanOpaqueData;
+
+typedef FlatScanOpaqueData *FlatScanOpaque;
+
+IndexScanDesc
+vs_flat_beginscan(Relation index, int nkeys, int norderbys)
+{
+	IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
+	FlatScanOpaque so = (FlatScanOpaque) palloc0(sizeof(FlatScanOpaqueData));
+
+	so->cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_flat scan", ALLOCSET_DEFAULT_SIZES);
+	scan->opaque = so;
+	if (norderbys > 0)
+	{
+		/* the AM provides these (as GiST and SP-GiST do) */
+		scan->xs_orderbyvals = palloc0(sizeof(Datum) * norderbys);
+		scan->xs_orderbynulls = palloc(sizeof(bool) * norderbys);
+		memset(scan->xs_orderbynulls, true, sizeof(bool) * norderbys);
+	}
+	return scan;
+}
+
+void
+vs_flat_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
+{
+	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
+	MemoryContext cxt = so->cxt;
+
+	MemoryContextReset(cxt);
+	memset(so, 0, sizeof(FlatScanOpaqueData));
+	so->cxt = cxt;
+
+	if (keys && scan->numberOfKeys > 0)
+		memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
+	if (orderbys && scan->numberOfOrderBys > 0)
+		memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
+}
+
+void
+vs_flat_endscan(IndexScanDesc scan)
+{
+	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
+
+	MemoryContextDelete(so->cxt);
+	pfree(so);
+	scan->opaque = NULL;
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/* Sorted, duplicate-free copy of ids. */
+static int64
+sort_ids(int64 *ids, int64 n)
+{
+	int64		m = 0;
+
+	if (n > 1)
+		qsort(ids, n, sizeof(int64), cmp_int64);
+	for (int64 i = 0; i < n; i++)
+		if (m == 0 || ids[m - 1] != ids[i])
+			ids[m++] = ids[i];
+	return m;
+}
+
+/* Intersection of two sorted id sets, into a (returns its size). */
+static int64
+intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb)
+{
+	int64		i = 0,
+				j = 0,
+				m = 0;
+
+	while (i < na && j < nb)
+	{
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else
+		{
+			a[m++] = a[i];
+			i++;
+			j++;
+		}
+	}
+	return m;
+}
+
+static bool
+is_candidate(FlatScanOpaque so, int64 id)
+{
+	return bsearch(&id, so->cand, so->ncand, sizeof(int64), cmp_int64) != NULL;
+}
+
+/* Engine order: distance ascending (NaN last, -0 = +0), then id. */
+static int
+cmp_key(float d1, int64 id1, float d2, int64 id2)
+{
+	bool		nan1 = isnan(d1);
+	bool		nan2 = isnan(d2);
+
+	if (nan1 != nan2)
+		return nan1 ? 1 : -1;
+	if (!nan1)
+	{
+		if (d1 < d2)
+			return -1;
+		if (d1 > d2)
+			return 1;
+	}
+	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
+}
+
+/* A query vector of the scan as float[dim]: ERROR 22000 if its dimension differs. */
+static float *
+query_floats(FlatScanOpaque so, Vector *vec)
+{
+	float	   *x;
+
+	vector_check_same_dim(so->ref.dim, vec->dim);
+	x = palloc(sizeof(float) * vec->dim);
+	memcpy(x, vec->x, sizeof(float) * vec->dim);
+	return x;
+}
+
+typedef struct IdCollector
+{
+	int64	   *ids;
+	int64		n;
+	int64		cap;
+} IdCollector;
+
+static void
+collect_ids(void *arg, const float *vectors, const int64 *ids, size_t n)
+{
+	IdCollector *c = (IdCollector *) arg;
+
+	if (c->n + (int64) n > c->cap)
+	{
+		int64		cap = Max(c->cap * 2, c->n + (int64) n);
+
+		c->ids = c->ids ? repalloc_huge(c->ids, sizeof(int64) * cap)
+			: palloc_extended(sizeof(int64) * cap, MCXT_ALLOC_HUGE);
+		c->cap = cap;
+	}
+	memcpy(c->ids + c->n, ids, sizeof(int64) * n);
+	c->n += n;
+}
+
+/* Range quals -> candidates; first use of the scan keys, ERRORs for invalid ones. */
+static void
+scan_start(IndexScanDesc scan)
+{
+	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
+	MemoryContext old = MemoryContextSwitchTo(so->cxt);
+	Vector	  **centers = NULL;
+	double	   *radii = NULL;
+
+	so->started = true;
+	vs_index_ref(scan->indexRelation, &so->ref);
+
+	/* Check every key before searching: NULLs match nothing, bad radii are errors. */
+	if (scan->numberOfKeys > 0)
+	{
+		centers = palloc(sizeof(Vector *) * scan->numberOfKeys);
+		radii = palloc(sizeof(double) * scan->numberOfKeys);
+	}
+	for (int i = 0; i < scan->numberOfKeys; i++)
+	{
+		ScanKey		key = &scan->keyData[i];
+
+		if (key->sk_strategy != VS_FLAT_RANGE_STRATEGY)
+			elog(ERROR, "vs_flat: unexpected scan strategy %d", key->sk_strategy);
+		if ((key->sk_flags & SK_ISNULL) ||
+			!vs_sphere_get(key->sk_argument, &centers[i], &radii[i]))
+			so->done = true;
+		else
+			vs_check_radius(so->ref.metric, radii[i]);
+	}
+	if (scan->numberOfOrderBys > 0)
+	{
+		ScanKey		key = &scan->orderByData[0];
+
+		so->ordered = true;
+		if (key->sk_flags & SK_ISNULL)
+			so->done = true;
+		else if (so->ref.dim > 0)
+			so->query = query_floats(so, DatumGetVectorP(key->sk_argument));
+	}
+	if (so->done || so->ref.dim == 0)
+	{
+		so->done = true;		/* NULL keys, or an index that never held a vector */
+		MemoryContextSwitchTo(old);
+		return;
+	}
+
+	/* One range search per qual; candidates are the rows every one of them found. */
+	so->has_range = scan->numberOfKeys > 0;
+	for (int i = 0; i < scan->numberOfKeys; i++)
+	{
+		float	   *center = query_floats(so, centers[i]);
+		VsDistanceSlack slack;
+		VsRangeResult result;
+		int64		n;
+
+		vs_distance_slack_init(&slack, &so->ref, center);
+		vs_search_range(&so->ref, center, 1, vs_radius_upper(&slack, radii[i]), &result);
+		n = sort_ids(result.ids, result.total);
+		if (i == 0)
+		{
+			so->cand = result.ids;
+			so->ncand = n;
+		}
+		else
+		{
+			so->ncand = intersect_ids(so->cand, so->ncand, result.ids, n);
+			if (result.ids)
+				pfree(result.ids);
+		}
+		if (result.distances)
+			pfree(result.distances);
+		pfree(result.offsets);
+		if (so->ncand == 0)
+		{
+			so->done = true;
+			break;
+		}
+	}
+	so->have_cand = so->has_range;
+
+	if (so->ordered)
+		vs_distance_slack_init(&so->slack, &so->ref, so->query);
+	else if (!so->has_range)
+	{
+		/* no quals and no ORDER BY (the planner avoids this): every row */
+		IdCollector c = {0};
+
+		vs_index_read_vectors(&so->ref, collect_ids, &c);
+		so->cand = c.ids;
+		so->ncand = sort_ids(c.ids, c.n);
+		so->have_cand = true;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* The next kNN search of an ORDER BY scan, with a larger k. */
+static void
+next_batch(FlatScanOpaque so)
+{
+	MemoryContext old;
+	int64		k;
+	int64		count = 0;
+
+	if (so->k == 0)
+	{
+		k = VS_FLAT_FIRST_BATCH;
+		/* with range quals the candidates usually come first: ask for all of them */
+		if (so->has_range)
+			k = Max(k, so->ncand + VS_FLAT_FIRST_BATCH);
+	}
+	else
+	{
+		if (so->k == INT_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("vs_flat ordered scan cannot return more than %d rows", INT_MAX)));
+		k = (int64) so->k * VS_FLAT_GROWTH;
+		/* just past the row count finishes the scan in one more search */
+		if (k > (int64) so->ref.ntuples + 1 && (int64) so->ref.ntuples + 1 > so->k)
+			k = (int64) so->ref.ntuples + 1;
+	}
+	k = Min(k, (int64) INT_MAX);
+
+	old = MemoryContextSwitchTo(so->cxt);
+	if (so->ids)
+		pfree(so->ids);
+	if (so->dists)
+		pfree(so->dists);
+	so->ids = palloc_extended(sizeof(int64) * k, MCXT_ALLOC_HUGE);
+	so->dists = palloc_extended(sizeof(float) * k, MCXT_ALLOC_HUGE);
+	MemoryContextSwitchTo(old);
+
+	vs_search_knn(&so->ref, so->query, 1, (int) k, so->ids, so->dists, &count);
+	so->k = (int) k;
+	so->count = Min(count, k);
+	so->pos = 0;
+	so->exhausted = count < k;
+}
+
+/* The next row of an ORDER BY scan in engine order; false at the end. */
+static bool
+next_ordered(FlatScanOpaque so, int64 *id, float *dist)
+{
+	for (;;)
+	{
+		while (so->pos < so->count)
+		{
+			int64		i = so->ids[so->pos];
+			float		d = so->dists[so->pos];
+
+			so->pos++;
+			if (i < 0)
+				continue;
+			if (so->have_last && cmp_key(d, i, so->last_dist, so->last_id) <= 0)
+				continue;		/* returned by an earlier, smaller search */
+			so->have_last = true;
+			so->last_dist = d;
+			so->last_id = i;
+			if (so->has_range)
+			{
+				if (!is_candidate(so, i))
+					continue;
+				so->cand_returned++;
+			}
+			*id = i;
+			*dist = d;
+			return true;
+		}
+		if (so->exhausted || (so->has_range && so->cand_returned >= so->ncand))
+			return false;
+		CHECK_FOR_INTERRUPTS();
+		next_batch(so);
+	}
+}
+
+bool
+vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
+{
+	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
+	int64		id;
+
+	if (!ScanDirectionIsForward(dir))
+		elog(ERROR, "vs_flat indexes only scan forward");
+	if (!so->started)
+		scan_start(scan);
+	if (so->done)
+		return false;
+
+	if (so->ordered)
+	{
+		float		dist;
+
+		if (!next_ordered(so, &id, &dist))
+		{
+			so->done = true;
+			return false;
+		}
+		vs_id_to_tid(id, &scan->xs_heaptid);
+		scan->xs_orderbyvals[0] = Float8GetDatum(vs_distance_lower(&so->slack, dist));
+		scan->xs_orderbynulls[0] = false;
+		/* further ORDER BY keys (another query vector): -inf bounds anything */
+		for (int i = 1; i < scan->numberOfOrderBys; i++)
+		{
+			scan->xs_orderbyvals[i] = Float8GetDatum(-get_float8_infinity());
+			scan->xs_orderbynulls[i] = false;
+		}
+		scan->xs_recheckorderby = true;
+		scan->xs_recheck = so->has_range;
+		return true;
+	}
+
+	if (so->cand_pos >= so->ncand)
+	{
+		so->done = true;
+		return false;
+	}
+	id = so->cand[so->cand_pos++];
+	vs_id_to_tid(id, &scan->xs_heaptid);
+	scan->xs_recheck = so->has_range;
+	return true;
+}
+
+int64
+vs_flat_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
+{
+	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
+	ItemPointerData tids[256];
+	int64		total = 0;
+	int			n = 0;
+
+	if (!so->started)
+		scan_start(scan);
+	if (so->done || !so->have_cand)
+		return 0;
+
+	for (int64 i = 0; i < so->ncand; i++)
+	{
+		vs_id_to_tid(so->cand[i], &tids[n++]);
+		if (n == lengthof(tids))
+		{
+			tbm_add_tuples(tbm, tids, n, so->has_range);
+			total += n;
+			n = 0;
+		}
+	}
+	if (n > 0)
+		tbm_add_tuples(tbm, tids, n, so->has_range);
+	total += n;
+	so->done = true;
+	return total;
+}

@@ -1,0 +1,159 @@
+/*
+ * vs_flat: VACUUM (ambulkdelete, amvacuumcleanup).
+ *
+ * Bulk delete visits every data page once, removes the items whose heap tid the callback reports
+ * dead and compacts the page in place (one Generic WAL record per changed page); items never move
+ * to another page, so a concurrent reader never sees one twice.  The metapage then gets the new
+ * row count and generation, and tighter norm bounds when no insert ran meanwhile.  Empty pages stay
+ * in the index (inserts only append at the end); REINDEX returns the space.
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "commands/vacuum.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+
+#include "flat.h"
+
+IndexBulkDeleteResult *
+vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
+				   IndexBulkDeleteCallback callback, void *callback_state)
+{
+	Relation	index = info->index;
+	VsFlatMetaPageData meta;
+	uint64		removed = 0;
+	uint64		remaining = 0;
+	double		max_norm = 0.0;
+	double		min_norm = 0.0;
+	Buffer		metabuf;
+	GenericXLogState *xlog;
+	VsFlatMetaPage newmeta;
+
+	if (stats == NULL)
+		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+
+	vs_flat_read_meta(index, &meta);
+
+	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
+		 meta.dim > 0 && blkno <= meta.last_block && meta.last_block != VS_FLAT_METAPAGE_BLKNO;
+		 blkno++)
+	{
+		Buffer		buf;
+		Page		page;
+		int			nitems;
+		int			keep = 0;
+		bool		any_dead = false;
+		bool		dead[BLCKSZ / sizeof(VsFlatItem) + 1];
+
+		vacuum_delay_point();
+		buf = ReadBufferExtended(index, MAIN_FORKNUM, blkno, RBM_NORMAL, info->strategy);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		page = BufferGetPage(buf);
+		if (!VsFlatIsDataPage(page))
+		{
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+		nitems = VsFlatPageGetOpaque(page)->nitems;
+		for (int i = 0; i < nitems; i++)
+		{
+			dead[i] = callback(&VsFlatPageGetItem(page, meta.dim, i)->heap_tid, callback_state);
+			any_dead |= dead[i];
+		}
+
+		if (any_dead)
+		{
+			xlog = GenericXLogStart(index);
+			page = GenericXLogRegisterBuffer(xlog, buf, 0);
+		}
+		else
+			xlog = NULL;
+
+		for (int i = 0; i < nitems; i++)
+		{
+			VsFlatItem *item = VsFlatPageGetItem(page, meta.dim, i);
+			double		norm;
+
+			if (dead[i])
+			{
+				removed++;
+				continue;
+			}
+			if (keep != i)
+			{
+				memmove(VsFlatPageGetItem(page, meta.dim, keep), item,
+						VS_FLAT_ITEM_SIZE(meta.dim));
+				item = VsFlatPageGetItem(page, meta.dim, keep);
+			}
+			keep++;
+			norm = vs_vector_norm(item->x, meta.dim);
+			if (norm > max_norm)
+				max_norm = norm;
+			if (norm > 0.0 && (min_norm == 0.0 || norm < min_norm))
+				min_norm = norm;
+		}
+		remaining += keep;
+
+		if (xlog != NULL)
+		{
+			vs_flat_page_set_items(page, meta.dim, keep);
+			GenericXLogFinish(xlog);
+		}
+		UnlockReleaseBuffer(buf);
+	}
+
+	/*
+	 * The metapage: fewer rows and a new generation if any went; the norm bounds of what is left
+	 * only if no insert ran meanwhile (an insert may have raised them after we read its page).
+	 */
+	max_norm *= 1.0 + 1e-12;
+	min_norm *= 1.0 - 1e-12;
+	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	newmeta = vs_flat_page_meta(BufferGetPage(metabuf));
+	if (removed > 0 || (newmeta->generation == meta.generation &&
+						(newmeta->max_norm != max_norm || newmeta->min_norm != min_norm)))
+	{
+		xlog = GenericXLogStart(index);
+		newmeta = VsFlatPageGetMeta(GenericXLogRegisterBuffer(xlog, metabuf, 0));
+		if (newmeta->generation == meta.generation)
+		{
+			newmeta->max_norm = max_norm;
+			newmeta->min_norm = min_norm;
+		}
+		newmeta->ntuples = newmeta->ntuples >= removed ? newmeta->ntuples - removed : 0;
+		if (removed > 0)
+			newmeta->generation++;
+		GenericXLogFinish(xlog);
+	}
+	UnlockReleaseBuffer(metabuf);
+
+	stats->num_pages = RelationGetNumberOfBlocks(index);
+	stats->num_index_tuples = (double) remaining;
+	stats->tuples_removed += (double) removed;
+	stats->estimated_count = false;
+	return stats;
+}
+
+IndexBulkDeleteResult *
+vs_flat_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
+{
+	Relation	index = info->index;
+
+	if (info->analyze_only)
+		return stats;
+
+	/* No bulk delete ran: report the index's size from the metapage. */
+	if (stats == NULL)
+	{
+		VsFlatMetaPageData meta;
+
+		vs_flat_read_meta(index, &meta);
+		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+		stats->num_index_tuples = (double) meta.ntuples;
+		stats->estimated_count = false;
+	}
+	stats->num_pages = RelationGetNumberOfBlocks(index);
+	return stats;
+}

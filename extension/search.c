@@ -1,0 +1,671 @@
+/*
+ * The search layer (search.h): index references, reading an index's vectors without a relcache
+ * entry, and kNN / range searches, sent to the GPU worker first (worker.h) and otherwise run here,
+ * in the backend, on the engine's CPU backend.
+ *
+ * In-backend execution
+ *   - One engine context per backend (CPU backend, vs_search_cpu_threads threads, created on first
+ *     use and kept for the backend's life).  Its cancel callback reports a pending query cancel or
+ *     termination; the engine stops, and CHECK_FOR_INTERRUPTS() raises the error.
+ *   - A small cache of engine datasets, one per index, keyed by (database, index, relfilenode,
+ *     dimension) and labelled with the metapage generation they were read at: a search whose
+ *     reference is not newer uses it, a newer one rebuilds it.  A relcache invalidation of the
+ *     index (DROP, REINDEX, TRUNCATE, VACUUM's statistics update) drops it.
+ *   - Engine memory is malloc'd: a dataset being built is destroyed if reading the index fails,
+ *     range results go straight into palloc'd memory through the engine's allocator callback.
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/float.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "flat.h"
+#include "search.h"
+#include "vsearch/engine.h"
+#include "worker.h"
+
+vs_search_cost_hook_type vs_search_cost_hook = NULL;
+int			vs_search_cpu_threads = 1;
+
+double
+vs_search_distance_cost(Oid indexrelid)
+{
+	if (vs_search_cost_hook != NULL)
+		return vs_search_cost_hook(indexrelid);
+	return 1.0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Index references and reading vectors
+ */
+
+void
+vs_index_ref(Relation index, VsIndexRef *ref)
+{
+	VsFlatMetaPageData meta;
+
+	if (!vs_is_flat_index(index))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a vsearch index", RelationGetRelationName(index))));
+	vs_flat_read_meta(index, &meta);
+
+	memset(ref, 0, sizeof(VsIndexRef));
+	ref->dbid = MyDatabaseId;
+	ref->indexrelid = RelationGetRelid(index);
+	ref->locator = VsRelationGetLocator(index);
+	ref->relpersistence = index->rd_rel->relpersistence;
+	ref->kind = VS_INDEX_FLAT;
+	ref->metric = (vs_metric) meta.metric;
+	ref->dim = meta.dim;
+	ref->generation = meta.generation;
+	ref->ntuples = meta.ntuples;
+	ref->max_norm = meta.max_norm;
+	ref->min_norm = meta.min_norm;
+}
+
+/*
+ * Temporary indexes live in this backend's local buffers, which only the relcache path reaches;
+ * every other index is read by its locator.
+ */
+static Buffer
+read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessStrategy bas)
+{
+	if (rel != NULL)
+		return ReadBufferExtended(rel, MAIN_FORKNUM, blkno, RBM_NORMAL, bas);
+	return ReadBufferWithoutRelcache(ref->locator, MAIN_FORKNUM, blkno, RBM_NORMAL, bas,
+									 ref->relpersistence == RELPERSISTENCE_PERMANENT);
+}
+
+/* Chunks handed to the consumer: about this many bytes of vectors (at least one page). */
+#define VS_READ_CHUNK_BYTES (4 * 1024 * 1024)
+
+/* Reads a vs_flat index; returns the metapage generation read before the data pages. */
+static uint64
+read_flat_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
+{
+	Relation	rel = NULL;
+	BufferAccessStrategy bas;
+	Buffer		buf;
+	VsFlatMetaPageData meta;
+	uint32		dim;
+	int			per_page;
+	size_t		chunk_rows;
+	size_t		n = 0;
+	float	   *vectors;
+	int64	   *ids;
+
+	if (ref->relpersistence == RELPERSISTENCE_TEMP)
+	{
+		if (ref->dbid != MyDatabaseId || !IsTransactionState())
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("temporary index %u can only be read by its own session",
+							ref->indexrelid)));
+		rel = relation_open(ref->indexrelid, NoLock);	/* the caller holds a lock */
+	}
+	bas = GetAccessStrategy(BAS_BULKREAD);
+
+	buf = read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, bas);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	memcpy(&meta, vs_flat_page_meta(BufferGetPage(buf)), sizeof(meta));
+	UnlockReleaseBuffer(buf);
+
+	dim = meta.dim;
+	if (ref->dim != 0 && dim != ref->dim)
+		elog(ERROR, "vs_flat index %u changed dimension from %u to %u",
+			 ref->indexrelid, ref->dim, dim);
+	if (dim == 0 || meta.last_block == VS_FLAT_METAPAGE_BLKNO)
+	{
+		if (rel != NULL)
+			relation_close(rel, NoLock);
+		FreeAccessStrategy(bas);
+		return meta.generation;
+	}
+
+	per_page = VsFlatItemsPerPage(dim);
+	chunk_rows = Max((size_t) per_page, VS_READ_CHUNK_BYTES / (sizeof(float) * dim));
+	vectors = palloc(sizeof(float) * dim * chunk_rows);
+	ids = palloc(sizeof(int64) * chunk_rows);
+
+	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO; blkno <= meta.last_block; blkno++)
+	{
+		Page		page;
+
+		CHECK_FOR_INTERRUPTS();
+		if (n + per_page > chunk_rows)
+		{
+			consume(arg, vectors, ids, n);
+			n = 0;
+		}
+		buf = read_block(ref, rel, blkno, bas);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (VsFlatIsDataPage(page))
+		{
+			int			nitems = Min(VsFlatPageGetOpaque(page)->nitems, per_page);
+
+			for (int i = 0; i < nitems; i++)
+			{
+				VsFlatItem *item = VsFlatPageGetItem(page, dim, i);
+
+				ids[n] = vs_tid_to_id(&item->heap_tid);
+				memcpy(vectors + (size_t) n * dim, item->x, sizeof(float) * dim);
+				n++;
+			}
+		}
+		UnlockReleaseBuffer(buf);
+	}
+	if (n > 0)
+		consume(arg, vectors, ids, n);
+
+	pfree(vectors);
+	pfree(ids);
+	if (rel != NULL)
+		relation_close(rel, NoLock);
+	FreeAccessStrategy(bas);
+	return meta.generation;
+}
+
+void
+vs_index_read_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
+{
+	switch (ref->kind)
+	{
+		case VS_INDEX_FLAT:
+			(void) read_flat_vectors(ref, consume, arg);
+			return;
+	}
+	elog(ERROR, "unknown vsearch index kind %d", (int) ref->kind);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The backend's engine context and dataset cache
+ */
+
+#define VS_DATASET_CACHE_ENTRIES 2
+
+typedef struct CachedDataset
+{
+	bool		used;
+	Oid			dbid;
+	Oid			indexrelid;
+	VsRelFileLocator locator;
+	uint32		dim;
+	uint64		generation;		/* metapage generation read before the pages */
+	uint64		last_use;
+	vs_dataset *ds;
+} CachedDataset;
+
+static vs_context *engine_ctx = NULL;
+static int	engine_ctx_threads = 0;
+static CachedDataset dataset_cache[VS_DATASET_CACHE_ENTRIES];
+static uint64 dataset_clock = 0;
+static bool relcache_callback_registered = false;
+
+static void
+drop_dataset(CachedDataset *entry)
+{
+	if (entry->used && entry->ds != NULL)
+		vs_dataset_destroy(engine_ctx, entry->ds);
+	memset(entry, 0, sizeof(CachedDataset));
+}
+
+static void
+relcache_callback(Datum arg, Oid relid)
+{
+	for (int i = 0; i < VS_DATASET_CACHE_ENTRIES; i++)
+		if (dataset_cache[i].used &&
+			(relid == InvalidOid || dataset_cache[i].indexrelid == relid))
+			drop_dataset(&dataset_cache[i]);
+}
+
+/*
+ * Polled by the engine on the calling thread: stop when CHECK_FOR_INTERRUPTS() would raise a query
+ * cancel (statement_timeout included) or terminate the backend.
+ */
+static int
+engine_cancel(void *arg)
+{
+	return InterruptPending && (QueryCancelPending || ProcDiePending) &&
+		INTERRUPTS_CAN_BE_PROCESSED();
+}
+
+static vs_context *
+get_engine(void)
+{
+	int			threads = Max(vs_search_cpu_threads, 1);
+
+	if (engine_ctx != NULL && engine_ctx_threads != threads)
+	{
+		for (int i = 0; i < VS_DATASET_CACHE_ENTRIES; i++)
+			drop_dataset(&dataset_cache[i]);
+		vs_context_destroy(engine_ctx);
+		engine_ctx = NULL;
+	}
+	if (engine_ctx == NULL)
+	{
+		vs_context_options options;
+		char		err[256] = "";
+		vs_status	st;
+
+		vs_context_options_init(&options);
+		/* never CUDA in a backend: the GPU belongs to the worker */
+		options.backend = VS_BACKEND_CPU;
+		options.num_threads = threads;
+		options.cancel = engine_cancel;
+		options.cancel_arg = NULL;
+		st = vs_context_create(&options, &engine_ctx, err, sizeof(err));
+		if (st != VS_OK || engine_ctx == NULL)
+		{
+			engine_ctx = NULL;
+			ereport(ERROR,
+					(errcode(st == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not start the vsearch CPU engine: %s", err)));
+		}
+		engine_ctx_threads = threads;
+	}
+	if (!relcache_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
+		relcache_callback_registered = true;
+	}
+	return engine_ctx;
+}
+
+static void pg_attribute_noreturn()
+engine_error(vs_status st)
+{
+	int			code;
+
+	switch (st)
+	{
+		case VS_OUT_OF_MEMORY:
+			code = ERRCODE_OUT_OF_MEMORY;
+			break;
+		case VS_INVALID_ARGUMENT:
+			code = ERRCODE_INVALID_PARAMETER_VALUE;
+			break;
+		case VS_UNSUPPORTED:
+			code = ERRCODE_FEATURE_NOT_SUPPORTED;
+			break;
+		case VS_CANCELLED:
+			code = ERRCODE_QUERY_CANCELED;
+			break;
+		default:
+			code = ERRCODE_INTERNAL_ERROR;
+			break;
+	}
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("vsearch engine: %s", vs_last_error(engine_ctx)),
+			 errdetail("The engine returned %s.", vs_status_name(st))));
+}
+
+/*
+ * After VS_CANCELLED: raise the pending cancel or termination.  Returns if there was none to
+ * raise after all, and the caller retries (the callback then reports nothing until the next
+ * signal).
+ */
+static void
+engine_cancelled(int *retries)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (++(*retries) > 100)
+		engine_error(VS_CANCELLED);
+}
+
+typedef struct DatasetBuild
+{
+	vs_context *ctx;
+	vs_dataset *ds;
+} DatasetBuild;
+
+static void
+add_to_dataset(void *arg, const float *vectors, const int64 *ids, size_t n)
+{
+	DatasetBuild *build = (DatasetBuild *) arg;
+	vs_status	st;
+
+	st = vs_dataset_add(build->ctx, build->ds, vectors, (const int64_t *) ids, n);
+	if (st == VS_INVALID_ARGUMENT)
+	{
+		/*
+		 * An id read twice: VACUUM removed a dead entry from a page read earlier, the heap reused
+		 * its tid and an insert appended the new row to a later page.  The later copy is the live
+		 * one.
+		 */
+		st = vs_dataset_remove(build->ctx, build->ds, (const int64_t *) ids, n, NULL);
+		if (st == VS_OK)
+			st = vs_dataset_add(build->ctx, build->ds, vectors, (const int64_t *) ids, n);
+	}
+	if (st != VS_OK)
+		engine_error(st);
+}
+
+/* The cached dataset of the index, read now if missing or older than ref. */
+static CachedDataset *
+get_dataset(const VsIndexRef *ref)
+{
+	vs_context *ctx = get_engine();
+	CachedDataset *entry = NULL;
+	DatasetBuild build;
+	uint64		generation = 0;
+	vs_status	st;
+
+	for (int i = 0; i < VS_DATASET_CACHE_ENTRIES; i++)
+	{
+		CachedDataset *e = &dataset_cache[i];
+
+		if (e->used && e->dbid == ref->dbid && e->indexrelid == ref->indexrelid &&
+			memcmp(&e->locator, &ref->locator, sizeof(VsRelFileLocator)) == 0 &&
+			e->dim == ref->dim)
+		{
+			if (e->generation >= ref->generation)
+			{
+				e->last_use = ++dataset_clock;
+				return e;
+			}
+			drop_dataset(e);
+			entry = e;
+			break;
+		}
+	}
+	if (entry == NULL)
+	{
+		for (int i = 0; i < VS_DATASET_CACHE_ENTRIES; i++)
+		{
+			CachedDataset *e = &dataset_cache[i];
+
+			if (!e->used)
+			{
+				entry = e;
+				break;
+			}
+			if (entry == NULL || e->last_use < entry->last_use)
+				entry = e;
+		}
+		drop_dataset(entry);
+	}
+
+	build.ctx = ctx;
+	build.ds = NULL;
+	st = vs_dataset_create(ctx, ref->dim, VS_DTYPE_F32, &build.ds);
+	if (st != VS_OK)
+		engine_error(st);
+	PG_TRY();
+	{
+		generation = read_flat_vectors(ref, add_to_dataset, &build);
+	}
+	PG_CATCH();
+	{
+		vs_dataset_destroy(ctx, build.ds);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	entry->used = true;
+	entry->dbid = ref->dbid;
+	entry->indexrelid = ref->indexrelid;
+	entry->locator = ref->locator;
+	entry->dim = ref->dim;
+	entry->generation = Max(generation, ref->generation);
+	entry->last_use = ++dataset_clock;
+	entry->ds = build.ds;
+	return entry;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Searches
+ */
+
+void
+vs_search_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
+			  int64 *ids, float *distances, int64 *counts)
+{
+	int			retries = 0;
+
+	if (nq <= 0)
+		return;
+	if (k <= 0)
+	{
+		for (int q = 0; q < nq; q++)
+			counts[q] = 0;
+		return;
+	}
+	if (vs_worker_knn(ref, queries, nq, k, ids, distances, counts))
+		return;
+
+	if (ref->dim == 0)
+	{
+		/* an index that never held a vector */
+		for (int q = 0; q < nq; q++)
+			counts[q] = 0;
+		for (size_t i = 0; i < (size_t) nq * k; i++)
+		{
+			ids[i] = -1;
+			distances[i] = INFINITY;
+		}
+		return;
+	}
+
+	for (;;)
+	{
+		CachedDataset *entry = get_dataset(ref);
+		vs_status	st;
+
+		st = vs_knn(engine_ctx, entry->ds, queries, nq, k, ref->metric, NULL,
+					(int64_t *) ids, distances, (int64_t *) counts);
+		if (st == VS_OK)
+			return;
+		if (st != VS_CANCELLED)
+			engine_error(st);
+		engine_cancelled(&retries);
+	}
+}
+
+/* Range results go into the caller's memory context. */
+static void *
+range_alloc(void *arg, size_t bytes)
+{
+	return palloc_extended(bytes, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+}
+
+/* The largest float <= radius: engine distances are floats, so `d <= radius` is unchanged. */
+static float
+radius_to_float(double radius)
+{
+	float		f;
+
+	if (radius >= (double) FLT_MAX)
+		return isinf(radius) ? INFINITY : FLT_MAX;
+	if (radius < -(double) FLT_MAX)
+		return -INFINITY;
+	f = (float) radius;
+	if ((double) f > radius)
+		f = nextafterf(f, -INFINITY);
+	return f;
+}
+
+void
+vs_search_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
+				VsRangeResult *out)
+{
+	int			retries = 0;
+
+	memset(out, 0, sizeof(VsRangeResult));
+	if (isnan(radius))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("range search radius is NaN")));
+	if (nq > 0 && vs_worker_range(ref, queries, nq, radius, out))
+		return;
+
+	if (nq <= 0 || ref->dim == 0)
+	{
+		out->nq = Max(nq, 0);
+		out->total = 0;
+		out->offsets = palloc0(sizeof(int64) * (out->nq + 1));
+		out->ids = NULL;
+		out->distances = NULL;
+		return;
+	}
+
+	for (;;)
+	{
+		CachedDataset *entry = get_dataset(ref);
+		vs_range_result result;
+		vs_status	st;
+
+		st = vs_range(engine_ctx, entry->ds, queries, nq, radius_to_float(radius), ref->metric,
+					  NULL, range_alloc, NULL, &result);
+		if (st == VS_OK)
+		{
+			out->nq = nq;
+			out->total = (int64) result.total;
+			out->offsets = (int64 *) result.offsets;
+			out->ids = (int64 *) result.ids;
+			out->distances = result.distances;
+			return;
+		}
+		if (st == VS_OUT_OF_MEMORY)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("vsearch engine: %s", vs_last_error(engine_ctx))));
+		if (st != VS_CANCELLED)
+			engine_error(st);
+		engine_cancelled(&retries);
+	}
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Bounds between the SQL operators' float distances and the engine's (search.h)
+ *
+ * The operators compute a float sum of dim terms (SIMD lanes, any order, FMA or not); the engine
+ * computes the same sum in double and rounds the metric's value to float once.  For a float sum
+ * of n terms |fl - exact| <= gamma_n * sum|terms| + (gradual underflow) n * 2^-149 with
+ * gamma_n ~ n * 2^-24; we use twice that, with a few extra units for the products and
+ * subtractions that form the terms:
+ *   L2, L1: terms are non-negative, so the error is relative to the sum itself;
+ *   IP: relative to sum |x_i q_i| <= |x| |q| (Cauchy-Schwarz), |x| <= the index's max_norm;
+ *   cosine: dot, |x|^2, |q|^2 each off by about rel, so 1 - cos is off by ~2.5 (rel_dot +
+ *   rel_norm); underflow is relative to the index's min_norm and the query's norm.
+ */
+
+#define VS_U		(1.0 / 16777216.0)	/* 2^-24, float unit roundoff */
+#define VS_TINY		1.401298464324817e-45	/* 2^-149, the smallest float */
+
+void
+vs_distance_slack_init(VsDistanceSlack *slack, const VsIndexRef *ref, const float *query)
+{
+	double		n = (double) Max(ref->dim, 1);
+	double		g = 2.0 * (n + 4.0) * VS_U;
+	double		under = 2.0 * (n + 4.0) * VS_TINY;
+	double		qnorm = vs_vector_norm(query, ref->dim);
+
+	memset(slack, 0, sizeof(VsDistanceSlack));
+	slack->metric = ref->metric;
+	switch (ref->metric)
+	{
+		case VS_METRIC_L2SQ:
+		case VS_METRIC_L2:
+		case VS_METRIC_L1:
+			slack->rel = g;
+			slack->abs = under;
+			break;
+		case VS_METRIC_IP:
+			slack->tail = g * qnorm * (ref->max_norm * (1.0 + 1e-9)) + under;
+			break;
+		case VS_METRIC_COSINE:
+			if (qnorm == 0.0 || ref->min_norm <= 0.0)
+				slack->tail = INFINITY;
+			else
+			{
+				double		smallest = Min(qnorm, ref->min_norm);
+				double		rho = g + under / (smallest * smallest);
+				double		sigma = g + under / (qnorm * ref->min_norm);
+
+				if (rho >= 0.1 || sigma >= 0.1)
+					slack->tail = INFINITY;
+				else
+					slack->tail = 2.5 * (rho + sigma) + 8.0 * VS_U;
+			}
+			break;
+	}
+}
+
+double
+vs_distance_lower(const VsDistanceSlack *slack, float distance)
+{
+	double		x;
+
+	if (isnan(distance))
+		return get_float8_nan();
+	/* a sum the engine rounded to +inf may be a float sum just below FLT_MAX */
+	x = (isinf(distance) && distance > 0) ? (double) FLT_MAX : (double) distance;
+
+	switch (slack->metric)
+	{
+		case VS_METRIC_L2:
+			{
+				/* the engine's sum >= x^2 / (1 + u)^2; the operator's float sum is off by rel */
+				double		sum = x * x * (1.0 - 4.0 * VS_U) * (1.0 - slack->rel) - slack->abs;
+
+				return sum > 0.0 ? sqrt(sum) * (1.0 - 4.0 * DBL_EPSILON) : 0.0;
+			}
+		case VS_METRIC_L2SQ:
+		case VS_METRIC_L1:
+			{
+				double		v = x * (1.0 - 2.0 * VS_U) * (1.0 - slack->rel) - slack->abs;
+
+				return v > 0.0 ? v : 0.0;
+			}
+		case VS_METRIC_IP:
+			return x - 2.0 * VS_U * fabs(x) - slack->tail;
+		case VS_METRIC_COSINE:
+			return x - slack->tail;
+	}
+	return -INFINITY;
+}
+
+double
+vs_radius_upper(const VsDistanceSlack *slack, double radius)
+{
+	switch (slack->metric)
+	{
+		case VS_METRIC_L2:
+			{
+				double		sum;
+
+				if (radius < 0.0)
+					return radius;
+				sum = (radius * radius * (1.0 + 4.0 * DBL_EPSILON) + slack->abs) / (1.0 - slack->rel);
+				return sqrt(sum) * (1.0 + 4.0 * VS_U);
+			}
+		case VS_METRIC_L2SQ:
+		case VS_METRIC_L1:
+			if (radius < 0.0)
+				return radius;
+			return (radius + slack->abs) / (1.0 - slack->rel) * (1.0 + 4.0 * VS_U);
+		case VS_METRIC_IP:
+			{
+				double		t = radius + slack->tail;
+
+				return t + 4.0 * VS_U * fabs(t);
+			}
+		case VS_METRIC_COSINE:
+			return radius + slack->tail;
+	}
+	return INFINITY;
+}
