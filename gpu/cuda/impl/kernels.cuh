@@ -1,0 +1,219 @@
+// Kernel launchers of the CUDA backend (host declarations) and the small device helpers they
+// share.  Kernels take the metric as a run-time value (a uniform branch) except the fused scan,
+// which is instantiated per distance operator; see docs/ENGINE.md for the pipeline.
+#ifndef VSEARCH_CUDA_IMPL_KERNELS_CUH
+#define VSEARCH_CUDA_IMPL_KERNELS_CUH
+
+#include "cuda/utils/memory_pool.cuh"
+#include "engine/exact.h"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vs::cuda {
+
+// How a stored tile value becomes an approximate base value (engine/exact.h units).
+enum ApproxMode
+{
+    MODE_RAW = 0,     // the value already is the base value (direct kernels)
+    MODE_L2_GEMM = 1, // v = <x, y>: ||x||^2 + ||y||^2 - 2 v
+    MODE_IP_GEMM = 2, // -v
+    MODE_COS_GEMM = 3 // 1 - v / (||x|| ||y||)
+};
+
+__host__ __device__ __forceinline__ float approx_value(int mode, float v, float xsq, float xinv,
+                                                       float ysq, float yinv)
+{
+    switch (mode)
+    {
+    case MODE_L2_GEMM:
+        return (xsq + ysq) - 2.0f * v;
+    case MODE_IP_GEMM:
+        return -v;
+    case MODE_COS_GEMM:
+        return 1.0f - v * xinv * yinv;
+    default:
+        return v;
+    }
+}
+
+// A resident dataset as kernels see it (rows in ascending id order).
+struct DeviceRows
+{
+    const float *x;     // n x d
+    const int64_t *ids; // n
+    const float *sq;    // ||y||^2
+    const float *inv;   // 1 / ||y|| (inf for a zero row)
+    uint32_t n;
+    int d;
+};
+
+// Per-query data of a batch (queries contiguous, d floats each).
+struct DeviceQueries
+{
+    const float *x;
+    const float *sq;
+    const float *inv;
+    const double *norm; // ||x|| for the error bounds
+    int n;
+};
+
+// ---- selection over GEMM / direct tiles ----------------------------------------------------
+
+struct TileSelectArgs
+{
+    const float *tile; // tq rows of ld floats: tile[q * ld + c] for column c
+    int64_t ld;
+    int tq;
+    int col0, col1; // columns processed by this launch
+    int P;          // segments per row
+    int seg_len;    // multiple of 128
+    uint32_t row0;  // dataset row of column 0
+    int mode;
+    const float *xsq, *xinv; // per query of the tile
+    const float *ysq, *yinv; // per dataset row (indexed by row0 + c)
+    const uint64_t *state;   // tq x kp thresholds (last entry) or null
+    uint64_t *partial;       // (tq x P) x kp
+    int kp, bcap;
+};
+void launch_tile_select(const TileSelectArgs &a, cudaStream_t s);
+
+// state[q] (kp sorted keys, or empty if !state_valid) merged with P sorted lists per query.
+void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,
+                        int kp, int bcap, cudaStream_t s);
+
+// out[q * kp + i] = exact key of the row of cand[q * kp + i] (kNoKey stays kNoKey).
+void launch_exact_keys(const uint64_t *cand, int nq, int kp, DeviceQueries q, DeviceRows rows,
+                       vs_metric m, uint64_t *out, cudaStream_t s);
+
+struct FinalizeArgs
+{
+    const uint64_t *sorted; // nq segments of seg keys, exact, ascending
+    int64_t seg;
+    const uint64_t *approx; // nq x kp approximate candidate keys (null: exact, no certification)
+    int kp;
+    int nq, k;
+    vs_metric metric;
+    int kind; // ApproxKind of the approximate keys
+    int d;
+    const double *qnorm;
+    double maxnorm;
+    const int64_t *ids;
+    int64_t *out_ids; // nq x k
+    float *out_d;
+    int64_t *out_counts;
+    int *out_ok;
+};
+void launch_finalize(const FinalizeArgs &a, cudaStream_t s);
+
+// Exact keys of every row for nq queries: out[q * n + r].
+void launch_exact_all(DeviceQueries q, DeviceRows rows, vs_metric m, uint64_t *out,
+                      cudaStream_t s);
+
+// Large k: the kp smallest approximate keys of each full row (unsorted) into cand (nq x kp).
+void launch_radix_select(const float *tile, int64_t ld, int nq, uint32_t n, int mode,
+                         const float *xsq, const float *xinv, const float *ysq, const float *yinv,
+                         int kp, uint64_t *cand, cudaStream_t s);
+
+// ---- fused direct scan (small batches, L1, fallback) ------------------------------------
+
+enum ScanOp
+{
+    OP_L2 = 0,
+    OP_DOT = 1,
+    OP_L1 = 2
+};
+
+struct ScanArgs
+{
+    DeviceRows rows;
+    const float *q;    // nb queries x d
+    const float *qinv; // per query (cosine)
+    int nb;            // queries in this launch (<= scan_max_queries(tier))
+    vs_metric metric;
+    bool select;       // true: top-kp per (query, block) into partial; false: write values
+    int kp, bcap;
+    uint64_t *partial; // nb x grid x kp
+    float *out;        // write mode: out[q * ldo + row]
+    int64_t ldo;
+    int grid;          // blocks (persistent)
+};
+int scan_op(vs_metric m);
+int scan_tier_queries(int tier); // 16 or 64 queries
+size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap);
+void launch_scan(const ScanArgs &a, int tier, cudaStream_t s);
+int scan_blocks_per_sm(int tier, size_t smem); // occupancy
+
+// ---- range -------------------------------------------------------------------------------
+
+// Candidate flat indices q * tn + c whose approximate value passes thr[q] (or is NaN).
+size_t range_candidates(DevicePool &pool, const float *tile, int64_t ld, int tq, uint32_t tn,
+                        int mode, const float *xsq, const float *xinv, const float *ysq,
+                        const float *yinv, const double *thr, uint32_t *out, cudaStream_t s);
+// Exact check of the candidates; returns the number of matches, packed (idx << 32 | dist bits)
+// in idx order into packed_out.
+size_t range_exact(DevicePool &pool, const uint32_t *cand, size_t ncand, uint32_t tn,
+                   uint32_t row0, DeviceQueries q, DeviceRows rows, vs_metric m, float radius,
+                   uint64_t *packed, uint8_t *flags, uint64_t *packed_out, cudaStream_t s);
+// counts[q] (tq, zeroed here), ids and distances of packed matches.
+void launch_range_emit(const uint64_t *packed, size_t nm, uint32_t tn, uint32_t row0,
+                       const int64_t *ids, int tq, int64_t *counts, int64_t *out_ids,
+                       float *out_d, cudaStream_t s);
+
+// ---- subsets -----------------------------------------------------------------------------
+
+// rows[i] for the candidate ids of each query (kNoRow when unknown); qidx[i] = query.
+void launch_subset_rows(const int64_t *offsets, int nq, const int64_t *cand_ids,
+                        const int64_t *ids, uint32_t n, uint32_t *rows, int *qidx,
+                        cudaStream_t s);
+// Keys per candidate: knn: exact key (dist, row); range: (row << 32 | dist bits) if within
+// radius, else kNoKey.
+void launch_subset_keys(const uint32_t *rows, const int *qidx, size_t nc, DeviceQueries q,
+                        DeviceRows ds, vs_metric m, bool range, float radius, uint64_t *keys,
+                        cudaStream_t s);
+// Unique valid keys per sorted segment: counts (knn: capped at k).
+void launch_subset_count(const uint64_t *keys, const int64_t *offsets, int nq, int64_t cap,
+                         int64_t *counts, cudaStream_t s);
+// Writes them: knn at q * k (padded); range at out_off[q].
+void launch_subset_write(const uint64_t *keys, const int64_t *offsets, int nq, bool range,
+                         int64_t k, const int64_t *out_off, const int64_t *ids, int64_t *out_ids,
+                         float *out_d, cudaStream_t s);
+
+// ---- datasets and misc -----------------------------------------------------------------
+
+// dst row r = map[r] >= 0 ? old[map[r]] : fresh[-map[r] - 1]
+void launch_gather_rows(float *dst, const float *old, const float *fresh, const int64_t *map,
+                        size_t n, int d, cudaStream_t s);
+// offs[i] = i * stride for i <= nseg
+void launch_fill_offsets(int *offs, int nseg, int stride, cudaStream_t s);
+void launch_gather_queries(float *dst, const float *src, const int *which, int nb, int d,
+                           cudaStream_t s);
+
+// ---- k-means -----------------------------------------------------------------------------
+
+// GEMM tile (np points x k centroids: tile[p * ld + c] = <x_p, c_c>) to assignments.
+void launch_kmeans_argmin(const float *tile, int64_t ld, int np, int k, bool spherical,
+                          vs_metric metric, const float *csq, const float *xsq, uint32_t *assign,
+                          float *obj, cudaStream_t s);
+void launch_kmeans_mind(const float *x, size_t m, int d, const float *c, bool first,
+                        double *mind, cudaStream_t s);
+void launch_kmeans_pick(const double *prefix, size_t m, double u, uint32_t *out, cudaStream_t s);
+void launch_kmeans_counts(const uint32_t *assign, size_t m, int *counts, cudaStream_t s);
+void launch_kmeans_sums(const float *x, int d, const uint32_t *perm, const int *offsets,
+                        const int *counts, int k, float *centroids, cudaStream_t s);
+
+// ---- CUB wrappers (one instantiation each) -------------------------------------------------
+
+void segmented_sort_keys(DevicePool &pool, const uint64_t *in, uint64_t *out, int n, int nseg,
+                         const int *begin, const int *end, cudaStream_t s);
+void segmented_sort_keys64(DevicePool &pool, const uint64_t *in, uint64_t *out, int n, int nseg,
+                           const int64_t *offsets, cudaStream_t s);
+void inclusive_sum(DevicePool &pool, const double *in, double *out, size_t n, cudaStream_t s);
+void sort_pairs_u32(DevicePool &pool, const uint32_t *kin, uint32_t *kout, const uint32_t *vin,
+                    uint32_t *vout, size_t n, int end_bit, cudaStream_t s);
+
+} // namespace vs::cuda
+
+#endif

@@ -1,0 +1,297 @@
+// The fused direct scan: one pass over the dataset for a batch of up to 64 queries, spread over
+// all SMs (a persistent grid, each block taking 128-row tiles in turn).  A block stages a tile's
+// rows and the queries through shared memory in 32-dimension slices (register prefetch of the
+// next slice), each thread accumulates a register tile of RT rows x 4 queries with the metric's
+// operator (L2 difference, dot, L1), and then either
+//   * select: writes the 128 x nb distances to shared memory, where warp w feeds the queries
+//     w, w + 8, ... through their WarpTopK selectors; at the end each (query, block) emits its
+//     top-K' list and a merge kernel reduces the grid's lists ("final merge"), or
+//   * write: stores the distances to a tile in device memory (large k, range).
+// Distances are fp32 direct (not GEMM): the approximation bound is the tight direct one.
+#include "cuda/impl/kernels.cuh"
+#include "cuda/utils/select.cuh"
+
+namespace vs::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTR = 128; // rows per tile
+constexpr int kDS = 32;  // dimensions per slice
+constexpr int kLDS = kDS + 4;
+
+template <int OP> __device__ __forceinline__ float op_acc(float acc, float a, float b)
+{
+    if (OP == OP_L2)
+    {
+        float t = a - b;
+        return fmaf(t, t, acc);
+    }
+    if (OP == OP_DOT)
+        return fmaf(a, b, acc);
+    return acc + fabsf(a - b);
+}
+
+template <int QG> struct Tier;
+template <> struct Tier<4>
+{
+    static constexpr int RT = 2;
+};
+template <> struct Tier<16>
+{
+    static constexpr int RT = 8;
+};
+
+template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_kernel(ScanArgs a)
+{
+    constexpr int QT = 4, RG = kThreads / QG, RT = Tier<QG>::RT, QB = QG * QT;
+    static_assert(RG * RT == kTR, "tile rows");
+    constexpr int A_LOADS = kTR * (kDS / 4) / kThreads;           // float4 per thread
+    constexpr int Q_LOADS = (QB * (kDS / 4) + kThreads - 1) / kThreads;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *As = reinterpret_cast<float *>(smem_raw);
+    float *Qs = As + kTR * kLDS;
+    float *Dt = Qs + QB * kLDS;
+    const int words = warp_topk_words(a.kp, a.bcap);
+    uint64_t *sel = reinterpret_cast<uint64_t *>(Dt + QB * kTR);
+    WarpTopKState *st = reinterpret_cast<WarpTopKState *>(sel + static_cast<size_t>(a.nb) * words);
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int rg = tid % RG, qg = tid / RG;
+    const int d = a.rows.d;
+    const uint32_t n = a.rows.n;
+    const bool vec = (d & 3) == 0;
+
+    if (a.select)
+        for (int q = warp; q < a.nb; q += kThreads / 32)
+        {
+            WarpTopK t;
+            t.init(sel + static_cast<size_t>(q) * words, a.kp, a.bcap, kNoKey, lane);
+            WarpTopKState s = t.save();
+            if (lane == 0)
+                st[q] = s;
+            __syncwarp();
+        }
+
+    auto load4 = [&](const float *base, size_t row_off, int k) {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (vec)
+            v = __ldg(reinterpret_cast<const float4 *>(base + row_off + k));
+        else
+        {
+            const float *p = base + row_off;
+            if (k < d)
+                v.x = p[k];
+            if (k + 1 < d)
+                v.y = p[k + 1];
+            if (k + 2 < d)
+                v.z = p[k + 2];
+            if (k + 3 < d)
+                v.w = p[k + 3];
+        }
+        return v;
+    };
+
+    const uint32_t ntiles = (n + kTR - 1) / kTR;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
+    {
+        const uint32_t row0 = tile * kTR;
+        float acc[RT][QT];
+#pragma unroll
+        for (int i = 0; i < RT; i++)
+#pragma unroll
+            for (int j = 0; j < QT; j++)
+                acc[i][j] = 0.0f;
+
+        float4 pa[A_LOADS], pq[Q_LOADS];
+        auto fetch = [&](int k0) {
+#pragma unroll
+            for (int l = 0; l < A_LOADS; l++)
+            {
+                int e = tid + l * kThreads;
+                int r = e >> 3, k = k0 + (e & 7) * 4;
+                uint32_t grow = row0 + r;
+                pa[l] = (grow < n && k < d) ? load4(a.rows.x, static_cast<size_t>(grow) * d, k)
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int l = 0; l < Q_LOADS; l++)
+            {
+                int e = tid + l * kThreads;
+                int q = e >> 3, k = k0 + (e & 7) * 4;
+                pq[l] = (e < QB * 8 && q < a.nb && k < d) ? load4(a.q, static_cast<size_t>(q) * d, k)
+                                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        };
+        fetch(0);
+        for (int k0 = 0; k0 < d; k0 += kDS)
+        {
+            __syncthreads();
+#pragma unroll
+            for (int l = 0; l < A_LOADS; l++)
+            {
+                int e = tid + l * kThreads;
+                *reinterpret_cast<float4 *>(&As[(e >> 3) * kLDS + (e & 7) * 4]) = pa[l];
+            }
+#pragma unroll
+            for (int l = 0; l < Q_LOADS; l++)
+            {
+                int e = tid + l * kThreads;
+                if (e < QB * 8)
+                    *reinterpret_cast<float4 *>(&Qs[(e >> 3) * kLDS + (e & 7) * 4]) = pq[l];
+            }
+            __syncthreads();
+            if (k0 + kDS < d)
+                fetch(k0 + kDS);
+#pragma unroll
+            for (int kk = 0; kk < kDS; kk += 4)
+            {
+                float4 av[RT], bv[QT];
+#pragma unroll
+                for (int i = 0; i < RT; i++)
+                    av[i] = *reinterpret_cast<const float4 *>(&As[(rg + i * RG) * kLDS + kk]);
+#pragma unroll
+                for (int j = 0; j < QT; j++)
+                    bv[j] = *reinterpret_cast<const float4 *>(&Qs[(qg * QT + j) * kLDS + kk]);
+#pragma unroll
+                for (int i = 0; i < RT; i++)
+#pragma unroll
+                    for (int j = 0; j < QT; j++)
+                    {
+                        float s = acc[i][j];
+                        s = op_acc<OP>(s, av[i].x, bv[j].x);
+                        s = op_acc<OP>(s, av[i].y, bv[j].y);
+                        s = op_acc<OP>(s, av[i].z, bv[j].z);
+                        s = op_acc<OP>(s, av[i].w, bv[j].w);
+                        acc[i][j] = s;
+                    }
+            }
+        }
+
+        // Approximate base values of the tile.
+#pragma unroll
+        for (int i = 0; i < RT; i++)
+#pragma unroll
+            for (int j = 0; j < QT; j++)
+            {
+                const int r = rg + i * RG, q = qg * QT + j;
+                const uint32_t grow = row0 + r;
+                float v = acc[i][j];
+                if (OP == OP_DOT)
+                {
+                    if (a.metric == VS_METRIC_COSINE)
+                        v = (grow < n && q < a.nb) ? 1.0f - v * a.qinv[q] * a.rows.inv[grow] : 0.0f;
+                    else
+                        v = -v;
+                }
+                if (a.select)
+                    Dt[q * kTR + r] = v;
+                else if (grow < n && q < a.nb)
+                    a.out[static_cast<size_t>(q) * a.ldo + grow] = v;
+            }
+        if (a.select)
+        {
+            __syncthreads();
+            for (int q = warp; q < a.nb; q += kThreads / 32)
+            {
+                WarpTopK t;
+                t.restore(sel + static_cast<size_t>(q) * words, a.kp, a.bcap, kNoKey, st[q]);
+#pragma unroll
+                for (int c = 0; c < kTR; c += 32)
+                {
+                    const int r = c + lane;
+                    const uint32_t grow = row0 + r;
+                    uint64_t key = grow < n ? make_key(Dt[q * kTR + r], grow) : kNoKey;
+                    t.add(key, lane);
+                }
+                WarpTopKState s = t.save();
+                __syncwarp();
+                if (lane == 0)
+                    st[q] = s;
+                __syncwarp();
+            }
+        }
+    }
+    if (a.select)
+        for (int q = warp; q < a.nb; q += kThreads / 32)
+        {
+            WarpTopK t;
+            t.restore(sel + static_cast<size_t>(q) * words, a.kp, a.bcap, kNoKey, st[q]);
+            t.finish(a.partial + (static_cast<size_t>(q) * gridDim.x + blockIdx.x) * a.kp, lane);
+        }
+}
+
+template <int QG> const void *kernel_for(int op)
+{
+    switch (op)
+    {
+    case OP_L2:
+        return reinterpret_cast<const void *>(scan_kernel<OP_L2, QG>);
+    case OP_DOT:
+        return reinterpret_cast<const void *>(scan_kernel<OP_DOT, QG>);
+    default:
+        return reinterpret_cast<const void *>(scan_kernel<OP_L1, QG>);
+    }
+}
+
+const void *kernel_for(int tier, int op)
+{
+    return tier == 0 ? kernel_for<4>(op) : kernel_for<16>(op);
+}
+
+} // namespace
+
+int scan_op(vs_metric m)
+{
+    switch (m)
+    {
+    case VS_METRIC_L2SQ:
+    case VS_METRIC_L2:
+        return OP_L2;
+    case VS_METRIC_IP:
+    case VS_METRIC_COSINE:
+        return OP_DOT;
+    default:
+        return OP_L1;
+    }
+}
+
+int scan_tier_queries(int tier) { return tier == 0 ? 16 : 64; }
+
+size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap)
+{
+    size_t qb = static_cast<size_t>(scan_tier_queries(tier));
+    size_t bytes = (kTR + qb) * kLDS * sizeof(float);
+    if (select)
+        bytes += qb * kTR * sizeof(float) +
+                 static_cast<size_t>(nb) * (warp_topk_words(kp, bcap) * 8 + sizeof(WarpTopKState));
+    return bytes;
+}
+
+int scan_blocks_per_sm(int tier, size_t smem)
+{
+    int blocks = 0;
+    const void *k = kernel_for(tier, OP_L2);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
+    return blocks;
+}
+
+void launch_scan(const ScanArgs &a, int tier, cudaStream_t s)
+{
+    if (a.nb == 0 || a.rows.n == 0)
+        return;
+    int op = scan_op(a.metric);
+    const void *k = kernel_for(tier, op);
+    size_t smem = scan_smem_bytes(tier, a.select, a.nb, a.kp, a.bcap);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    ScanArgs args = a;
+    void *params[] = {&args};
+    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
+}
+
+} // namespace vs::cuda

@@ -1,0 +1,369 @@
+// k-selection kernels: the fused pass over GEMM tiles (one warp per query segment, WarpTopK),
+// the merge of per-segment lists, the exact re-rank of candidates, the certification and output
+// kernel, the exhaustive exact keys, and the radix select for large k.
+#include "cuda/impl/kernels.cuh"
+#include "cuda/utils/exact_warp.cuh"
+#include "cuda/utils/select.cuh"
+
+#include <cub/block/block_scan.cuh>
+
+namespace vs::cuda {
+
+namespace {
+
+constexpr int kSelectWarpsMax = 4;
+
+int select_warps_per_block(int kp, int bcap)
+{
+    size_t per = static_cast<size_t>(warp_topk_words(kp, bcap)) * 8;
+    int w = static_cast<int>((96u << 10) / per);
+    if (w > kSelectWarpsMax)
+        w = kSelectWarpsMax;
+    return w < 1 ? 1 : w;
+}
+
+void set_smem(const void *kernel, size_t bytes)
+{
+    if (bytes > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)));
+}
+
+__global__ void tile_select_kernel(TileSelectArgs a, int wpb)
+{
+    extern __shared__ uint64_t smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long gw = static_cast<long>(blockIdx.x) * wpb + warp;
+    if (gw >= static_cast<long>(a.tq) * a.P)
+        return;
+    const int q = static_cast<int>(gw / a.P), p = static_cast<int>(gw % a.P);
+    uint64_t *mine = smem + static_cast<size_t>(warp) * warp_topk_words(a.kp, a.bcap);
+    const uint64_t thr0 = a.state ? a.state[static_cast<size_t>(q) * a.kp + a.kp - 1] : kNoKey;
+    WarpTopK t;
+    t.init(mine, a.kp, a.bcap, thr0, lane);
+    const int c_begin = a.col0 + p * a.seg_len;
+    const int c_end = min(a.col1, c_begin + a.seg_len);
+    const float *row = a.tile + static_cast<size_t>(q) * a.ld;
+    const float xsq = a.xsq ? a.xsq[q] : 0.0f, xinv = a.xinv ? a.xinv[q] : 0.0f;
+    for (int base = c_begin; base < c_end; base += 512)
+    {
+        float4 v[4], ys[4], yi[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+        {
+            v[u] = ys[u] = yi[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            int c = base + u * 128 + lane * 4;
+            if (c < c_end)
+            {
+                v[u] = __ldg(reinterpret_cast<const float4 *>(row + c));
+                size_t r = a.row0 + static_cast<size_t>(c);
+                if (a.mode == MODE_L2_GEMM)
+                    ys[u] = __ldg(reinterpret_cast<const float4 *>(a.ysq + r));
+                if (a.mode == MODE_COS_GEMM)
+                    yi[u] = __ldg(reinterpret_cast<const float4 *>(a.yinv + r));
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+        {
+            const int c = base + u * 128 + lane * 4;
+            const float vv[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+            const float ss[4] = {ys[u].x, ys[u].y, ys[u].z, ys[u].w};
+            const float ii[4] = {yi[u].x, yi[u].y, yi[u].z, yi[u].w};
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+            {
+                uint64_t key = kNoKey;
+                if (c + e < c_end)
+                    key = make_key(approx_value(a.mode, vv[e], xsq, xinv, ss[e], ii[e]),
+                                   a.row0 + static_cast<uint32_t>(c + e));
+                t.add(key, lane);
+            }
+        }
+    }
+    t.finish(a.partial + static_cast<size_t>(gw) * a.kp, lane);
+}
+
+__global__ void merge_kernel(uint64_t *state, bool valid, const uint64_t *lists, int nq, int P,
+                             int kp, int bcap, int wpb)
+{
+    extern __shared__ uint64_t smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int q = blockIdx.x * wpb + warp;
+    if (q >= nq)
+        return;
+    WarpTopK t;
+    t.init(smem + static_cast<size_t>(warp) * warp_topk_words(kp, bcap), kp, bcap, kNoKey, lane);
+    if (valid)
+        t.load(state + static_cast<size_t>(q) * kp, lane);
+    for (int p = 0; p < P; p++)
+    {
+        const uint64_t *list = lists + (static_cast<size_t>(q) * P + p) * kp;
+        for (int i = 0; i < kp; i += 32)
+        {
+            uint64_t key = i + lane < kp ? list[i + lane] : kNoKey;
+            if (__all_sync(kFullMask, key >= t.thr))
+                break; // lists are sorted
+            t.add(key, lane);
+        }
+    }
+    t.finish(state + static_cast<size_t>(q) * kp, lane);
+}
+
+__global__ void exact_keys_kernel(const uint64_t *cand, int nq, int kp, DeviceQueries Q,
+                                  DeviceRows R, vs_metric m, uint64_t *out)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t total = static_cast<size_t>(nq) * kp;
+    const size_t nwarps = static_cast<size_t>(gridDim.x) * (blockDim.x >> 5);
+    for (size_t i = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; i < total;
+         i += nwarps)
+    {
+        uint64_t key = cand[i];
+        uint64_t res = kNoKey;
+        if (key != kNoKey)
+        {
+            uint32_t r = key_row(key);
+            size_t q = i / kp;
+            double b = warp_exact_base(m, Q.x + q * R.d, R.x + static_cast<size_t>(r) * R.d, R.d,
+                                       lane);
+            res = make_key(base_to_output(m, b), r);
+        }
+        if (lane == 0)
+            out[i] = res;
+    }
+}
+
+__global__ void exact_all_kernel(DeviceQueries Q, DeviceRows R, vs_metric m, uint64_t *out)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t total = static_cast<size_t>(Q.n) * R.n;
+    const size_t nwarps = static_cast<size_t>(gridDim.x) * (blockDim.x >> 5);
+    for (size_t i = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; i < total;
+         i += nwarps)
+    {
+        size_t q = i / R.n;
+        uint32_t r = static_cast<uint32_t>(i % R.n);
+        double b = warp_exact_base(m, Q.x + q * R.d, R.x + static_cast<size_t>(r) * R.d, R.d, lane);
+        if (lane == 0)
+            out[i] = make_key(base_to_output(m, b), r);
+    }
+}
+
+__global__ void finalize_kernel(FinalizeArgs a)
+{
+    const int q = blockIdx.x;
+    const uint64_t *sorted = a.sorted + static_cast<size_t>(q) * a.seg;
+    __shared__ unsigned long long s_max;
+    __shared__ int s_count;
+    if (threadIdx.x == 0)
+    {
+        s_max = 0;
+        s_count = 0;
+    }
+    __syncthreads();
+    if (a.approx)
+    {
+        unsigned long long mx = 0;
+        for (int i = threadIdx.x; i < a.kp; i += blockDim.x)
+        {
+            uint64_t v = a.approx[static_cast<size_t>(q) * a.kp + i];
+            if (v != kNoKey && v > mx)
+                mx = v;
+        }
+        atomicMax(&s_max, mx);
+    }
+    const int64_t lim = a.seg < a.k ? a.seg : a.k;
+    for (int64_t i = threadIdx.x; i < a.k; i += blockDim.x)
+    {
+        uint64_t key = i < lim ? sorted[i] : kNoKey;
+        size_t o = static_cast<size_t>(q) * a.k + i;
+        if (key == kNoKey)
+        {
+            a.out_ids[o] = -1;
+            a.out_d[o] = INFINITY;
+        }
+        else
+        {
+            a.out_ids[o] = a.ids[key_row(key)];
+            a.out_d[o] = key_dist(key);
+            if (i + 1 == lim || sorted[i + 1] == kNoKey)
+                s_count = static_cast<int>(i + 1);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+    {
+        int ok = 1;
+        if (a.approx)
+        {
+            ok = 0;
+            // The k-th exact key must be strictly below anything a row outside the candidates
+            // could reach: its approximate value is >= the largest candidate's.
+            if (s_count >= a.k && s_max != 0)
+            {
+                float ak = key_dist(s_max);
+                ErrBound e = approx_error(a.kind, a.metric, static_cast<size_t>(a.d), a.qnorm[q],
+                                          a.maxnorm);
+                float lb = base_to_output(a.metric, approx_lower(e, static_cast<double>(ak)));
+                ok = lb > key_dist(sorted[a.k - 1]) ? 1 : 0;
+            }
+        }
+        a.out_ok[q] = ok;
+        if (a.out_counts)
+            a.out_counts[q] = s_count;
+    }
+}
+
+constexpr int kRadixThreads = 512;
+
+__global__ void __launch_bounds__(kRadixThreads)
+    radix_select_kernel(const float *tile, int64_t ld, uint32_t n, int mode, const float *xsq,
+                        const float *xinv, const float *ysq, const float *yinv, int kp,
+                        uint64_t *cand)
+{
+    using Scan = cub::BlockScan<int, kRadixThreads>;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    __shared__ unsigned hist[256];
+    __shared__ unsigned s_digit, s_kk, s_less;
+    const int q = blockIdx.x;
+    const float *row = tile + static_cast<size_t>(q) * ld;
+    const float xs = xsq ? xsq[q] : 0.0f, xi = xinv ? xinv[q] : 0.0f;
+    auto ukey = [&](uint32_t c) {
+        float ys = mode == MODE_L2_GEMM ? ysq[c] : 0.0f;
+        float yv = mode == MODE_COS_GEMM ? yinv[c] : 0.0f;
+        return float_key(approx_value(mode, row[c], xs, xi, ys, yv));
+    };
+    uint32_t prefix = 0, mask = 0, kk = static_cast<uint32_t>(kp);
+    for (int pass = 0; pass < 4; pass++)
+    {
+        const int shift = 24 - 8 * pass;
+        for (int i = threadIdx.x; i < 256; i += blockDim.x)
+            hist[i] = 0;
+        __syncthreads();
+        for (uint32_t c = threadIdx.x; c < n; c += blockDim.x)
+        {
+            uint32_t u = ukey(c);
+            if ((u & mask) == prefix)
+                atomicAdd(&hist[(u >> shift) & 255u], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+        {
+            uint32_t cum = 0;
+            for (int b = 0; b < 256; b++)
+            {
+                if (cum + hist[b] >= kk)
+                {
+                    s_digit = b;
+                    s_kk = kk - cum;
+                    break;
+                }
+                cum += hist[b];
+            }
+        }
+        __syncthreads();
+        prefix |= s_digit << shift;
+        mask |= 255u << shift;
+        kk = s_kk;
+        __syncthreads();
+    }
+    // prefix is the K'-th smallest distance image; take everything below it and the first kk
+    // rows equal to it (ascending rows), so the result is the K' smallest (image, row) keys.
+    const uint32_t T = prefix, need_eq = kk, less_count = static_cast<uint32_t>(kp) - kk;
+    if (threadIdx.x == 0)
+        s_less = 0;
+    __syncthreads();
+    uint64_t *out = cand + static_cast<size_t>(q) * kp;
+    uint32_t eq_base = 0;
+    for (uint32_t c0 = 0; c0 < n; c0 += blockDim.x)
+    {
+        uint32_t c = c0 + threadIdx.x;
+        uint32_t u = c < n ? ukey(c) : 0xFFFFFFFFu;
+        bool lt = c < n && u < T;
+        int eq = (c < n && u == T) ? 1 : 0;
+        if (lt)
+        {
+            uint32_t pos = atomicAdd(&s_less, 1u);
+            out[pos] = (static_cast<uint64_t>(u) << 32) | c;
+        }
+        int excl, total;
+        Scan(scan_tmp).ExclusiveSum(eq, excl, total);
+        if (eq && eq_base + static_cast<uint32_t>(excl) < need_eq)
+            out[less_count + eq_base + excl] = (static_cast<uint64_t>(u) << 32) | c;
+        eq_base += static_cast<uint32_t>(total);
+        __syncthreads();
+    }
+}
+
+int grid_for(size_t warps_needed, int threads)
+{
+    size_t blocks = (warps_needed * 32 + threads - 1) / threads;
+    if (blocks > 65535u * 4)
+        blocks = 65535u * 4;
+    return blocks < 1 ? 1 : static_cast<int>(blocks);
+}
+
+} // namespace
+
+void launch_tile_select(const TileSelectArgs &a, cudaStream_t s)
+{
+    int wpb = select_warps_per_block(a.kp, a.bcap);
+    size_t smem = static_cast<size_t>(wpb) * warp_topk_words(a.kp, a.bcap) * 8;
+    set_smem(reinterpret_cast<const void *>(tile_select_kernel), smem);
+    long warps = static_cast<long>(a.tq) * a.P;
+    int blocks = static_cast<int>((warps + wpb - 1) / wpb);
+    tile_select_kernel<<<blocks, wpb * 32, smem, s>>>(a, wpb);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,
+                        int kp, int bcap, cudaStream_t s)
+{
+    int wpb = select_warps_per_block(kp, bcap);
+    size_t smem = static_cast<size_t>(wpb) * warp_topk_words(kp, bcap) * 8;
+    set_smem(reinterpret_cast<const void *>(merge_kernel), smem);
+    int blocks = (nq + wpb - 1) / wpb;
+    merge_kernel<<<blocks, wpb * 32, smem, s>>>(state, state_valid, lists, nq, P, kp, bcap, wpb);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_exact_keys(const uint64_t *cand, int nq, int kp, DeviceQueries q, DeviceRows rows,
+                       vs_metric m, uint64_t *out, cudaStream_t s)
+{
+    size_t total = static_cast<size_t>(nq) * kp;
+    if (total == 0)
+        return;
+    exact_keys_kernel<<<grid_for(total, 256), 256, 0, s>>>(cand, nq, kp, q, rows, m, out);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_exact_all(DeviceQueries q, DeviceRows rows, vs_metric m, uint64_t *out, cudaStream_t s)
+{
+    size_t total = static_cast<size_t>(q.n) * rows.n;
+    if (total == 0)
+        return;
+    exact_all_kernel<<<grid_for(total, 256), 256, 0, s>>>(q, rows, m, out);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_finalize(const FinalizeArgs &a, cudaStream_t s)
+{
+    if (a.nq == 0)
+        return;
+    finalize_kernel<<<a.nq, 256, 0, s>>>(a);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_radix_select(const float *tile, int64_t ld, int nq, uint32_t n, int mode,
+                         const float *xsq, const float *xinv, const float *ysq, const float *yinv,
+                         int kp, uint64_t *cand, cudaStream_t s)
+{
+    if (nq == 0)
+        return;
+    radix_select_kernel<<<nq, kRadixThreads, 0, s>>>(tile, ld, n, mode, xsq, xinv, ysq, yinv, kp,
+                                                     cand);
+    VS_LAUNCH_CHECK();
+}
+
+} // namespace vs::cuda

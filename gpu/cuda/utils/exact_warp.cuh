@@ -1,0 +1,61 @@
+// The engine's exact distance (engine/exact.h) computed by one warp: lane j owns partial sum
+// p[j] of the terms i = j, j + 32, ...; an xor butterfly of rounded double additions reduces
+// them.  Bit-identical to the host version; no fused multiply-add (__dmul_rn / __dadd_rn).
+#ifndef VSEARCH_CUDA_UTILS_EXACT_WARP_CUH
+#define VSEARCH_CUDA_UTILS_EXACT_WARP_CUH
+
+#include "engine/exact.h"
+
+namespace vs::cuda {
+
+__device__ __forceinline__ double warp_butterfly(double p)
+{
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1)
+        p = __dadd_rn(p, __shfl_xor_sync(0xffffffffu, p, off));
+    return p;
+}
+
+// Base value (engine/exact.h) of x against y, both d floats; every lane returns it.
+__device__ __forceinline__ double warp_exact_base(vs_metric m, const float *__restrict__ x,
+                                                  const float *__restrict__ y, int d, int lane)
+{
+    double p = 0.0;
+    switch (m)
+    {
+    case VS_METRIC_L2SQ:
+    case VS_METRIC_L2:
+        for (int i = lane; i < d; i += 32)
+        {
+            double t = __dsub_rn(static_cast<double>(x[i]), static_cast<double>(y[i]));
+            p = __dadd_rn(p, __dmul_rn(t, t));
+        }
+        return warp_butterfly(p);
+    case VS_METRIC_IP:
+        for (int i = lane; i < d; i += 32)
+            p = __dadd_rn(p, __dmul_rn(static_cast<double>(x[i]), static_cast<double>(y[i])));
+        return -warp_butterfly(p);
+    case VS_METRIC_L1:
+        for (int i = lane; i < d; i += 32)
+            p = __dadd_rn(p, fabs(__dsub_rn(static_cast<double>(x[i]), static_cast<double>(y[i]))));
+        return warp_butterfly(p);
+    case VS_METRIC_COSINE:
+    {
+        double pa = 0.0, pb = 0.0;
+        for (int i = lane; i < d; i += 32)
+        {
+            double a = x[i], b = y[i];
+            p = __dadd_rn(p, __dmul_rn(a, b));
+            pa = __dadd_rn(pa, __dmul_rn(a, a));
+            pb = __dadd_rn(pb, __dmul_rn(b, b));
+        }
+        double ab = warp_butterfly(p), aa = warp_butterfly(pa), bb = warp_butterfly(pb);
+        return cosine_base(ab, aa, bb);
+    }
+    }
+    return NAN;
+}
+
+} // namespace vs::cuda
+
+#endif
