@@ -32,6 +32,7 @@ CREATE FUNCTION vsearch_stat_internal(
 --   cpu_fallbacks    searches answered on a backend's CPU because the worker could not
 --   errors           requests the worker failed (each also counts as a fallback or an ERROR)
 CREATE VIEW vsearch_stat AS SELECT * FROM vsearch_stat_internal();
+GRANT SELECT ON vsearch_stat TO PUBLIC;
 
 CREATE FUNCTION vsearch_stat_reset() RETURNS void
 	AS 'MODULE_PATHNAME', 'vsearch_stat_reset' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
