@@ -18,6 +18,28 @@
 
 #include "flat.h"
 
+/* Column properties the generic code cannot know: every operator class orders by distance. */
+static bool
+vs_flat_property(Oid index_oid, int attno, IndexAMProperty prop, const char *propname,
+				 bool *res, bool *isnull)
+{
+	if (attno == 0)
+		return false;
+	switch (prop)
+	{
+		case AMPROP_DISTANCE_ORDERABLE:
+			*res = true;		/* amvalidate requires operator 1, an ORDER BY distance */
+			*isnull = false;
+			return true;
+		case AMPROP_RETURNABLE:
+			*res = false;
+			*isnull = false;
+			return true;
+		default:
+			return false;
+	}
+}
+
 PG_FUNCTION_INFO_V1(vs_flat_handler);
 Datum
 vs_flat_handler(PG_FUNCTION_ARGS)
@@ -61,7 +83,7 @@ vs_flat_handler(PG_FUNCTION_ARGS)
 	am->amcanreturn = NULL;
 	am->amcostestimate = vs_flat_costestimate;
 	am->amoptions = vs_flat_options;
-	am->amproperty = NULL;
+	am->amproperty = vs_flat_property;
 	am->ambuildphasename = NULL;
 	am->amvalidate = vs_flat_validate;
 	am->amadjustmembers = NULL;
