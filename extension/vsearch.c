@@ -28,4 +28,5 @@ _PG_init(void)
 		return;
 	vs_worker_shmem_register();
 	vs_worker_register();
+	vs_worker_client_init();
 }

@@ -551,6 +551,34 @@ worker_unavailable(const char *reason)
 	return false;
 }
 
+/*
+ * Planner hook (search.h): the cost of one distance computed for a search, relative to the
+ * in-backend CPU engine.  While the worker serves on a GPU, this session's searches go there and a
+ * distance costs VS_GPU_DISTANCE_COST; otherwise 1.
+ */
+#define VS_GPU_DISTANCE_COST	0.05
+
+static double
+worker_distance_cost(Oid indexrelid)
+{
+	VsWorkerShared *s = vs_worker_shared;
+	bool		gpu;
+
+	if (!s || vs_device_mode == VS_DEVICE_CPU)
+		return 1.0;
+	SpinLockAcquire(&s->mutex);
+	gpu = s->state == VS_WORKER_SERVING && s->on_gpu;
+	SpinLockRelease(&s->mutex);
+	return gpu ? VS_GPU_DISTANCE_COST : 1.0;
+}
+
+void
+vs_worker_client_init(void)
+{
+	if (vs_search_cost_hook == NULL)
+		vs_search_cost_hook = worker_distance_cost;
+}
+
 /* Common checks; returns false (with a reason) when the request cannot go to the worker. */
 static bool
 worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)

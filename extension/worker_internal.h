@@ -170,6 +170,9 @@ vs_proc_latch(int procno)
 	return &GetPGProcByNumber(procno)->procLatch;
 }
 
+/* Installs the planner cost hook (worker_client.c), called from _PG_init while preloading. */
+extern void vs_worker_client_init(void);
+
 /* Shared-memory setup (worker_shmem.c), called from _PG_init while preloading. */
 extern void vs_worker_shmem_register(void);
 

@@ -40,12 +40,6 @@
 #include "vector.h"
 #include "worker_internal.h"
 
-/*
- * vs_index_read_vectors comes with the index access methods (search.c).  Until a build has it,
- * the weak reference is NULL and the worker answers every request with an error.
- */
-#pragma weak vs_index_read_vectors
-
 /* ---- worker-local state ------------------------------------------------------------------- */
 
 /* A search result shared by the answer streams of one engine call. */
@@ -807,11 +801,6 @@ cache_sync(VsCacheEntry *e, const VsRequest *req, uint64 generation, char *err, 
 	ref.dim = req->dim;
 	ref.generation = generation;
 
-	if (vs_index_read_vectors == NULL)
-	{
-		snprintf(err, errlen, "this build of vsearch cannot read index pages in the worker");
-		return false;
-	}
 	CurrentResourceOwner = load_owner;
 	PG_TRY();
 	{
@@ -1330,9 +1319,11 @@ engine_start(void)
 	budget = engine_limit_mb > 0 ? (size_t) engine_limit_mb * 1024 * 1024 :
 		engine_on_gpu ? info.memory_budget : 0;
 	cache_limit = engine_on_gpu ? budget / 10 * 8 : budget;
-	ereport(LOG,
-			(errmsg("vsearch worker serving on %s (cache limit %zu MB)", info.device_name,
-					cache_limit >> 20)));
+	if (cache_limit > 0)
+		ereport(LOG, (errmsg("vsearch worker serving on %s (index cache limit %zu MB)",
+							 info.device_name, cache_limit >> 20)));
+	else
+		ereport(LOG, (errmsg("vsearch worker serving on %s", info.device_name)));
 	set_state(VS_WORKER_SERVING, info.device_name);
 	update_cache_stats();
 }
