@@ -258,3 +258,63 @@ TEST(EngineCrossBackend, CpuAndCudaAgree)
 }
 
 } // namespace
+
+namespace {
+
+// Forces the CUDA backend's tiny tiles (several dataset tiles per query tile for kNN, several
+// column chunks for range) and a zero small-batch threshold (GEMM path for 2 queries).
+TEST(EngineCudaOnly, SmallTilesMatchReference)
+{
+    setenv("VSEARCH_CUDA_TILE_BYTES", "262144", 1);
+    setenv("VSEARCH_CUDA_SMALL_BATCH", "0", 1);
+    std::string why;
+    vt::ContextPtr ctx = vt::make_context("cuda", &why);
+    unsetenv("VSEARCH_CUDA_TILE_BYTES");
+    unsetenv("VSEARCH_CUDA_SMALL_BATCH");
+    if (!ctx)
+        GTEST_SKIP() << why;
+    const size_t n = 20011, d = 32, nq = 70;
+    vt::Data D = vt::make_data(n, d, 515, 0.02);
+    vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+    std::vector<float> q = vt::make_queries(D, nq, 515);
+    for (vs_metric m : {VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE, VS_METRIC_L1})
+    {
+        std::vector<std::vector<vt::RefHit>> ref(nq);
+        for (size_t i = 0; i < nq; i++)
+            ref[i] = vt::ref_sorted(D, &q[i * d], m);
+        for (size_t k : {size_t{10}, size_t{300}})
+        {
+            for (size_t nb : {size_t{2}, nq})
+            {
+                std::vector<int64_t> ids(nb * k, vt::kPoisonId), counts(nb, -7);
+                std::vector<float> dists(nb * k, vt::poison_float());
+                ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), nb, k, m, nullptr, ids.data(),
+                                 dists.data(), counts.data()),
+                          VS_OK)
+                    << vs_last_error(ctx.get());
+                for (size_t i = 0; i < nb; i++)
+                {
+                    auto r = vt::check_knn(D, ref[i], k, &ids[i * k], &dists[i * k], counts[i]);
+                    ASSERT_TRUE(r) << vt::metric_name(m) << " k=" << k << " nb=" << nb
+                                   << " query " << i << ": " << r.message();
+                }
+            }
+        }
+        float radius = ref[0][50].dist;
+        vs_range_result res;
+        ASSERT_EQ(vs_range(ctx.get(), ds.get(), q.data(), nq, radius, m, nullptr, nullptr, nullptr,
+                           &res),
+                  VS_OK)
+            << vs_last_error(ctx.get());
+        for (size_t i = 0; i < nq; i++)
+        {
+            auto r = vt::check_range(ref[i], radius, res.ids + res.offsets[i],
+                                     res.distances + res.offsets[i],
+                                     static_cast<size_t>(res.offsets[i + 1] - res.offsets[i]));
+            ASSERT_TRUE(r) << vt::metric_name(m) << " query " << i << ": " << r.message();
+        }
+        vs_range_result_free(&res);
+    }
+}
+
+} // namespace

@@ -1,0 +1,277 @@
+// Engine benchmark: exact kNN, range and k-means through the public C API, timed on the host
+// around the synchronous calls (queries uploaded and results downloaded inside the timing: the
+// dataset alone is resident).  Medians of several runs after a warm-up.
+//
+//   vsearch_engine_bench [--backend cuda|cpu] [--n 1000000] [--d 128] [--nq 10000]
+//                        [--data DIR] [--quick] [--skip-kmeans-cpu] [--out results.json]
+//
+// Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
+// PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
+#include "vsearch/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+double now()
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median seconds of `runs` calls after `warm` warm-ups.
+double timeit(int warm, int runs, const std::function<void()> &f)
+{
+    for (int i = 0; i < warm; i++)
+        f();
+    std::vector<double> t;
+    for (int i = 0; i < runs; i++)
+    {
+        double t0 = now();
+        f();
+        t.push_back(now() - t0);
+    }
+    return median(t);
+}
+
+void check(vs_status st, vs_context *ctx, const char *what)
+{
+    if (st != VS_OK)
+    {
+        std::fprintf(stderr, "%s failed: %s: %s\n", what, vs_status_name(st), vs_last_error(ctx));
+        std::exit(1);
+    }
+}
+
+// Gaussian N(0,1) data from a seeded generator (the same file feeds PyTorch).
+std::vector<float> gaussian(size_t count, uint64_t seed)
+{
+    std::vector<float> v(count);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (auto &x : v)
+        x = g(rng);
+    return v;
+}
+
+void write_file(const std::string &path, const void *p, size_t bytes)
+{
+    FILE *f = std::fopen(path.c_str(), "wb");
+    if (!f || std::fwrite(p, 1, bytes, f) != bytes)
+    {
+        std::fprintf(stderr, "cannot write %s\n", path.c_str());
+        std::exit(1);
+    }
+    std::fclose(f);
+}
+
+struct Row
+{
+    std::string name;
+    double seconds;
+    double qps;
+    std::string note;
+};
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    std::string backend = "cuda", dir = "", out_json = "";
+    size_t n = 1000000, d = 128, nq = 10000;
+    bool quick = false, kmeans_cpu = true;
+    for (int i = 1; i < argc; i++)
+    {
+        std::string a = argv[i];
+        auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
+        if (a == "--backend")
+            backend = next();
+        else if (a == "--n")
+            n = std::stoull(next());
+        else if (a == "--d")
+            d = std::stoull(next());
+        else if (a == "--nq")
+            nq = std::stoull(next());
+        else if (a == "--data")
+            dir = next();
+        else if (a == "--out")
+            out_json = next();
+        else if (a == "--quick")
+            quick = true;
+        else if (a == "--skip-kmeans-cpu")
+            kmeans_cpu = false;
+        else
+        {
+            std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+            return 2;
+        }
+    }
+    vs_context_options o;
+    vs_context_options_init(&o);
+    o.backend = backend == "cpu" ? VS_BACKEND_CPU : VS_BACKEND_CUDA;
+#ifdef VSEARCH_BENCH_CUDA_LIBRARY
+    o.cuda_library = std::getenv("VSEARCH_CUDA_LIBRARY") ? nullptr : VSEARCH_BENCH_CUDA_LIBRARY;
+#endif
+    if (const char *p = std::getenv("VSEARCH_BENCH_FP32"); p && p[0] == '1')
+        o.gemm_precision = VS_GEMM_FP32;
+    vs_context *ctx = nullptr;
+    char err[512];
+    if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
+    {
+        std::fprintf(stderr, "context: %s\n", err);
+        return 1;
+    }
+    vs_context_info info;
+    check(vs_context_get_info(ctx, &info), ctx, "info");
+    std::printf("device: %s  n=%zu d=%zu nq=%zu gemm=%s\n", info.device_name, n, d, nq,
+                o.gemm_precision == VS_GEMM_TF32 ? "tf32+exact-rerank" : "fp32");
+
+    std::vector<float> x = gaussian(n * d, 42), q = gaussian(nq * d, 43);
+    std::vector<int64_t> ids(n);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = static_cast<int64_t>(i);
+    if (!dir.empty())
+    {
+        write_file(dir + "/data.f32", x.data(), x.size() * 4);
+        write_file(dir + "/queries.f32", q.data(), q.size() * 4);
+    }
+    vs_dataset *ds = nullptr;
+    check(vs_dataset_create(ctx, d, VS_DTYPE_F32, &ds), ctx, "dataset_create");
+    double t0 = now();
+    check(vs_dataset_add(ctx, ds, x.data(), ids.data(), n), ctx, "dataset_add");
+    std::printf("upload: %.3f s\n", now() - t0);
+
+    std::vector<Row> rows;
+    const int runs = quick ? 3 : 7;
+    auto knn = [&](size_t nqq, size_t k, vs_metric m, std::vector<int64_t> &oid, std::vector<float> &od) {
+        oid.resize(nqq * k);
+        od.resize(nqq * k);
+        check(vs_knn(ctx, ds, q.data(), nqq, k, m, nullptr, oid.data(), od.data(), nullptr), ctx, "knn");
+    };
+    std::vector<int64_t> oid;
+    std::vector<float> od;
+
+    // Large batch, k = 10.
+    for (vs_metric m : {VS_METRIC_L2, VS_METRIC_IP})
+    {
+        double t = timeit(1, runs, [&] { knn(nq, 10, m, oid, od); });
+        rows.push_back({std::string("knn nq=") + std::to_string(nq) + " k=10 " +
+                            (m == VS_METRIC_L2 ? "L2" : "IP"),
+                        t, nq / t, ""});
+        if (m == VS_METRIC_L2 && !dir.empty())
+        {
+            write_file(dir + "/knn10_ids.i64", oid.data(), oid.size() * 8);
+            write_file(dir + "/knn10_d.f32", od.data(), od.size() * 4);
+        }
+    }
+    // Small batches.
+    for (size_t b : {size_t{1}, size_t{16}, size_t{64}})
+    {
+        double t = timeit(3, quick ? 5 : 21, [&] { knn(b, 10, VS_METRIC_L2, oid, od); });
+        rows.push_back({"knn nq=" + std::to_string(b) + " k=10 L2", t, b / t, ""});
+    }
+    // Larger k.
+    {
+        double t = timeit(1, quick ? 2 : 5, [&] { knn(nq, 1024, VS_METRIC_L2, oid, od); });
+        rows.push_back({"knn nq=" + std::to_string(nq) + " k=1024 L2", t, nq / t, ""});
+        size_t nq_big = quick ? std::min<size_t>(nq, 1000) : nq;
+        t = timeit(1, quick ? 1 : 3, [&] { knn(nq_big, 10000, VS_METRIC_L2, oid, od); });
+        rows.push_back({"knn nq=" + std::to_string(nq_big) + " k=10000 L2", t, nq_big / t, ""});
+    }
+    // L1 (dedicated kernel) on a smaller batch.
+    {
+        size_t b = std::min<size_t>(nq, 1000);
+        double t = timeit(1, quick ? 2 : 3, [&] { knn(b, 10, VS_METRIC_L1, oid, od); });
+        rows.push_back({"knn nq=" + std::to_string(b) + " k=10 L1", t, b / t, ""});
+    }
+    // Range at radii returning about 0.1% and 1% of the set (calibrated on 100 queries).
+    for (double frac : {0.001, 0.01})
+    {
+        size_t kk = static_cast<size_t>(frac * n);
+        std::vector<int64_t> cid;
+        std::vector<float> cd;
+        knn(100, kk, VS_METRIC_L2, cid, cd);
+        std::vector<double> kth;
+        for (size_t i = 0; i < 100; i++)
+            kth.push_back(cd[i * kk + kk - 1]);
+        float radius = static_cast<float>(median(kth));
+        size_t total = 0;
+        double t = timeit(1, quick ? 2 : 3, [&] {
+            vs_range_result r;
+            check(vs_range(ctx, ds, q.data(), nq, radius, VS_METRIC_L2, nullptr, nullptr, nullptr, &r),
+                  ctx, "range");
+            total = r.total;
+            vs_range_result_free(&r);
+        });
+        char note[128];
+        std::snprintf(note, sizeof note, "radius %.4f, %.3f%% of the set per query", radius,
+                      100.0 * total / (static_cast<double>(nq) * n));
+        rows.push_back({"range nq=" + std::to_string(nq) + " L2 ~" + std::to_string(frac * 100).substr(0, 3) + "%",
+                        t, nq / t, note});
+    }
+    vs_dataset_destroy(ctx, ds);
+
+    // k-means 1M x 128 -> 1024, 20 iterations (random init), on this backend and on the CPU.
+    {
+        vs_kmeans_params p;
+        vs_kmeans_params_init(&p);
+        p.k = quick ? 256 : 1024;
+        p.iterations = 20;
+        std::vector<float> cent(p.k * d);
+        vs_kmeans_info ki;
+        double t = timeit(0, 1, [&] { check(vs_kmeans(ctx, x.data(), n, d, &p, cent.data(), &ki), ctx, "kmeans"); });
+        char note[128];
+        std::snprintf(note, sizeof note, "objective %.6g", ki.objective);
+        rows.push_back({"kmeans k=" + std::to_string(p.k) + " it=20 (" + backend + ")", t, 0, note});
+        if (kmeans_cpu && backend != "cpu")
+        {
+            vs_context_options oc;
+            vs_context_options_init(&oc);
+            oc.backend = VS_BACKEND_CPU;
+            vs_context *cpu = nullptr;
+            check(vs_context_create(&oc, &cpu, err, sizeof err), nullptr, "cpu context");
+            vs_context_info ci;
+            vs_context_get_info(cpu, &ci);
+            t = timeit(0, 1, [&] { check(vs_kmeans(cpu, x.data(), n, d, &p, cent.data(), &ki), cpu, "kmeans cpu"); });
+            std::snprintf(note, sizeof note, "objective %.6g, %s", ki.objective, ci.device_name);
+            rows.push_back({"kmeans k=" + std::to_string(p.k) + " it=20 (cpu)", t, 0, note});
+            vs_context_destroy(cpu);
+        }
+    }
+
+    std::printf("\n%-34s %12s %14s  %s\n", "case", "median ms", "queries/s", "note");
+    for (auto &r : rows)
+        std::printf("%-34s %12.3f %14.0f  %s\n", r.name.c_str(), r.seconds * 1e3, r.qps, r.note.c_str());
+    if (!out_json.empty())
+    {
+        FILE *f = std::fopen(out_json.c_str(), "w");
+        if (f)
+        {
+            std::fprintf(f, "{\"device\": \"%s\", \"n\": %zu, \"d\": %zu, \"nq\": %zu, \"rows\": [\n",
+                         info.device_name, n, d, nq);
+            for (size_t i = 0; i < rows.size(); i++)
+                std::fprintf(f, "  {\"case\": \"%s\", \"seconds\": %.6f, \"qps\": %.1f, \"note\": \"%s\"}%s\n",
+                             rows[i].name.c_str(), rows[i].seconds, rows[i].qps, rows[i].note.c_str(),
+                             i + 1 < rows.size() ? "," : "");
+            std::fprintf(f, "]}\n");
+            std::fclose(f);
+        }
+    }
+    vs_context_destroy(ctx);
+    return 0;
+}
