@@ -124,9 +124,17 @@ open_index(Oid indexoid, BatchContext *bc)
 	AclResult	aclresult;
 
 	if (!OidIsValid(heapoid))
+	{
+		char	   *name = get_rel_name(indexoid);
+
+		if (name == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation with OID %u does not exist", indexoid)));
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation with OID %u is not an index", indexoid)));
+				 errmsg("\"%s\" is not an index", name)));
+	}
 
 	/* permission checks stay in the backend, before any lock or search */
 	aclresult = pg_class_aclcheck(heapoid, GetUserId(), ACL_SELECT);
