@@ -64,3 +64,15 @@ knn_answers() {
 }
 INDEX_PLAN="set enable_seqscan = off; set enable_bitmapscan = off; set enable_indexscan = on;"
 SEQ_PLAN="set enable_seqscan = on; set enable_indexscan = off; set enable_bitmapscan = off;"
+
+# use_worker: makes the worker serve, on the GPU if it has one, else on the CPU
+# (vsearch.worker_device = cpu); prints the device.
+use_worker() {
+  wait_worker serving unavailable || return 1
+  if [[ $(stat worker_state) != serving ]]; then
+    q -c "alter system set vsearch.worker_device = cpu" -c "select pg_reload_conf()" >/dev/null
+    sleep 0.2
+    wait_worker serving || return 1
+  fi
+  echo "# the worker serves on: $(stat device)"
+}
