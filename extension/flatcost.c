@@ -11,7 +11,11 @@
  *
  *   startup = index pages * seq_page_cost + searches * rows * distance_cost + search overhead
  *   total   = startup + (ORDER BY without LIMIT) the follow-up searches of a drained scan
- *             + rows returned * cpu_index_tuple_cost
+ *             + rows returned * (cpu_index_tuple_cost + ORDER BY: executor reordering)
+ *
+ * ORDER BY rows are rechecked (the executor recomputes the operator and passes every row through
+ * its reorder queue, flatscan.c), which costs about what a sort of the returned rows costs: a full
+ * ordering without LIMIT is then no cheaper than seq scan + sort and keeps the seq scan.
  *
  * distance_cost = cpu_operator_cost * vs_search_distance_cost(index): the hook the GPU worker uses
  * to make its searches cheaper (search.h).
@@ -28,7 +32,7 @@
 #include "flat.h"
 
 /* Fixed overhead of one search (request, engine call, result handling), in seq page units. */
-#define VS_FLAT_SEARCH_OVERHEAD		1.0
+#define VS_FLAT_SEARCH_OVERHEAD		2.0
 /* First batch and growth factor of an ORDER BY scan: keep in step with flatscan.c. */
 #define VS_FLAT_COST_FIRST_BATCH	64.0
 #define VS_FLAT_COST_GROWTH			4.0
@@ -88,6 +92,13 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		total += more * (rows * distance_cost + VS_FLAT_SEARCH_OVERHEAD * spc_seq_page_cost);
 	}
 	total += rows * costs.indexSelectivity * cpu_index_tuple_cost;
+	if (ordered)
+	{
+		double		returned = Max(rows * costs.indexSelectivity, 1.0);
+
+		/* recheck the operator, then a pairing-heap push and pop per row */
+		total += returned * cpu_operator_cost * (1.0 + 2.0 * log2(Max(returned, 2.0)));
+	}
 
 	*indexStartupCost = startup;
 	*indexTotalCost = total;

@@ -131,4 +131,7 @@ INSERT INTO tiny VALUES (1, '[1,1,1]'), (2, '[2,2,2]'), (3, '[3,3,3]');
 CREATE INDEX ON tiny USING vs_flat (v);
 ANALYZE tiny;
 EXPLAIN (COSTS OFF) SELECT id FROM tiny ORDER BY v <-> '[0,0,0]' LIMIT 1;
+-- without LIMIT every row would go through the executor's reorder queue: sorting is cheaper
+EXPLAIN (COSTS OFF) SELECT id FROM t3 ORDER BY v <-> '[0.1,0.2,0.3]';
+EXPLAIN (COSTS OFF) SELECT id FROM t3 ORDER BY v <-> '[0.1,0.2,0.3]' LIMIT 100;
 SELECT id FROM tiny ORDER BY v <-> '[0,0,0]' LIMIT 1;
