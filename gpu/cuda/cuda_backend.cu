@@ -458,7 +458,8 @@ private:
         DeviceArray<int> ok;
         PinnedBuffer *host = nullptr;
         size_t tq = 0, k = 0;
-        size_t bytes() const { return tq * k * 12 + tq * 12 + 16; }
+        size_t cnt_off() const { return (tq * k * 12 + 7) / 8 * 8; }
+        size_t bytes() const { return cnt_off() + tq * 12 + 16; }
     };
 
     void make_out(TileOut &o, size_t tq, size_t k, PinnedBuffer *host)
@@ -481,9 +482,9 @@ private:
         VS_CUDA_CHECK(cudaMemcpyAsync(h, o.ids.get(), qn * k * 8, cudaMemcpyDeviceToHost, s));
         VS_CUDA_CHECK(cudaMemcpyAsync(h + o.tq * k * 8, o.d.get(), qn * k * 4,
                                       cudaMemcpyDeviceToHost, s));
-        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.tq * k * 12, o.counts.get(), qn * 8,
+        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.cnt_off(), o.counts.get(), qn * 8,
                                       cudaMemcpyDeviceToHost, s));
-        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.tq * k * 12 + o.tq * 8, o.ok.get(), qn * 4,
+        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.cnt_off() + o.tq * 8, o.ok.get(), qn * 4,
                                       cudaMemcpyDeviceToHost, s));
     }
 
@@ -496,8 +497,8 @@ private:
         const size_t k = o.k;
         const int64_t *ids = reinterpret_cast<const int64_t *>(h);
         const float *dd = reinterpret_cast<const float *>(h + o.tq * k * 8);
-        const int64_t *cnt = reinterpret_cast<const int64_t *>(h + o.tq * k * 12);
-        const int *ok = reinterpret_cast<const int *>(h + o.tq * k * 12 + o.tq * 8);
+        const int64_t *cnt = reinterpret_cast<const int64_t *>(h + o.cnt_off());
+        const int *ok = reinterpret_cast<const int *>(h + o.cnt_off() + o.tq * 8);
         for (size_t i = 0; i < qn; i++)
         {
             int q = which[first + i];
@@ -622,7 +623,7 @@ private:
             if (!failed.empty())
                 exact_path(c, queries, failed, k, m, out_ids, out_d, out_counts);
         }
-        if (std::getenv("VSEARCH_CUDA_STATS"))
+        if (const char *st = std::getenv("VSEARCH_CUDA_STATS"); st && *st)
             std::fprintf(stderr, "vsearch cuda: nq=%zu k=%zu gemm_uncertified=%zu exact=%zu\n", nq,
                          k, stats_gemm_failed_, stats_exact_);
     }
@@ -658,7 +659,7 @@ private:
         // First part of each row, scanned before the rest to set the thresholds.
         size_t L1 = round_up(std::max<size_t>(8 * kp, tn / 32), 128);
         bool split = tn >= 4 * L1;
-        size_t P1 = std::max<size_t>(1, std::min(P, L1 / 1024));
+        size_t P1 = std::max<size_t>(1, std::min(P, L1 / std::max<size_t>(1024, 4 * kp)));
 
         struct Slot
         {

@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct vs_context
 {
     std::unique_ptr<vs::Backend> backend;
     std::string last_error;
+    std::set<vs_dataset *> datasets; // live datasets, released before the backend goes
 };
 
 struct vs_dataset
@@ -267,6 +269,16 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
 
 void vs_context_destroy(vs_context *ctx) noexcept
 {
+    if (!ctx)
+        return;
+    // Datasets still alive give their (device) memory back first; their handles stay valid
+    // for vs_dataset_destroy only.
+    for (vs_dataset *ds : ctx->datasets)
+    {
+        delete ds->impl;
+        ds->impl = nullptr;
+        ds->owner = nullptr;
+    }
     delete ctx;
 }
 
@@ -312,6 +324,16 @@ vs_status vs_dataset_create(vs_context *ctx, size_t dim, vs_dtype storage, vs_da
     }
     ds->owner = ctx;
     ds->impl = impl;
+    try
+    {
+        ctx->datasets.insert(ds);
+    }
+    catch (...)
+    {
+        delete impl;
+        delete ds;
+        return fail(ctx, VS_OUT_OF_MEMORY, "out of host memory");
+    }
     *out = ds;
     return VS_OK;
 }
@@ -356,6 +378,8 @@ void vs_dataset_destroy(vs_context *ctx, vs_dataset *ds) noexcept
 {
     if (!ds)
         return;
+    if (ds->owner)
+        ds->owner->datasets.erase(ds);
     (void)ctx;
     delete ds->impl;
     delete ds;

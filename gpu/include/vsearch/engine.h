@@ -137,7 +137,8 @@ vs_status vs_dataset_remove(vs_context *ctx, vs_dataset *ds, const int64_t *ids,
                             size_t *removed) VS_NOEXCEPT;
 size_t vs_dataset_size(const vs_dataset *ds) VS_NOEXCEPT;
 size_t vs_dataset_dim(const vs_dataset *ds) VS_NOEXCEPT;
-/* Destroys a dataset; it must belong to ctx. */
+/* Destroys a dataset.  Datasets should be destroyed before their context; vs_context_destroy
+ * releases the memory of any still alive, leaving handles that vs_dataset_destroy alone accepts. */
 void vs_dataset_destroy(vs_context *ctx, vs_dataset *ds) VS_NOEXCEPT;
 
 /* ---- search ------------------------------------------------------------------------------ */
