@@ -124,7 +124,10 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		}
 		newmeta->ntuples = newmeta->ntuples >= removed ? newmeta->ntuples - removed : 0;
 		if (removed > 0)
+		{
 			newmeta->generation++;
+			newmeta->compactions++;
+		}
 		GenericXLogFinish(xlog);
 	}
 	UnlockReleaseBuffer(metabuf);

@@ -90,9 +90,25 @@ read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessS
 /* Chunks handed to the consumer: about this many bytes of vectors (at least one page). */
 #define VS_READ_CHUNK_BYTES (4 * 1024 * 1024)
 
-/* Reads a vs_flat index; returns the metapage generation read before the data pages. */
-static uint64
-read_flat_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
+/*
+ * Where a read of a vs_flat index stopped: the metapage state it started from and the last item it
+ * read.  Until `compactions` changes, everything after that item is new.
+ */
+typedef struct FlatMark
+{
+	uint64		generation;		/* metapage generation before the pages were read */
+	uint64		compactions;
+	BlockNumber block;			/* last data page read (VS_FLAT_METAPAGE_BLKNO: none) */
+	int			nitems;			/* items read on it */
+} FlatMark;
+
+/*
+ * Reads a vs_flat index through the buffer manager: all of it (from == NULL), or only the items
+ * after `from` (false, having read nothing, if a VACUUM compacted pages since).  Sets *to.
+ */
+static bool
+read_flat_items(const VsIndexRef *ref, const FlatMark *from, FlatMark *to,
+				VsVectorConsumer consume, void *arg)
 {
 	Relation	rel = NULL;
 	BufferAccessStrategy bas;
@@ -102,8 +118,10 @@ read_flat_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
 	int			per_page;
 	size_t		chunk_rows;
 	size_t		n = 0;
-	float	   *vectors;
-	int64	   *ids;
+	float	   *vectors = NULL;
+	int64	   *ids = NULL;
+	BlockNumber first;
+	bool		ok = true;
 
 	if (ref->relpersistence == RELPERSISTENCE_TEMP)
 	{
@@ -122,25 +140,33 @@ read_flat_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
 	UnlockReleaseBuffer(buf);
 
 	dim = meta.dim;
-	if (ref->dim != 0 && dim != ref->dim)
+	if (ref->dim != 0 && dim != 0 && dim != ref->dim)
 		elog(ERROR, "vs_flat index %u changed dimension from %u to %u",
 			 ref->indexrelid, ref->dim, dim);
-	if (dim == 0 || meta.last_block == VS_FLAT_METAPAGE_BLKNO)
+	to->generation = meta.generation;
+	to->compactions = meta.compactions;
+	to->block = from ? from->block : VS_FLAT_METAPAGE_BLKNO;
+	to->nitems = from ? from->nitems : 0;
+	if (from != NULL &&
+		(meta.compactions != from->compactions ||
+		 (from->block != VS_FLAT_METAPAGE_BLKNO && meta.last_block < from->block)))
 	{
-		if (rel != NULL)
-			relation_close(rel, NoLock);
-		FreeAccessStrategy(bas);
-		return meta.generation;
+		ok = false;				/* pages were compacted: items moved */
+		goto done;
 	}
+	if (dim == 0 || meta.last_block == VS_FLAT_METAPAGE_BLKNO)
+		goto done;
 
 	per_page = VsFlatItemsPerPage(dim);
 	chunk_rows = Max((size_t) per_page, VS_READ_CHUNK_BYTES / (sizeof(float) * dim));
 	vectors = palloc(sizeof(float) * dim * chunk_rows);
 	ids = palloc(sizeof(int64) * chunk_rows);
 
-	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO; blkno <= meta.last_block; blkno++)
+	first = (from && from->block != VS_FLAT_METAPAGE_BLKNO) ? from->block : VS_FLAT_FIRST_DATA_BLKNO;
+	for (BlockNumber blkno = first; blkno <= meta.last_block; blkno++)
 	{
 		Page		page;
+		int			skip = 0;
 
 		CHECK_FOR_INTERRUPTS();
 		if (n + per_page > chunk_rows)
@@ -148,6 +174,8 @@ read_flat_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
 			consume(arg, vectors, ids, n);
 			n = 0;
 		}
+		if (from && blkno == from->block)
+			skip = from->nitems;	/* read before */
 		buf = read_block(ref, rel, blkno, bas);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
@@ -155,7 +183,7 @@ read_flat_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
 		{
 			int			nitems = Min(VsFlatPageGetOpaque(page)->nitems, per_page);
 
-			for (int i = 0; i < nitems; i++)
+			for (int i = skip; i < nitems; i++)
 			{
 				VsFlatItem *item = VsFlatPageGetItem(page, dim, i);
 
@@ -163,27 +191,34 @@ read_flat_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
 				memcpy(vectors + (size_t) n * dim, item->x, sizeof(float) * dim);
 				n++;
 			}
+			to->block = blkno;
+			to->nitems = Max(nitems, skip);
 		}
 		UnlockReleaseBuffer(buf);
 	}
 	if (n > 0)
 		consume(arg, vectors, ids, n);
 
-	pfree(vectors);
-	pfree(ids);
+done:
+	if (vectors)
+		pfree(vectors);
+	if (ids)
+		pfree(ids);
 	if (rel != NULL)
 		relation_close(rel, NoLock);
 	FreeAccessStrategy(bas);
-	return meta.generation;
+	return ok;
 }
 
 void
 vs_index_read_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg)
 {
+	FlatMark	mark;
+
 	switch (ref->kind)
 	{
 		case VS_INDEX_FLAT:
-			(void) read_flat_vectors(ref, consume, arg);
+			(void) read_flat_items(ref, NULL, &mark, consume, arg);
 			return;
 	}
 	elog(ERROR, "unknown vsearch index kind %d", (int) ref->kind);
@@ -203,6 +238,7 @@ typedef struct CachedDataset
 	VsRelFileLocator locator;
 	uint32		dim;
 	uint64		generation;		/* metapage generation read before the pages */
+	FlatMark	mark;			/* where the read stopped: the next refresh reads what follows */
 	uint64		last_use;
 	vs_dataset *ds;
 } CachedDataset;
@@ -325,42 +361,182 @@ engine_cancelled(int *retries)
 		engine_error(VS_CANCELLED);
 }
 
+/*
+ * Rows on their way into a dataset.  They are staged in a buffer sized for the whole index (the
+ * metapage's row count) and added in one vs_dataset_add call: each call may copy the dataset
+ * (the CPU backend grows its arrays to the exact new size), so many small calls would cost
+ * O(n^2).  When more rows arrive than expected, batches grow geometrically.
+ */
 typedef struct DatasetBuild
 {
 	vs_context *ctx;
 	vs_dataset *ds;
+	uint32		dim;
+	float	   *vectors;
+	int64	   *ids;
+	size_t		n;
+	size_t		cap;
+	size_t		added;			/* rows already in ds */
 } DatasetBuild;
 
-static void
-add_to_dataset(void *arg, const float *vectors, const int64 *ids, size_t n)
+typedef struct StagedRow
 {
-	DatasetBuild *build = (DatasetBuild *) arg;
+	int64		id;
+	size_t		pos;
+} StagedRow;
+
+static int
+cmp_staged(const void *a, const void *b)
+{
+	const StagedRow *x = (const StagedRow *) a;
+	const StagedRow *y = (const StagedRow *) b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->pos < y->pos ? -1 : (x->pos > y->pos ? 1 : 0);
+}
+
+static int
+cmp_staged_pos(const void *a, const void *b)
+{
+	size_t		x = ((const StagedRow *) a)->pos;
+	size_t		y = ((const StagedRow *) b)->pos;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * Keeps the last staged copy of every id.  An id is read twice when VACUUM removed a dead entry
+ * from a page read earlier, the heap reused its tid and an insert appended the new row to a later
+ * page: the later copy is the live one.
+ */
+static void
+dedupe_stage(DatasetBuild *b)
+{
+	StagedRow  *rows = palloc_extended(sizeof(StagedRow) * b->n, MCXT_ALLOC_HUGE);
+	size_t		m = 0;
+
+	for (size_t i = 0; i < b->n; i++)
+	{
+		rows[i].id = b->ids[i];
+		rows[i].pos = i;
+	}
+	qsort(rows, b->n, sizeof(StagedRow), cmp_staged);
+	for (size_t i = 0; i < b->n; i++)
+	{
+		if (i + 1 < b->n && rows[i + 1].id == rows[i].id)
+			continue;			/* a later copy follows */
+		rows[m++] = rows[i];
+	}
+	/* compact in position order (positions only shrink, so in place is safe) */
+	qsort(rows, m, sizeof(StagedRow), cmp_staged_pos);
+	for (size_t i = 0; i < m; i++)
+	{
+		if (rows[i].pos != i)
+			memcpy(b->vectors + i * b->dim, b->vectors + rows[i].pos * b->dim,
+				   sizeof(float) * b->dim);
+		b->ids[i] = rows[i].id;
+	}
+	b->n = m;
+	pfree(rows);
+}
+
+static void
+flush_stage(DatasetBuild *b)
+{
 	vs_status	st;
 
-	st = vs_dataset_add(build->ctx, build->ds, vectors, (const int64_t *) ids, n);
+	if (b->n == 0)
+		return;
+	st = vs_dataset_add(b->ctx, b->ds, b->vectors, (const int64_t *) b->ids, b->n);
 	if (st == VS_INVALID_ARGUMENT)
 	{
-		/*
-		 * An id read twice: VACUUM removed a dead entry from a page read earlier, the heap reused
-		 * its tid and an insert appended the new row to a later page.  The later copy is the live
-		 * one.
-		 */
-		st = vs_dataset_remove(build->ctx, build->ds, (const int64_t *) ids, n, NULL);
+		/* an id twice in the batch, or already in the dataset: keep the latest copy */
+		dedupe_stage(b);
+		st = vs_dataset_remove(b->ctx, b->ds, (const int64_t *) b->ids, b->n, NULL);
 		if (st == VS_OK)
-			st = vs_dataset_add(build->ctx, build->ds, vectors, (const int64_t *) ids, n);
+			st = vs_dataset_add(b->ctx, b->ds, b->vectors, (const int64_t *) b->ids, b->n);
 	}
 	if (st != VS_OK)
 		engine_error(st);
+	b->added += b->n;
+	b->n = 0;
 }
 
-/* The cached dataset of the index, read now if missing or older than ref. */
+static void
+stage_rows(void *arg, const float *vectors, const int64 *ids, size_t n)
+{
+	DatasetBuild *b = (DatasetBuild *) arg;
+
+	/* full: hand the batch over if it is at least as large as what the dataset holds */
+	if (b->n + n > b->cap && b->n > 0 && b->n >= b->added)
+		flush_stage(b);
+	if (b->n + n > b->cap)
+	{
+		size_t		cap = Max(Max(b->cap * 2, b->n + n), b->added);
+
+		if (b->vectors == NULL)
+		{
+			b->vectors = palloc_extended(sizeof(float) * b->dim * cap, MCXT_ALLOC_HUGE);
+			b->ids = palloc_extended(sizeof(int64) * cap, MCXT_ALLOC_HUGE);
+		}
+		else
+		{
+			b->vectors = repalloc_huge(b->vectors, sizeof(float) * b->dim * cap);
+			b->ids = repalloc_huge(b->ids, sizeof(int64) * cap);
+		}
+		b->cap = cap;
+	}
+	memcpy(b->vectors + b->n * b->dim, vectors, sizeof(float) * b->dim * n);
+	memcpy(b->ids + b->n, ids, sizeof(int64) * n);
+	b->n += n;
+}
+
+/*
+ * Reads index rows into ds: all of them, or those after `from`.  False if `from` is too old (a
+ * VACUUM compacted pages since); ds may then hold part of the new rows.
+ */
+static bool
+load_rows(vs_context *ctx, vs_dataset *ds, const VsIndexRef *ref, const FlatMark *from,
+		  FlatMark *to)
+{
+	DatasetBuild b;
+	bool		ok;
+
+	memset(&b, 0, sizeof(b));
+	b.ctx = ctx;
+	b.ds = ds;
+	b.dim = ref->dim;
+	b.added = from ? vs_dataset_size(ds) : 0;
+	if (from == NULL && ref->ntuples > 0)
+	{
+		/* room for every row the metapage counted, and a few inserted meanwhile */
+		b.cap = (size_t) ref->ntuples + 1024;
+		b.vectors = palloc_extended(sizeof(float) * b.dim * b.cap, MCXT_ALLOC_HUGE);
+		b.ids = palloc_extended(sizeof(int64) * b.cap, MCXT_ALLOC_HUGE);
+	}
+	ok = read_flat_items(ref, from, to, stage_rows, &b);
+	if (ok)
+		flush_stage(&b);
+	if (b.vectors)
+	{
+		pfree(b.vectors);
+		pfree(b.ids);
+	}
+	return ok;
+}
+
+/*
+ * The cached dataset of the index, at least as new as ref: read now if missing; if older, brought
+ * up to date by reading the rows appended since (or all of them again after a VACUUM).
+ */
 static CachedDataset *
 get_dataset(const VsIndexRef *ref)
 {
 	vs_context *ctx = get_engine();
 	CachedDataset *entry = NULL;
-	DatasetBuild build;
-	uint64		generation = 0;
+	vs_dataset *ds = NULL;
+	FlatMark	mark;
 	vs_status	st;
 
 	for (int i = 0; i < VS_DATASET_CACHE_ENTRIES; i++)
@@ -371,12 +547,30 @@ get_dataset(const VsIndexRef *ref)
 			memcmp(&e->locator, &ref->locator, sizeof(VsRelFileLocator)) == 0 &&
 			e->dim == ref->dim)
 		{
+			bool		ok = false;
+
+			e->last_use = ++dataset_clock;
 			if (e->generation >= ref->generation)
+				return e;
+
+			/* catch up with the rows appended since; on any error forget the entry */
+			PG_TRY();
 			{
-				e->last_use = ++dataset_clock;
+				ok = load_rows(ctx, e->ds, ref, &e->mark, &mark);
+			}
+			PG_CATCH();
+			{
+				drop_dataset(e);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
+			if (ok)
+			{
+				e->mark = mark;
+				e->generation = Max(mark.generation, ref->generation);
 				return e;
 			}
-			drop_dataset(e);
+			drop_dataset(e);	/* compacted by VACUUM: read it all again */
 			entry = e;
 			break;
 		}
@@ -398,18 +592,16 @@ get_dataset(const VsIndexRef *ref)
 		drop_dataset(entry);
 	}
 
-	build.ctx = ctx;
-	build.ds = NULL;
-	st = vs_dataset_create(ctx, ref->dim, VS_DTYPE_F32, &build.ds);
+	st = vs_dataset_create(ctx, ref->dim, VS_DTYPE_F32, &ds);
 	if (st != VS_OK)
 		engine_error(st);
 	PG_TRY();
 	{
-		generation = read_flat_vectors(ref, add_to_dataset, &build);
+		(void) load_rows(ctx, ds, ref, NULL, &mark);
 	}
 	PG_CATCH();
 	{
-		vs_dataset_destroy(ctx, build.ds);
+		vs_dataset_destroy(ctx, ds);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -419,9 +611,10 @@ get_dataset(const VsIndexRef *ref)
 	entry->indexrelid = ref->indexrelid;
 	entry->locator = ref->locator;
 	entry->dim = ref->dim;
-	entry->generation = Max(generation, ref->generation);
+	entry->generation = Max(mark.generation, ref->generation);
+	entry->mark = mark;
 	entry->last_use = ++dataset_clock;
-	entry->ds = build.ds;
+	entry->ds = ds;
 	return entry;
 }
 
