@@ -108,6 +108,19 @@ SELECT pg_temp.knn('tmp', '<=>');
 INSERT INTO tmp SELECT i, ARRAY[random(), random(), random()]::vector FROM generate_series(501, 900) i;
 SELECT pg_temp.knn('tmp', '<=>');
 
+-- Partial and expression indexes
+CREATE TABLE part (id int, v vector);
+INSERT INTO part SELECT i, ARRAY[random(), random(), random()]::vector FROM generate_series(1, 1000) i;
+CREATE INDEX part_idx ON part USING vs_flat ((v::vector(3)) vector_l1_ops) WHERE id <= 500;
+ANALYZE part;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF)
+  SELECT id FROM part WHERE id <= 500 ORDER BY v::vector(3) <+> '[0.5,0.5,0.5]' LIMIT 10;
+RESET enable_seqscan;
+SELECT pg_temp.diff('SELECT id, row_number() OVER () FROM (SELECT id FROM part WHERE id <= 500
+  ORDER BY v::vector(3) <+> ''[0.5,0.5,0.5]'' LIMIT 30) s');
+SELECT count(*) FROM vsearch_knn_batch('part_idx', ARRAY['[0.5,0.5,0.5]'::vector], 5000);
+
 -- A column without a dimension takes the first row's; others are errors (22000)
 CREATE TABLE anydim (id int, v vector);
 CREATE INDEX anydim_idx ON anydim USING vs_flat (v);
