@@ -360,6 +360,7 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	req->k = op == VS_OP_KNN ? k : 0;
 	req->radius = op == VS_OP_RANGE ? radius : 0;
 	req->generation = ref->generation;
+	req->ntuples = ref->ntuples;
 	req->dbid = ref->dbid;
 	req->indexrelid = ref->indexrelid;
 	req->locator = ref->locator;

@@ -136,6 +136,7 @@ typedef struct VsRequest
 	uint32		k;				/* VS_OP_KNN */
 	double		radius;			/* VS_OP_RANGE */
 	uint64		generation;
+	uint64		ntuples;		/* index entries the backend saw (sizes the load) */
 	Oid			dbid;
 	Oid			indexrelid;
 	VsRelFileLocator locator;

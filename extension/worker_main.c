@@ -131,6 +131,10 @@ static MemoryContext sync_cxt;
 static MemoryContext read_cxt;
 static ResourceOwner load_owner;
 static int	last_batch_requests;
+static int	device_errors;		/* consecutive VS_DEVICE_ERROR answers */
+
+/* After this many device errors in a row the worker exits, and comes back with a fresh context. */
+#define VS_MAX_DEVICE_ERRORS	3
 
 /* the group the engine is working on (for the cancel callback) */
 static VsActive **cancel_group;
@@ -268,7 +272,11 @@ finish_request(int i, VsAnswerStatus status, const char *msg)
 			wake = true;
 		}
 		else if (slot->state == VS_SLOT_ABANDONED)
+		{
+			/* the backend dropped the segment when it gave up; unmap it at the next sweep */
 			slot->state = VS_SLOT_FREE;
+			slot->handle = DSM_HANDLE_INVALID;
+		}
 	}
 	SpinLockRelease(&slot->mutex);
 	if (wake)
@@ -290,7 +298,11 @@ discard_request(int i)
 	SpinLockAcquire(&shared->slots[i].mutex);
 	if (shared->slots[i].request_id == a->request_id &&
 		(shared->slots[i].state == VS_SLOT_RUNNING || shared->slots[i].state == VS_SLOT_ABANDONED))
+	{
+		if (shared->slots[i].state == VS_SLOT_ABANDONED)
+			shared->slots[i].handle = DSM_HANDLE_INVALID;
 		shared->slots[i].state = VS_SLOT_FREE;
+	}
 	SpinLockRelease(&shared->slots[i].mutex);
 	SetLatch(vs_proc_latch(a->procno));
 	release_active(a);
@@ -507,7 +519,10 @@ gather(VsActive **list, int n, Size *queries)
 			/* left over (e.g. from an earlier worker): nobody works on it */
 			SpinLockAcquire(&shared->slots[i].mutex);
 			if (shared->slots[i].state == VS_SLOT_ABANDONED)
+			{
 				shared->slots[i].state = VS_SLOT_FREE;
+				shared->slots[i].handle = DSM_HANDLE_INVALID;
+			}
 			SpinLockRelease(&shared->slots[i].mutex);
 		}
 	}
@@ -704,6 +719,11 @@ sync_consume(void *arg, const float *vectors, const int64 *ids, size_t n)
 
 	heartbeat();
 	CHECK_FOR_INTERRUPTS();
+	if (cache_limit > 0 && (st->rows + n) * row_bytes(st->dim) > cache_limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the index holds more than the worker's cache may (%zu MB)",
+						cache_limit >> 20)));
 	for (size_t r = 0; r < n; r++)
 	{
 		const float *v = vectors + r * st->dim;
@@ -785,6 +805,13 @@ cache_sync(VsCacheEntry *e, const VsRequest *req, uint64 generation, char *err, 
 	vs_status	rc;
 
 	MemoryContextReset(sync_cxt);
+	if (cache_limit > 0 && req->ntuples * row_bytes(req->dim) > cache_limit)
+	{
+		snprintf(err, errlen, "index %u needs about %llu MB, more than the worker's cache may hold (%zu MB)",
+				 req->indexrelid, (unsigned long long) ((req->ntuples * row_bytes(req->dim)) >> 20),
+				 cache_limit >> 20);
+		return false;
+	}
 	memset(&st, 0, sizeof(st));
 	st.entry = e;
 	st.dim = req->dim;
@@ -1191,8 +1218,10 @@ process_group(VsActive **reqs, int n)
 		fail_group(reqs, n, err);
 		buf->is_range = false;	/* already freed */
 		result_buf_release(buf);
+		device_errors = rc == VS_DEVICE_ERROR ? device_errors + 1 : 0;
 		return;
 	}
+	device_errors = 0;
 	for (int r = 0; r < n; r++)
 		start_answer(reqs[r], buf, kmax);
 	result_buf_release(buf);
@@ -1245,6 +1274,14 @@ process_batch(VsActive **list, int n)
 			nq += list[end++]->req.nq;
 		process_group_guarded(list + start, end - start);
 		MemoryContextReset(batch_cxt);
+		if (device_errors >= VS_MAX_DEVICE_ERRORS)
+		{
+			/* a CUDA context can be left unusable; a new process gets a new one */
+			for (int r = end; r < n; r++)
+				finish_request(active_index(list[r]), VS_ANSWER_ERROR, "the worker is restarting");
+			ereport(FATAL,
+					(errmsg("vsearch worker: %d device errors in a row, restarting", device_errors)));
+		}
 		start = end;
 		/* keep large answers moving between groups */
 		pump_streams();
@@ -1407,6 +1444,8 @@ worker_init(void)
 		if (slot->state == VS_SLOT_RUNNING || slot->state == VS_SLOT_ABANDONED)
 		{
 			wake = slot->state == VS_SLOT_RUNNING;
+			if (slot->state == VS_SLOT_ABANDONED)
+				slot->handle = DSM_HANDLE_INVALID;
 			slot->state = VS_SLOT_FREE;
 		}
 		SpinLockRelease(&slot->mutex);
