@@ -71,11 +71,12 @@ typedef VsFlatPageOpaqueData *VsFlatPageOpaque;
 
 /*
  * The metapage.  `generation` changes with every change of the index's vector set (insert,
- * VACUUM removing rows); it starts at (build time in seconds) << 32, so that a relfilenode reused
- * by a later index (after DROP and OID wraparound) never looks like an older state of the same
- * index to a cache.  Between two changes of `compactions` items only ever get appended (to the
- * last page or new pages), so a cache can catch up by reading what follows the last item it read.
- * The norm bounds let scans bound how far the SQL operators' float sums can be
+ * VACUUM removing rows); it starts at the build time in microseconds times 4096, so that a
+ * relfilenode reused by a later index (after DROP and OID wraparound, or TRUNCATE in the creating
+ * transaction) never looks like an older state of the same index to a cache.  `epoch` changes
+ * when items move (VACUUM compacting pages) or the index is built; while it stays, items only get
+ * appended (to the last page or new pages), so a cache can catch up by reading what follows the
+ * last item it read.  The norm bounds let scans bound how far the SQL operators' float sums can be
  * from the engine's exact distances (search.h, VsDistanceSlack).
  */
 typedef struct VsFlatMetaPageData
@@ -90,7 +91,7 @@ typedef struct VsFlatMetaPageData
 	uint32		unused;
 	double		max_norm;		/* >= the L2 norm of every indexed vector */
 	double		min_norm;		/* <= the L2 norm of every non-zero indexed vector; 0 if none */
-	uint64		compactions;	/* VACUUMs that removed items (moved items within pages) */
+	uint64		epoch;			/* starts as the first generation; VACUUM removing items bumps it */
 } VsFlatMetaPageData;
 
 typedef VsFlatMetaPageData *VsFlatMetaPage;

@@ -132,13 +132,18 @@ vs_flat_page_set_items(Page page, uint32 dim, int nitems)
 	Assert(((PageHeader) page)->pd_lower <= ((PageHeader) page)->pd_upper);
 }
 
+/*
+ * The generation an index starts with: microseconds since 2000 times 4096 (good until 2140).  No
+ * index changes 4096 times a microsecond, so the generation of an index built on a reused or
+ * truncated-in-place relfilenode is above anything its predecessor reached (see
+ * VsFlatMetaPageData), unless the clock went back.
+ */
 uint64
 vs_flat_initial_generation(void)
 {
-	/* seconds since 2000-01-01 in the high half: see VsFlatMetaPageData */
-	int64		secs = GetCurrentTimestamp() / USECS_PER_SEC;
+	TimestampTz now = GetCurrentTimestamp();
 
-	return ((uint64) (secs > 0 ? secs : 0) << 32) + 1;
+	return (uint64) (now > 0 ? now : 0) * 4096 + 1;
 }
 
 void
@@ -155,6 +160,7 @@ vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric)
 	meta->metric = (uint32) metric;
 	meta->ntuples = 0;
 	meta->generation = vs_flat_initial_generation();
+	meta->epoch = meta->generation;
 	meta->last_block = VS_FLAT_METAPAGE_BLKNO;
 	meta->max_norm = 0.0;
 	meta->min_norm = 0.0;

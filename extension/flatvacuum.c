@@ -126,7 +126,7 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		if (removed > 0)
 		{
 			newmeta->generation++;
-			newmeta->compactions++;
+			newmeta->epoch++;
 		}
 		GenericXLogFinish(xlog);
 	}

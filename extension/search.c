@@ -92,19 +92,20 @@ read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessS
 
 /*
  * Where a read of a vs_flat index stopped: the metapage state it started from and the last item it
- * read.  Until `compactions` changes, everything after that item is new.
+ * read.  Until the metapage's `epoch` changes, everything after that item is new.
  */
 typedef struct FlatMark
 {
 	uint64		generation;		/* metapage generation before the pages were read */
-	uint64		compactions;
+	uint64		epoch;
 	BlockNumber block;			/* last data page read (VS_FLAT_METAPAGE_BLKNO: none) */
 	int			nitems;			/* items read on it */
 } FlatMark;
 
 /*
  * Reads a vs_flat index through the buffer manager: all of it (from == NULL), or only the items
- * after `from` (false, having read nothing, if a VACUUM compacted pages since).  Sets *to.
+ * after `from` (false, having read nothing, if VACUUM moved items or the index was rebuilt
+ * since).  Sets *to.
  */
 static bool
 read_flat_items(const VsIndexRef *ref, const FlatMark *from, FlatMark *to,
@@ -144,14 +145,14 @@ read_flat_items(const VsIndexRef *ref, const FlatMark *from, FlatMark *to,
 		elog(ERROR, "vs_flat index %u changed dimension from %u to %u",
 			 ref->indexrelid, ref->dim, dim);
 	to->generation = meta.generation;
-	to->compactions = meta.compactions;
+	to->epoch = meta.epoch;
 	to->block = from ? from->block : VS_FLAT_METAPAGE_BLKNO;
 	to->nitems = from ? from->nitems : 0;
 	if (from != NULL &&
-		(meta.compactions != from->compactions ||
+		(meta.epoch != from->epoch ||
 		 (from->block != VS_FLAT_METAPAGE_BLKNO && meta.last_block < from->block)))
 	{
-		ok = false;				/* pages were compacted: items moved */
+		ok = false;				/* items moved (VACUUM) or the index was rebuilt */
 		goto done;
 	}
 	if (dim == 0 || meta.last_block == VS_FLAT_METAPAGE_BLKNO)
@@ -494,7 +495,7 @@ stage_rows(void *arg, const float *vectors, const int64 *ids, size_t n)
 
 /*
  * Reads index rows into ds: all of them, or those after `from`.  False if `from` is too old (a
- * VACUUM compacted pages since); ds may then hold part of the new rows.
+ * VACUUM moved items or the index was rebuilt since); ds may then hold part of the new rows.
  */
 static bool
 load_rows(vs_context *ctx, vs_dataset *ds, const VsIndexRef *ref, const FlatMark *from,

@@ -96,6 +96,18 @@ SET enable_seqscan = off;
 SELECT v FROM items ORDER BY v <-> '[0,0,0]' LIMIT 3;
 RESET enable_seqscan;
 
+-- TRUNCATE in the creating transaction rebuilds the index in the same file
+BEGIN;
+CREATE TABLE inplace (id int, v vector(3));
+CREATE INDEX inplace_idx ON inplace USING vs_flat (v);
+INSERT INTO inplace SELECT i, ARRAY[i, i, i] FROM generate_series(1, 300) i;
+SET LOCAL enable_seqscan = off;
+SELECT id FROM inplace ORDER BY v <-> '[0,0,0]' LIMIT 3;
+TRUNCATE inplace;
+INSERT INTO inplace SELECT i, ARRAY[1000 - i, 1000 - i, 1000 - i] FROM generate_series(1, 400) i;
+SELECT id FROM inplace ORDER BY v <-> '[0,0,0]' LIMIT 3;
+COMMIT;
+
 -- Unlogged and temporary tables
 CREATE UNLOGGED TABLE ul (id int, v vector(3));
 INSERT INTO ul SELECT i, ARRAY[random(), random(), random()]::vector FROM generate_series(1, 500) i;
