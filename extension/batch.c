@@ -521,8 +521,15 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 		pfree(dists);
 		pfree(counts);
 
-		if (kk > (int64) INT_MAX / 4)
+		/* widen: x4, or just past the row count, which finishes every query */
+		if (ntodo > 0 && kk == INT_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("batch search cannot look at more than %d rows per query", INT_MAX)));
+		if (kk >= (int64) INT_MAX / 4)
 			kk = INT_MAX;
+		else if (kk * 4 > (int64) bc.ref.ntuples + 1 && kk < (int64) bc.ref.ntuples + 1)
+			kk = (int64) bc.ref.ntuples + 1;
 		else
 			kk *= 4;
 	}
