@@ -7,10 +7,12 @@
  *   - One engine context per backend (CPU backend, vs_search_cpu_threads threads, created on first
  *     use and kept for the backend's life).  Its cancel callback reports a pending query cancel or
  *     termination; the engine stops, and CHECK_FOR_INTERRUPTS() raises the error.
- *   - A small cache of engine datasets, one per index, keyed by (database, index, relfilenode,
- *     dimension) and labelled with the metapage generation they were read at: a search whose
- *     reference is not newer uses it, a newer one rebuilds it.  A relcache invalidation of the
- *     index (DROP, REINDEX, TRUNCATE, VACUUM's statistics update) drops it.
+ *   - A small cache of engine datasets (two, together at most vs_search_cache_mb), one per index,
+ *     keyed by (database, index, relfilenode, dimension) and labelled with the metapage generation
+ *     they were read at: a search whose reference is not newer uses it; a newer one first reads
+ *     the rows appended since (or everything again after VACUUM moved items or a rebuild).  A
+ *     relcache invalidation of the index (DROP, REINDEX, TRUNCATE, VACUUM's statistics update)
+ *     drops it.
  *   - Engine memory is malloc'd: a dataset being built is destroyed if reading the index fails,
  *     range results go straight into palloc'd memory through the engine's allocator callback.
  */
@@ -36,6 +38,7 @@
 
 vs_search_cost_hook_type vs_search_cost_hook = NULL;
 int			vs_search_cpu_threads = 1;
+int			vs_search_cache_mb = 1024;
 
 double
 vs_search_distance_cost(Oid indexrelid)
@@ -241,6 +244,7 @@ typedef struct CachedDataset
 	uint64		generation;		/* metapage generation read before the pages */
 	FlatMark	mark;			/* where the read stopped: the next refresh reads what follows */
 	uint64		last_use;
+	size_t		bytes;			/* engine memory, about */
 	vs_dataset *ds;
 } CachedDataset;
 
@@ -256,6 +260,31 @@ drop_dataset(CachedDataset *entry)
 	if (entry->used && entry->ds != NULL)
 		vs_dataset_destroy(engine_ctx, entry->ds);
 	memset(entry, 0, sizeof(CachedDataset));
+}
+
+/* Keeps the cached datasets within vs_search_cache_mb, dropping the least recently used. */
+static void
+trim_cache(void)
+{
+	for (;;)
+	{
+		size_t		total = 0;
+		CachedDataset *lru = NULL;
+
+		for (int i = 0; i < VS_DATASET_CACHE_ENTRIES; i++)
+		{
+			CachedDataset *e = &dataset_cache[i];
+
+			if (!e->used)
+				continue;
+			total += e->bytes;
+			if (lru == NULL || e->last_use < lru->last_use)
+				lru = e;
+		}
+		if (lru == NULL || total <= (size_t) Max(vs_search_cache_mb, 0) * 1024 * 1024)
+			return;
+		drop_dataset(lru);
+	}
 }
 
 static void
@@ -569,6 +598,7 @@ get_dataset(const VsIndexRef *ref)
 			{
 				e->mark = mark;
 				e->generation = Max(mark.generation, ref->generation);
+				e->bytes = vs_dataset_size(e->ds) * (sizeof(float) * e->dim + 16);
 				return e;
 			}
 			drop_dataset(e);	/* compacted by VACUUM: read it all again */
@@ -616,6 +646,7 @@ get_dataset(const VsIndexRef *ref)
 	entry->mark = mark;
 	entry->last_use = ++dataset_clock;
 	entry->ds = ds;
+	entry->bytes = vs_dataset_size(ds) * (sizeof(float) * entry->dim + 16);
 	return entry;
 }
 
@@ -661,7 +692,10 @@ vs_search_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
 		st = vs_knn(engine_ctx, entry->ds, queries, nq, k, ref->metric, NULL,
 					(int64_t *) ids, distances, (int64_t *) counts);
 		if (st == VS_OK)
+		{
+			trim_cache();
 			return;
+		}
 		if (st != VS_CANCELLED)
 			engine_error(st);
 		engine_cancelled(&retries);
@@ -730,6 +764,7 @@ vs_search_range(const VsIndexRef *ref, const float *queries, int nq, double radi
 			out->offsets = (int64 *) result.offsets;
 			out->ids = (int64 *) result.ids;
 			out->distances = result.distances;
+			trim_cache();
 			return;
 		}
 		if (st == VS_OUT_OF_MEMORY)

@@ -143,4 +143,11 @@ extern double vs_search_distance_cost(Oid indexrelid);
  */
 extern PGDLLIMPORT int vs_search_cpu_threads;
 
+/*
+ * Most memory (MB) a backend keeps in cached index copies between in-backend searches (default
+ * 1024); a larger index is read again for every search.  Each backend that searches on the CPU has
+ * its own cache, so this is per backend.
+ */
+extern PGDLLIMPORT int vs_search_cache_mb;
+
 #endif							/* VSEARCH_SEARCH_H */
