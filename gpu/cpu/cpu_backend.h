@@ -21,6 +21,14 @@ inline size_t knn_candidates(size_t k, size_t n)
     return c < n ? c : n;
 }
 
+// The wider margin for candidates found with TF32 tensor-core GEMMs (CUDA backend).
+inline size_t knn_candidates_wide(size_t k, size_t n)
+{
+    size_t margin = k / 2 > 32 ? k / 2 : 32;
+    size_t c = (k + margin + 31) / 32 * 32;
+    return c < n ? c : n;
+}
+
 } // namespace vs
 
 #endif

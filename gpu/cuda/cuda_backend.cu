@@ -110,17 +110,17 @@ const CudaDataset &as_cuda(const Dataset *ds)
     return *c;
 }
 
-// Queries on the device with their norms.
+// Queries on the device with their norms, uploaded in one copy.
 struct QueryBatch
 {
-    DeviceArray<float> x, sq, inv;
-    DeviceArray<double> norm;
+    DeviceArray<unsigned char> buf;
+    float *x = nullptr, *sq = nullptr, *inv = nullptr;
+    double *norm = nullptr;
     int n = 0;
     int d = 0;
     DeviceQueries view(size_t q0 = 0) const
     {
-        return DeviceQueries{x.get() + q0 * d, sq.get() + q0, inv.get() + q0, norm.get() + q0,
-                             n - static_cast<int>(q0)};
+        return DeviceQueries{x + q0 * d, sq + q0, inv + q0, norm + q0, n - static_cast<int>(q0)};
     }
     std::vector<double> host_norm;
 };
@@ -422,70 +422,79 @@ private:
         QueryBatch b;
         b.n = static_cast<int>(which.size());
         b.d = static_cast<int>(d);
-        size_t nb = which.size();
-        std::vector<float> x(nb * d), sq(nb), inv(nb);
+        const size_t nb = which.size();
+        // Layout: norms (double) | x | sq | inv, each part 16-byte aligned.
+        const size_t o_norm = 0, o_x = round_up((nb + 4) * 8, 16),
+                     o_sq = o_x + round_up(std::max<size_t>(nb * d, 1) * 4, 16),
+                     o_inv = o_sq + round_up((nb + 4) * 4, 16), total = o_inv + (nb + 4) * 4;
+        staging_.resize(total);
+        unsigned char *h = staging_.data();
+        std::memset(h, 0, total);
+        double *hn = reinterpret_cast<double *>(h + o_norm);
+        float *hx = reinterpret_cast<float *>(h + o_x), *hs = reinterpret_cast<float *>(h + o_sq),
+              *hi = reinterpret_cast<float *>(h + o_inv);
         b.host_norm.resize(nb);
         for (size_t i = 0; i < nb; i++)
         {
             const float *src = hq + static_cast<size_t>(which[i]) * d;
-            std::memcpy(&x[i * d], src, d * sizeof(float));
-            double s = sqnorm_double(src, d);
-            sq[i] = static_cast<float>(s);
-            b.host_norm[i] = std::sqrt(s);
-            inv[i] = static_cast<float>(1.0 / std::sqrt(s));
+            std::memcpy(hx + i * d, src, d * sizeof(float));
+            double sqn = sqnorm_double(src, d);
+            hs[i] = static_cast<float>(sqn);
+            hn[i] = b.host_norm[i] = std::sqrt(sqn);
+            hi[i] = static_cast<float>(1.0 / std::sqrt(sqn));
         }
-        b.x = DeviceArray<float>(*pool_, std::max<size_t>(nb * d, 1), main_);
-        b.sq = DeviceArray<float>(*pool_, nb + 4, main_);
-        b.inv = DeviceArray<float>(*pool_, nb + 4, main_);
-        b.norm = DeviceArray<double>(*pool_, nb + 4, main_);
-        VS_CUDA_CHECK(cudaMemcpyAsync(b.x.get(), x.data(), nb * d * sizeof(float),
-                                      cudaMemcpyHostToDevice, main_));
-        VS_CUDA_CHECK(cudaMemcpyAsync(b.sq.get(), sq.data(), nb * sizeof(float),
-                                      cudaMemcpyHostToDevice, main_));
-        VS_CUDA_CHECK(cudaMemcpyAsync(b.inv.get(), inv.data(), nb * sizeof(float),
-                                      cudaMemcpyHostToDevice, main_));
-        VS_CUDA_CHECK(cudaMemcpyAsync(b.norm.get(), b.host_norm.data(), nb * sizeof(double),
-                                      cudaMemcpyHostToDevice, main_));
+        b.buf = DeviceArray<unsigned char>(*pool_, total, main_);
+        VS_CUDA_CHECK(cudaMemcpyAsync(b.buf.get(), h, total, cudaMemcpyHostToDevice, main_));
+        b.norm = reinterpret_cast<double *>(b.buf.get() + o_norm);
+        b.x = reinterpret_cast<float *>(b.buf.get() + o_x);
+        b.sq = reinterpret_cast<float *>(b.buf.get() + o_sq);
+        b.inv = reinterpret_cast<float *>(b.buf.get() + o_inv);
         VS_CUDA_CHECK(cudaStreamSynchronize(main_));
         return b;
     }
 
-    // Per-tile outputs on the device and their pinned host copies.
+    // Per-tile outputs on the device (one allocation) and their pinned host copy (same layout):
+    // ids (tq x k) | distances (tq x k) | counts (tq) | ok (tq).
     struct TileOut
     {
-        DeviceArray<int64_t> ids, counts;
-        DeviceArray<float> d;
-        DeviceArray<int> ok;
+        DeviceArray<unsigned char> buf;
+        int64_t *ids = nullptr, *counts = nullptr;
+        float *d = nullptr;
+        int *ok = nullptr;
         PinnedBuffer *host = nullptr;
         size_t tq = 0, k = 0;
-        size_t cnt_off() const { return (tq * k * 12 + 7) / 8 * 8; }
-        size_t bytes() const { return cnt_off() + tq * 12 + 16; }
+        size_t o_d() const { return tq * k * 8; }
+        size_t o_cnt() const { return round_up(tq * k * 12, 8); }
+        size_t o_ok() const { return o_cnt() + tq * 8; }
+        size_t bytes() const { return o_ok() + tq * 4 + 16; }
     };
 
     void make_out(TileOut &o, size_t tq, size_t k, PinnedBuffer *host)
     {
-        o.ids = DeviceArray<int64_t>(*pool_, tq * k, main_);
-        o.d = DeviceArray<float>(*pool_, tq * k, main_);
-        o.counts = DeviceArray<int64_t>(*pool_, tq, main_);
-        o.ok = DeviceArray<int>(*pool_, tq, main_);
-        o.host = host;
         o.tq = tq;
         o.k = k;
+        o.buf = DeviceArray<unsigned char>(*pool_, o.bytes(), main_);
+        o.ids = reinterpret_cast<int64_t *>(o.buf.get());
+        o.d = reinterpret_cast<float *>(o.buf.get() + o.o_d());
+        o.counts = reinterpret_cast<int64_t *>(o.buf.get() + o.o_cnt());
+        o.ok = reinterpret_cast<int *>(o.buf.get() + o.o_ok());
+        o.host = host;
         host->ensure(o.bytes());
     }
 
-    // Copies qn queries' outputs to the pinned buffer (async on s).
+    // Copies the outputs of the first qn queries to the pinned buffer (async on s).
     void download(TileOut &o, size_t qn, cudaStream_t s)
     {
         char *h = static_cast<char *>(o.host->ensure(o.bytes()));
-        size_t k = o.k;
-        VS_CUDA_CHECK(cudaMemcpyAsync(h, o.ids.get(), qn * k * 8, cudaMemcpyDeviceToHost, s));
-        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.tq * k * 8, o.d.get(), qn * k * 4,
-                                      cudaMemcpyDeviceToHost, s));
-        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.cnt_off(), o.counts.get(), qn * 8,
-                                      cudaMemcpyDeviceToHost, s));
-        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.cnt_off() + o.tq * 8, o.ok.get(), qn * 4,
-                                      cudaMemcpyDeviceToHost, s));
+        if (qn == o.tq)
+        {
+            VS_CUDA_CHECK(cudaMemcpyAsync(h, o.buf.get(), o.bytes(), cudaMemcpyDeviceToHost, s));
+            return;
+        }
+        const size_t k = o.k;
+        VS_CUDA_CHECK(cudaMemcpyAsync(h, o.ids, qn * k * 8, cudaMemcpyDeviceToHost, s));
+        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.o_d(), o.d, qn * k * 4, cudaMemcpyDeviceToHost, s));
+        VS_CUDA_CHECK(cudaMemcpyAsync(h + o.o_cnt(), o.counts, o.tq * 12, cudaMemcpyDeviceToHost, s));
     }
 
     // After the stream is done: copies results of queries which[first .. first + qn) to the user
@@ -496,9 +505,9 @@ private:
         const char *h = static_cast<const char *>(o.host->ensure(o.bytes()));
         const size_t k = o.k;
         const int64_t *ids = reinterpret_cast<const int64_t *>(h);
-        const float *dd = reinterpret_cast<const float *>(h + o.tq * k * 8);
-        const int64_t *cnt = reinterpret_cast<const int64_t *>(h + o.cnt_off());
-        const int *ok = reinterpret_cast<const int *>(h + o.cnt_off() + o.tq * 8);
+        const float *dd = reinterpret_cast<const float *>(h + o.o_d());
+        const int64_t *cnt = reinterpret_cast<const int64_t *>(h + o.o_cnt());
+        const int *ok = reinterpret_cast<const int *>(h + o.o_ok());
         for (size_t i = 0; i < qn; i++)
         {
             int q = which[first + i];
@@ -519,6 +528,25 @@ private:
                          const CudaDataset &c, vs_metric m, size_t k, int kind, bool certify,
                          uint64_t *exact, uint64_t *sorted, int *offs, TileOut &o, cudaStream_t s)
     {
+        if (kp <= kRerankMax && certify)
+        {
+            RerankArgs r{};
+            r.cand = cand;
+            r.kp = kp;
+            r.nq = qn;
+            r.k = static_cast<int>(k);
+            r.q = Q.view(q0);
+            r.rows = c.rows();
+            r.metric = m;
+            r.kind = kind;
+            r.maxnorm = c.maxnorm;
+            r.out_ids = o.ids;
+            r.out_d = o.d;
+            r.out_counts = o.counts;
+            r.out_ok = o.ok;
+            launch_rerank(r, s);
+            return;
+        }
         launch_exact_keys(cand, qn, kp, Q.view(q0), c.rows(), m, exact, s);
         launch_fill_offsets(offs, qn, kp, s);
         segmented_sort_keys(*pool_, exact, sorted, qn * kp, qn, offs, offs + 1, s);
@@ -532,13 +560,13 @@ private:
         f.metric = m;
         f.kind = kind;
         f.d = static_cast<int>(c.dim());
-        f.qnorm = Q.norm.get() + q0;
+        f.qnorm = Q.norm + q0;
         f.maxnorm = c.maxnorm;
         f.ids = c.ids.get();
-        f.out_ids = o.ids.get();
-        f.out_d = o.d.get();
-        f.out_counts = o.counts.get();
-        f.out_ok = o.ok.get();
+        f.out_ids = o.ids;
+        f.out_d = o.d;
+        f.out_counts = o.counts;
+        f.out_ok = o.ok;
         launch_finalize(f, s);
     }
 
@@ -591,34 +619,43 @@ private:
                 std::fill(out_counts, out_counts + nq, 0);
             return;
         }
-        const size_t kp = knn_candidates(k, n);
+        // Candidates per query: k + k/8 for fp32 approximations; k + k/2 for TF32 GEMMs, whose
+        // rounding bound is ~250x wider (a thin margin would send most queries to the fallback).
+        const size_t kp_d = knn_candidates(k, n);
+        const size_t kp_g =
+            cfg_.gemm_precision == VS_GEMM_TF32 ? knn_candidates_wide(k, n) : kp_d;
+        const bool gemm_metric = m != VS_METRIC_L1;
         const size_t chunk = 65536;
         for (size_t b0 = 0; b0 < nq; b0 += chunk)
         {
             std::vector<int> which(std::min(chunk, nq - b0));
             std::iota(which.begin(), which.end(), static_cast<int>(b0));
             std::vector<int> failed;
-            if (kp >= n)
+            if (kp_d >= n)
             {
                 exact_path(c, queries, which, k, m, out_ids, out_d, out_counts);
                 continue;
             }
-            if (kp <= kWarpSelectMax)
+            const bool small = which.size() <= static_cast<size_t>(small_batch_);
+            if (gemm_metric && !small && kp_g < n)
             {
-                bool direct = m == VS_METRIC_L1 || which.size() <= static_cast<size_t>(small_batch_);
-                if (direct)
-                    failed = direct_path(c, queries, which, k, kp, m, out_ids, out_d, out_counts);
+                if (kp_g <= static_cast<size_t>(kWarpSelectMax))
+                    failed = gemm_path(c, queries, which, k, kp_g, m, out_ids, out_d, out_counts);
                 else
-                {
-                    failed = gemm_path(c, queries, which, k, kp, m, out_ids, out_d, out_counts);
-                    stats_gemm_failed_ += failed.size();
-                    if (!failed.empty())
-                        failed = direct_path(c, queries, failed, k, kp, m, out_ids, out_d,
-                                             out_counts);
-                }
+                    failed = large_k_path(c, queries, which, k, kp_g, m, false, out_ids, out_d,
+                                          out_counts);
+                stats_gemm_failed_ += failed.size();
             }
             else
-                failed = large_k_path(c, queries, which, k, kp, m, out_ids, out_d, out_counts);
+                failed = which;
+            if (!failed.empty())
+            {
+                if (kp_d <= static_cast<size_t>(kWarpSelectMax))
+                    failed = direct_path(c, queries, failed, k, kp_d, m, out_ids, out_d, out_counts);
+                else if (!gemm_metric || small)
+                    failed = large_k_path(c, queries, failed, k, kp_d, m, true, out_ids, out_d,
+                                          out_counts);
+            }
             stats_exact_ += failed.size();
             if (!failed.empty())
                 exact_path(c, queries, failed, k, m, out_ids, out_d, out_counts);
@@ -664,8 +701,7 @@ private:
         struct Slot
         {
             DeviceArray<float> tile;
-            DeviceArray<uint64_t> state, partial, exact, sorted;
-            DeviceArray<int> offs;
+            DeviceArray<uint64_t> state, partial;
             TileOut out;
             size_t q0 = 0, qn = 0;
             bool busy = false;
@@ -676,9 +712,6 @@ private:
             s.tile = DeviceArray<float>(*pool_, tq * ld, main_);
             s.state = DeviceArray<uint64_t>(*pool_, tq * kp, main_);
             s.partial = DeviceArray<uint64_t>(*pool_, tq * std::max(P, P1) * kp, main_);
-            s.exact = DeviceArray<uint64_t>(*pool_, tq * kp, main_);
-            s.sorted = DeviceArray<uint64_t>(*pool_, tq * kp, main_);
-            s.offs = DeviceArray<int>(*pool_, tq + 1, main_);
             make_out(s.out, tq, k, &pinned_[i]);
         }
         VS_CUDA_CHECK(cudaStreamSynchronize(main_));
@@ -702,15 +735,15 @@ private:
             for (size_t c0 = 0; c0 < n; c0 += tn)
             {
                 const size_t cn = std::min(tn, n - c0);
-                gemm(si, c, c0, cn, Q.x.get() + q0 * c.dim(), qn, s.tile.get(), ld);
+                gemm(si, c, c0, cn, Q.x + q0 * c.dim(), qn, s.tile.get(), ld);
                 TileSelectArgs a{};
                 a.tile = s.tile.get();
                 a.ld = static_cast<int64_t>(ld);
                 a.tq = static_cast<int>(qn);
                 a.row0 = static_cast<uint32_t>(c0);
                 a.mode = mode;
-                a.xsq = Q.sq.get() + q0;
-                a.xinv = Q.inv.get() + q0;
+                a.xsq = Q.sq + q0;
+                a.xinv = Q.inv + q0;
                 a.ysq = c.sq.get();
                 a.yinv = c.inv.get();
                 a.partial = s.partial.get();
@@ -735,8 +768,7 @@ private:
                     pass(0, cn, P, c0 > 0);
             }
             rerank_finalize(s.state.get(), static_cast<int>(qn), static_cast<int>(kp), Q, q0, c, m,
-                            k, gemm_kind(), true, s.exact.get(), s.sorted.get(), s.offs.get(),
-                            s.out, st);
+                            k, gemm_kind(), true, nullptr, nullptr, nullptr, s.out, st);
             download(s.out, qn, st);
             s.q0 = q0;
             s.qn = qn;
@@ -760,19 +792,24 @@ private:
         QueryBatch Q = upload_queries(hq, which, c.dim());
         const int tier = nb <= 16 ? 0 : 1;
         const int bcap = warp_topk_bcap(static_cast<int>(kp));
-        int per = scan_tier_queries(tier);
-        while (per > 1 && scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap) > smem_optin_)
+        const int d = static_cast<int>(c.dim());
+        // <= 16 queries of <= 128 dimensions: the streaming kernel; otherwise the staged scan.
+        const bool stream = nb <= 16 && stream_ok(d, static_cast<int>(nb));
+        auto smem_for = [&](int per) {
+            return stream ? stream_smem_bytes(per, static_cast<int>(kp), bcap)
+                          : scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap);
+        };
+        int per = stream ? 16 : scan_tier_queries(tier);
+        while (per > 1 && smem_for(per) > smem_optin_)
             per--;
         per = static_cast<int>(std::min<size_t>(per, nb));
-        const size_t smem = scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap);
+        const size_t smem = smem_for(per);
         const size_t ntiles = (c.size() + 127) / 128;
-        int bps = std::max(1, scan_blocks_per_sm(tier, smem));
+        int bps = std::max(1, stream ? stream_blocks_per_sm(per, smem) : scan_blocks_per_sm(tier, smem));
         const int grid = static_cast<int>(
             std::min<size_t>(ntiles, static_cast<size_t>(prop_.multiProcessorCount) * bps));
         DeviceArray<uint64_t> partial(*pool_, static_cast<size_t>(per) * grid * kp, main_);
-        DeviceArray<uint64_t> state(*pool_, per * kp, main_), exact(*pool_, per * kp, main_),
-            sorted(*pool_, per * kp, main_);
-        DeviceArray<int> offs(*pool_, per + 1, main_);
+        DeviceArray<uint64_t> state(*pool_, per * kp, main_);
         TileOut out;
         make_out(out, per, k, &pinned_[0]);
         VS_CUDA_CHECK(cudaStreamSynchronize(main_));
@@ -785,8 +822,8 @@ private:
             const int qn = static_cast<int>(std::min<size_t>(per, nb - q0));
             ScanArgs a{};
             a.rows = c.rows();
-            a.q = Q.x.get() + q0 * c.dim();
-            a.qinv = Q.inv.get() + q0;
+            a.q = Q.x + q0 * c.dim();
+            a.qinv = Q.inv + q0;
             a.nb = qn;
             a.metric = m;
             a.select = true;
@@ -794,11 +831,14 @@ private:
             a.bcap = bcap;
             a.partial = partial.get();
             a.grid = grid;
-            launch_scan(a, tier, st);
+            if (stream)
+                launch_stream(a, st);
+            else
+                launch_scan(a, tier, st);
             launch_merge_lists(state.get(), false, partial.get(), qn, grid, static_cast<int>(kp),
                                bcap, st);
             rerank_finalize(state.get(), qn, static_cast<int>(kp), Q, q0, c, m, k, APPROX_DIRECT_F32,
-                            true, exact.get(), sorted.get(), offs.get(), out, st);
+                            true, nullptr, nullptr, nullptr, out, st);
             download(out, qn, st);
             VS_CUDA_CHECK(cudaStreamSynchronize(st));
             scatter(out, qn, which, q0, out_ids, out_d, out_counts, &failed);
@@ -813,15 +853,15 @@ private:
     {
         if (!direct)
         {
-            gemm(slot, c, 0, c.size(), Q.x.get() + q0 * c.dim(), qn, tile, ld);
+            gemm(slot, c, 0, c.size(), Q.x + q0 * c.dim(), qn, tile, ld);
             return;
         }
         for (size_t b = 0; b < qn; b += 64)
         {
             ScanArgs a{};
             a.rows = c.rows();
-            a.q = Q.x.get() + (q0 + b) * c.dim();
-            a.qinv = Q.inv.get() + q0 + b;
+            a.q = Q.x + (q0 + b) * c.dim();
+            a.qinv = Q.inv + q0 + b;
             a.nb = static_cast<int>(std::min<size_t>(64, qn - b));
             a.metric = m;
             a.select = false;
@@ -838,7 +878,7 @@ private:
 
     std::vector<int> large_k_path(const CudaDataset &c, const float *hq,
                                   const std::vector<int> &which, size_t k, size_t kp, vs_metric m,
-                                  int64_t *out_ids, float *out_d, int64_t *out_counts)
+                                  bool direct, int64_t *out_ids, float *out_d, int64_t *out_counts)
     {
         const size_t n = c.size(), nb = which.size();
         QueryBatch Q = upload_queries(hq, which, c.dim());
@@ -857,16 +897,16 @@ private:
         VS_CUDA_CHECK(cudaStreamSynchronize(main_));
         StreamJoin join{work_, 2};
         cudaStream_t st = work_[0];
-        const int mode = approx_mode(m);
-        const int kind = m == VS_METRIC_L1 ? APPROX_DIRECT_F32 : gemm_kind();
+        const int mode = direct ? MODE_RAW : approx_mode(m);
+        const int kind = direct ? APPROX_DIRECT_F32 : gemm_kind();
         std::vector<int> failed;
         for (size_t q0 = 0; q0 < nb; q0 += tq)
         {
             check_cancel(cfg_);
             const size_t qn = std::min(tq, nb - q0);
-            full_rows(c, Q, q0, qn, m, tile.get(), ld, 0, st, m == VS_METRIC_L1);
+            full_rows(c, Q, q0, qn, m, tile.get(), ld, 0, st, direct);
             launch_radix_select(tile.get(), static_cast<int64_t>(ld), static_cast<int>(qn),
-                                static_cast<uint32_t>(n), mode, Q.sq.get() + q0, Q.inv.get() + q0,
+                                static_cast<uint32_t>(n), mode, Q.sq + q0, Q.inv + q0,
                                 c.sq.get(), c.inv.get(), static_cast<int>(kp), cand.get(), st);
             rerank_finalize(cand.get(), static_cast<int>(qn), static_cast<int>(kp), Q, q0, c, m, k,
                             kind, true, exact.get(), sorted.get(), offs.get(), out, st);
@@ -911,12 +951,12 @@ private:
             f.k = static_cast<int>(k);
             f.metric = m;
             f.d = static_cast<int>(c.dim());
-            f.qnorm = Q.norm.get() + q0;
+            f.qnorm = Q.norm + q0;
             f.ids = c.ids.get();
-            f.out_ids = out.ids.get();
-            f.out_d = out.d.get();
-            f.out_counts = out.counts.get();
-            f.out_ok = out.ok.get();
+            f.out_ids = out.ids;
+            f.out_d = out.d;
+            f.out_counts = out.counts;
+            f.out_ok = out.ok;
             launch_finalize(f, st);
             download(out, qn, st);
             VS_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -952,31 +992,33 @@ private:
         DeviceArray<double> thr_d(*pool_, nq, main_);
         VS_CUDA_CHECK(cudaMemcpyAsync(thr_d.get(), thr.data(), nq * sizeof(double),
                                       cudaMemcpyHostToDevice, main_));
-        // ~29 bytes per tile element: values, candidates, packed pairs, flags, compacted pairs.
-        const size_t budget = std::min(tile_bytes_, pool_->available() / 3);
-        const size_t elems = std::max<size_t>(budget / 29, 4096);
+        // Tiles of whole rows (tq queries x n values) when they fit, else column chunks; the
+        // candidate buffers (21 bytes per candidate) are sized separately, and the per-query
+        // candidate counts split a tile into batches that fit them.
+        const size_t avail = pool_->available();
+        const size_t tile_budget = std::min(tile_bytes_, avail / 4);
         size_t tn = n, tq;
-        if (round_up(n, 4) <= elems)
-            tq = std::max<size_t>(1, elems / round_up(n, 4));
+        if (round_up(n, 4) * 4 <= tile_budget)
+            tq = std::max<size_t>(1, tile_budget / (round_up(n, 4) * 4));
         else
         {
             tq = 1;
-            tn = use_gemm ? std::max<size_t>(4096, elems / 4096 * 4096) : n;
+            tn = use_gemm ? std::max<size_t>(4096, tile_budget / 4 / 4096 * 4096) : n;
         }
-        tq = std::min({tq, nq, static_cast<size_t>(use_gemm ? 4096 : 64)});
-        if (tq * round_up(tn, 4) >= 0xFFFFFFF0ull)
-            tq = std::max<size_t>(1, 0xFFFFFFF0ull / round_up(tn, 4) - 1);
-        const size_t ld = round_up(tn, 4), items = tq * ld;
-        DeviceArray<float> tile(*pool_, items, main_);
-        DeviceArray<uint32_t> cand(*pool_, items, main_);
-        DeviceArray<uint64_t> packed(*pool_, items, main_), packed_out(*pool_, items, main_);
-        DeviceArray<uint8_t> flags(*pool_, items, main_);
-        DeviceArray<int64_t> counts(*pool_, tq, main_);
+        tq = std::min({tq, nq, size_t{4096}});
+        const size_t ld = round_up(tn, 4);
+        if (tq * ld >= 0xFFFFFFF0ull)
+            tq = std::max<size_t>(1, 0xFFFFFFF0ull / ld - 1);
+        const size_t cap = std::max(ld, std::min(tq * ld, avail / 4 / 21));
+        DeviceArray<float> tile(*pool_, tq * ld, main_);
+        DeviceArray<uint32_t> cand(*pool_, cap, main_);
+        DeviceArray<uint64_t> packed(*pool_, cap, main_), packed_out(*pool_, cap, main_);
+        DeviceArray<uint8_t> flags(*pool_, cap, main_);
+        DeviceArray<int64_t> qcount(*pool_, tq, main_), counts(*pool_, tq, main_);
         VS_CUDA_CHECK(cudaStreamSynchronize(main_));
         StreamJoin join{work_, 2};
         cudaStream_t st = work_[0];
-        std::vector<int64_t> h_counts(tq), h_ids;
-        std::vector<float> h_d;
+        std::vector<int64_t> h_qcount(tq);
         for (size_t q0 = 0; q0 < nq; q0 += tq)
         {
             const size_t qn = std::min(tq, nq - q0);
@@ -985,37 +1027,47 @@ private:
                 check_cancel(cfg_);
                 const size_t cn = std::min(tn, n - c0);
                 if (use_gemm)
-                    gemm(0, c, c0, cn, Q.x.get() + q0 * d, qn, tile.get(), ld);
+                    gemm(0, c, c0, cn, Q.x + q0 * d, qn, tile.get(), ld);
                 else
                     full_rows(c, Q, q0, qn, m, tile.get(), ld, 0, st, true);
-                size_t ncand = range_candidates(*pool_, tile.get(), static_cast<int64_t>(ld),
-                                                static_cast<int>(qn), static_cast<uint32_t>(cn),
-                                                mode, Q.sq.get() + q0, Q.inv.get() + q0,
-                                                c.sq.get() + c0, c.inv.get() + c0,
-                                                thr_d.get() + q0, cand.get(), st);
-                DeviceQueries qv = Q.view(q0);
-                size_t nm = range_exact(*pool_, cand.get(), ncand, static_cast<uint32_t>(cn),
-                                        static_cast<uint32_t>(c0), qv, c.rows(), m, radius,
-                                        packed.get(), flags.get(), packed_out.get(), st);
-                // Emit into the (now free) packed / cand buffers.
-                int64_t *e_ids = reinterpret_cast<int64_t *>(packed.get());
-                float *e_d = reinterpret_cast<float *>(cand.get());
-                launch_range_emit(packed_out.get(), nm, static_cast<uint32_t>(cn),
-                                  static_cast<uint32_t>(c0), c.ids.get(), static_cast<int>(qn),
-                                  counts.get(), e_ids, e_d, st);
-                h_ids.resize(nm);
-                h_d.resize(nm);
-                VS_CUDA_CHECK(cudaMemcpyAsync(h_counts.data(), counts.get(), qn * 8,
+                RangeTile rt{tile.get(), static_cast<int64_t>(ld), static_cast<uint32_t>(cn), mode,
+                             Q.sq + q0, Q.inv + q0, c.sq.get() + c0, c.inv.get() + c0,
+                             thr_d.get() + q0};
+                range_count(rt, static_cast<int>(qn), qcount.get(), st);
+                VS_CUDA_CHECK(cudaMemcpyAsync(h_qcount.data(), qcount.get(), qn * 8,
                                               cudaMemcpyDeviceToHost, st));
-                if (nm)
-                {
-                    VS_CUDA_CHECK(cudaMemcpyAsync(h_ids.data(), e_ids, nm * 8,
-                                                  cudaMemcpyDeviceToHost, st));
-                    VS_CUDA_CHECK(cudaMemcpyAsync(h_d.data(), e_d, nm * 4, cudaMemcpyDeviceToHost,
-                                                  st));
-                }
                 VS_CUDA_CHECK(cudaStreamSynchronize(st));
-                collector->add(q0, qn, h_counts.data(), h_ids.data(), h_d.data());
+                for (size_t qa = 0; qa < qn;)
+                {
+                    size_t qb = qa, ncand = 0;
+                    while (qb < qn && ncand + static_cast<size_t>(h_qcount[qb]) <= cap)
+                        ncand += static_cast<size_t>(h_qcount[qb++]);
+                    range_select(*pool_, rt, static_cast<int>(qa), static_cast<int>(qb), cand.get(), st);
+                    DeviceQueries qv = Q.view(q0);
+                    size_t nm = range_exact(*pool_, cand.get(), ncand, static_cast<uint32_t>(cn),
+                                            static_cast<uint32_t>(c0), qv, c.rows(), m, radius,
+                                            packed.get(), flags.get(), packed_out.get(), st);
+                    // Emit into the (now free) packed / cand buffers; counts of queries [0, qb).
+                    int64_t *e_ids = reinterpret_cast<int64_t *>(packed.get());
+                    float *e_d = reinterpret_cast<float *>(cand.get());
+                    launch_range_emit(packed_out.get(), nm, static_cast<uint32_t>(cn),
+                                      static_cast<uint32_t>(c0), c.ids.get(), static_cast<int>(qb),
+                                      counts.get(), e_ids, e_d, st);
+                    char *h = static_cast<char *>(pinned_[0].ensure(qn * 8 + nm * 12 + 16));
+                    int64_t *h_counts = reinterpret_cast<int64_t *>(h);
+                    int64_t *h_ids = reinterpret_cast<int64_t *>(h + qn * 8);
+                    float *h_d = reinterpret_cast<float *>(h + qn * 8 + nm * 8);
+                    VS_CUDA_CHECK(cudaMemcpyAsync(h_counts, counts.get() + qa, (qb - qa) * 8,
+                                                  cudaMemcpyDeviceToHost, st));
+                    if (nm)
+                    {
+                        VS_CUDA_CHECK(cudaMemcpyAsync(h_ids, e_ids, nm * 8, cudaMemcpyDeviceToHost, st));
+                        VS_CUDA_CHECK(cudaMemcpyAsync(h_d, e_d, nm * 4, cudaMemcpyDeviceToHost, st));
+                    }
+                    VS_CUDA_CHECK(cudaStreamSynchronize(st));
+                    collector->add(q0 + qa, qb - qa, h_counts, h_ids, h_d);
+                    qa = qb;
+                }
             }
         }
     }
@@ -1270,6 +1322,7 @@ private:
     int small_batch_ = 32;
     size_t smem_optin_ = 48 << 10;
     size_t stats_gemm_failed_ = 0, stats_exact_ = 0;
+    std::vector<unsigned char> staging_;
 };
 
 } // namespace

@@ -114,32 +114,68 @@ vs_status check_subsets(vs_context *ctx, const vs_subsets *s, size_t nq)
     return VS_OK;
 }
 
-// Range matches gathered per query, then copied into caller memory.
+// Range matches kept as the chunks the backend delivers (one copy), assembled per query into
+// the caller's arrays at the end (a second copy).
 class Collector final : public vs::RangeCollector
 {
 public:
-    explicit Collector(size_t nq) : ids_(nq), dists_(nq) {}
+    explicit Collector(size_t nq) : per_query_(nq, 0) {}
     void add(size_t q0, size_t nq, const int64_t *counts, const int64_t *ids,
              const float *dists) override
     {
-        size_t at = 0;
+        Chunk c;
+        c.q0 = q0;
+        c.counts.assign(counts, counts + nq);
+        size_t total = 0;
         for (size_t i = 0; i < nq; i++)
         {
-            size_t c = static_cast<size_t>(counts[i]);
-            ids_[q0 + i].insert(ids_[q0 + i].end(), ids + at, ids + at + c);
-            dists_[q0 + i].insert(dists_[q0 + i].end(), dists + at, dists + at + c);
-            at += c;
+            per_query_[q0 + i] += static_cast<size_t>(counts[i]);
+            total += static_cast<size_t>(counts[i]);
         }
+        c.ids.assign(ids, ids + total);
+        c.dists.assign(dists, dists + total);
+        chunks_.push_back(std::move(c));
     }
     size_t total() const
     {
         size_t t = 0;
-        for (auto &v : ids_)
-            t += v.size();
+        for (size_t v : per_query_)
+            t += v;
         return t;
     }
-    std::vector<std::vector<int64_t>> ids_;
-    std::vector<std::vector<float>> dists_;
+    // offsets[nq + 1] must be filled by the caller from per_query(); copies every chunk's
+    // matches to ids / dists (chunks of one query arrive in row order).
+    void assemble(const int64_t *offsets, int64_t *ids, float *dists)
+    {
+        std::vector<size_t> cursor(per_query_.size(), 0);
+        for (const Chunk &c : chunks_)
+        {
+            size_t at = 0;
+            for (size_t i = 0; i < c.counts.size(); i++)
+            {
+                size_t q = c.q0 + i, cnt = static_cast<size_t>(c.counts[i]);
+                if (cnt)
+                {
+                    size_t dst = static_cast<size_t>(offsets[q]) + cursor[q];
+                    std::memcpy(ids + dst, c.ids.data() + at, cnt * sizeof(int64_t));
+                    std::memcpy(dists + dst, c.dists.data() + at, cnt * sizeof(float));
+                    cursor[q] += cnt;
+                }
+                at += cnt;
+            }
+        }
+    }
+    const std::vector<size_t> &per_query() const { return per_query_; }
+
+private:
+    struct Chunk
+    {
+        size_t q0 = 0;
+        std::vector<int64_t> counts, ids;
+        std::vector<float> dists;
+    };
+    std::vector<size_t> per_query_;
+    std::vector<Chunk> chunks_;
 };
 
 void *call_alloc(vs_alloc_fn alloc, void *arg, size_t bytes)
@@ -469,20 +505,10 @@ vs_status vs_range(vs_context *ctx, const vs_dataset *ds, const float *queries, 
     out->distances = static_cast<float *>(call_alloc(alloc, alloc_arg, total * sizeof(float)));
     if (!out->distances)
         return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
-    size_t at = 0;
     out->offsets[0] = 0;
     for (size_t i = 0; i < nq; i++)
-    {
-        const auto &ids = collector->ids_[i];
-        const auto &d = collector->dists_[i];
-        if (!ids.empty())
-        {
-            std::memcpy(out->ids + at, ids.data(), ids.size() * sizeof(int64_t));
-            std::memcpy(out->distances + at, d.data(), d.size() * sizeof(float));
-        }
-        at += ids.size();
-        out->offsets[i + 1] = static_cast<int64_t>(at);
-    }
+        out->offsets[i + 1] = out->offsets[i] + static_cast<int64_t>(collector->per_query()[i]);
+    collector->assemble(out->offsets, out->ids, out->distances);
     ctx->last_error.clear();
     return VS_OK;
 }

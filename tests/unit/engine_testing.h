@@ -264,6 +264,8 @@ inline double tolerance(const std::vector<RefHit> &ref)
 
 inline bool close(float got, float want, double abs_tol)
 {
+    if (got == want)
+        return true; // also +inf padding
     if (got != got || want != want)
         return (got != got) && (want != want);
     return std::fabs(static_cast<double>(got) - want) <=
@@ -287,17 +289,50 @@ inline bool is_poison(float f)
     return b == kPoisonBits;
 }
 
+// id -> reference hit, built once per reference list.
+class RefIndex
+{
+public:
+    explicit RefIndex(const std::vector<RefHit> &ref) : ref_(&ref)
+    {
+        idx_.reserve(ref.size());
+        for (size_t i = 0; i < ref.size(); i++)
+            idx_.emplace_back(ref[i].id, i);
+        std::sort(idx_.begin(), idx_.end());
+    }
+    const RefHit *find(int64_t id) const
+    {
+        auto it = std::lower_bound(idx_.begin(), idx_.end(), std::make_pair(id, size_t{0}));
+        if (it == idx_.end() || it->first != id)
+            return nullptr;
+        return &(*ref_)[it->second];
+    }
+
+private:
+    const std::vector<RefHit> *ref_;
+    std::vector<std::pair<int64_t, size_t>> idx_;
+};
+
 // Checks one query's kNN answer against the reference (all candidates, sorted).
 inline ::testing::AssertionResult check_knn(const Data &D, const std::vector<RefHit> &ref, size_t k,
-                                            const int64_t *ids, const float *dists, int64_t count)
+                                            const int64_t *ids, const float *dists, int64_t count,
+                                            const RefIndex *index = nullptr)
 {
     const size_t expect = std::min(k, ref.size());
     if (count != static_cast<int64_t>(expect))
         return ::testing::AssertionFailure() << "count " << count << " != " << expect;
     double tol = tolerance(ref);
-    std::map<int64_t, const RefHit *> by_id;
-    for (auto &h : ref)
-        by_id[h.id] = &h;
+    std::unique_ptr<RefIndex> own;
+    if (!index)
+    {
+        own.reset(new RefIndex(ref));
+        index = own.get();
+    }
+    struct ById
+    {
+        const RefIndex *ix;
+        const RefHit *operator[](int64_t id) const { return ix->find(id); }
+    } by_id{index};
     std::set<int64_t> seen;
     for (size_t i = 0; i < k; i++)
     {
@@ -310,15 +345,15 @@ inline ::testing::AssertionResult check_knn(const Data &D, const std::vector<Ref
                        << "slot " << i << " should be padding, got " << ids[i] << "/" << dists[i];
             continue;
         }
-        auto it = by_id.find(ids[i]);
-        if (it == by_id.end())
+        const RefHit *hit = by_id[ids[i]];
+        if (!hit)
             return ::testing::AssertionFailure() << "slot " << i << ": unknown id " << ids[i];
         if (!seen.insert(ids[i]).second)
             return ::testing::AssertionFailure() << "slot " << i << ": id " << ids[i] << " twice";
-        if (!close(dists[i], it->second->dist, tol))
+        if (!close(dists[i], hit->dist, tol))
             return ::testing::AssertionFailure()
                    << "slot " << i << ": id " << ids[i] << " distance " << dists[i]
-                   << " but reference " << it->second->dist;
+                   << " but reference " << hit->dist;
         if (!close(dists[i], ref[i].dist, tol))
             return ::testing::AssertionFailure()
                    << "slot " << i << ": distance " << dists[i] << " (id " << ids[i]
@@ -350,8 +385,12 @@ inline ::testing::AssertionResult check_knn(const Data &D, const std::vector<Ref
             int g = D.group[by_id[ids[i]]->row];
             max_taken[g] = std::max(max_taken.count(g) ? max_taken[g] : INT64_MIN, ids[i]);
         }
+        // Members of a group share one distance: only rows up to the last returned distance
+        // (plus tolerance) can matter.
         for (auto &h : ref)
         {
+            if (!(h.dist == h.dist) || h.dist > last + tol)
+                break;
             int g = D.group[h.row];
             auto it = max_taken.find(g);
             if (it != max_taken.end() && h.id < it->second && !seen.count(h.id))
@@ -367,20 +406,18 @@ inline ::testing::AssertionResult check_range(const std::vector<RefHit> &ref, fl
                                               const int64_t *ids, const float *dists, size_t count)
 {
     double tol = tolerance(ref);
-    std::map<int64_t, const RefHit *> by_id;
-    for (auto &h : ref)
-        by_id[h.id] = &h;
+    RefIndex index(ref);
     std::set<int64_t> got;
     for (size_t i = 0; i < count; i++)
     {
-        auto it = by_id.find(ids[i]);
-        if (it == by_id.end())
+        const RefHit *hit = index.find(ids[i]);
+        if (!hit)
             return ::testing::AssertionFailure() << "unknown id " << ids[i];
         if (i > 0 && ids[i] <= ids[i - 1])
             return ::testing::AssertionFailure() << "ids not ascending at " << i;
-        if (!close(dists[i], it->second->dist, tol))
+        if (!close(dists[i], hit->dist, tol))
             return ::testing::AssertionFailure() << "id " << ids[i] << " distance " << dists[i]
-                                                 << " but reference " << it->second->dist;
+                                                 << " but reference " << hit->dist;
         if (!(dists[i] <= radius))
             return ::testing::AssertionFailure() << "id " << ids[i] << " at " << dists[i]
                                                  << " outside radius " << radius;

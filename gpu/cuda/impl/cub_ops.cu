@@ -4,6 +4,7 @@
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/exact_warp.cuh"
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_sort.cuh>
@@ -24,22 +25,35 @@ struct Temp
 
 struct RangePred
 {
-    const float *tile;
-    int64_t ld;
-    uint32_t tn;
-    int mode;
-    const float *xsq, *xinv, *ysq, *yinv;
-    const double *thr;
+    RangeTile t;
     __device__ __forceinline__ bool operator()(uint32_t idx) const
     {
-        uint32_t q = idx / tn, c = idx % tn;
-        float v = tile[static_cast<size_t>(q) * ld + c];
-        float a = approx_value(mode, v, xsq ? xsq[q] : 0.0f, xinv ? xinv[q] : 0.0f,
-                               mode == MODE_L2_GEMM ? ysq[c] : 0.0f,
-                               mode == MODE_COS_GEMM ? yinv[c] : 0.0f);
-        return !(static_cast<double>(a) > thr[q]); // NaN stays a candidate
+        uint32_t q = idx / t.tn, c = idx % t.tn;
+        float v = t.tile[static_cast<size_t>(q) * t.ld + c];
+        float a = approx_value(t.mode, v, t.xsq ? t.xsq[q] : 0.0f, t.xinv ? t.xinv[q] : 0.0f,
+                               t.mode == MODE_L2_GEMM ? t.ysq[c] : 0.0f,
+                               t.mode == MODE_COS_GEMM ? t.yinv[c] : 0.0f);
+        return !(static_cast<double>(a) > t.thr[q]); // NaN stays a candidate
     }
 };
+
+constexpr int kCountThreads = 256;
+
+__global__ void range_count_kernel(RangeTile t, int64_t *counts)
+{
+    using Reduce = cub::BlockReduce<int, kCountThreads>;
+    __shared__ typename Reduce::TempStorage tmp;
+    const uint32_t q = blockIdx.y;
+    RangePred pred{t};
+    int local = 0;
+    for (uint32_t c = blockIdx.x * kCountThreads + threadIdx.x; c < t.tn;
+         c += gridDim.x * kCountThreads)
+        local += pred(q * t.tn + c) ? 1 : 0;
+    int total = Reduce(tmp).Sum(local);
+    if (threadIdx.x == 0 && total)
+        atomicAdd(reinterpret_cast<unsigned long long *>(&counts[q]),
+                  static_cast<unsigned long long>(total));
+}
 
 __global__ void range_exact_kernel(const uint32_t *cand, size_t nc, uint32_t tn, uint32_t row0,
                                    DeviceQueries Q, DeviceRows R, vs_metric m, float radius,
@@ -95,26 +109,29 @@ void sort_pairs_u32(DevicePool &pool, const uint32_t *kin, uint32_t *kout, const
                                                   end_bit, s));
 }
 
-size_t range_candidates(DevicePool &pool, const float *tile, int64_t ld, int tq, uint32_t tn,
-                        int mode, const float *xsq, const float *xinv, const float *ysq,
-                        const float *yinv, const double *thr, uint32_t *out, cudaStream_t s)
+void range_count(const RangeTile &t, int tq, int64_t *counts, cudaStream_t s)
 {
-    size_t items = static_cast<size_t>(tq) * tn;
+    VS_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(int64_t) * tq, s));
+    if (tq == 0 || t.tn == 0)
+        return;
+    unsigned gx = (t.tn + kCountThreads * 8 - 1) / (kCountThreads * 8);
+    range_count_kernel<<<dim3(gx, tq), kCountThreads, 0, s>>>(t, counts);
+    VS_LAUNCH_CHECK();
+}
+
+void range_select(DevicePool &pool, const RangeTile &t, int qa, int qb, uint32_t *out,
+                  cudaStream_t s)
+{
+    int64_t items = static_cast<int64_t>(qb - qa) * t.tn;
     if (items == 0)
-        return 0;
-    RangePred pred{tile, ld, tn, mode, xsq, xinv, ysq, yinv, thr};
-    thrust::counting_iterator<uint32_t> first(0);
+        return;
+    RangePred pred{t};
+    thrust::counting_iterator<uint32_t> first(static_cast<uint32_t>(qa) * t.tn);
     DeviceArray<uint32_t> num(pool, 1, s);
     size_t bytes = 0;
-    VS_CUDA_CHECK(cub::DeviceSelect::If(nullptr, bytes, first, out, num.get(),
-                                        static_cast<int64_t>(items), pred, s));
-    Temp t(pool, bytes, s);
-    VS_CUDA_CHECK(cub::DeviceSelect::If(t.get(), bytes, first, out, num.get(),
-                                        static_cast<int64_t>(items), pred, s));
-    uint32_t h = 0;
-    VS_CUDA_CHECK(cudaMemcpyAsync(&h, num.get(), sizeof h, cudaMemcpyDeviceToHost, s));
-    VS_CUDA_CHECK(cudaStreamSynchronize(s));
-    return h;
+    VS_CUDA_CHECK(cub::DeviceSelect::If(nullptr, bytes, first, out, num.get(), items, pred, s));
+    Temp tmp(pool, bytes, s);
+    VS_CUDA_CHECK(cub::DeviceSelect::If(tmp.get(), bytes, first, out, num.get(), items, pred, s));
 }
 
 size_t range_exact(DevicePool &pool, const uint32_t *cand, size_t ncand, uint32_t tn,

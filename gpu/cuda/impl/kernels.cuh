@@ -108,6 +108,26 @@ struct FinalizeArgs
 };
 void launch_finalize(const FinalizeArgs &a, cudaStream_t s);
 
+// Fused re-rank for kp <= kRerankMax: per query, exact keys of the kp candidates (approximate
+// keys in cand, kNoKey for none), a block-wide bitonic sort in shared memory, certification and
+// output (as launch_finalize).
+constexpr int kRerankMax = 4096;
+struct RerankArgs
+{
+    const uint64_t *cand; // nq x kp approximate keys
+    int kp, nq, k;
+    DeviceQueries q;
+    DeviceRows rows;
+    vs_metric metric;
+    int kind;
+    double maxnorm;
+    int64_t *out_ids;
+    float *out_d;
+    int64_t *out_counts;
+    int *out_ok;
+};
+void launch_rerank(const RerankArgs &a, cudaStream_t s);
+
 // Exact keys of every row for nq queries: out[q * n + r].
 void launch_exact_all(DeviceQueries q, DeviceRows rows, vs_metric m, uint64_t *out,
                       cudaStream_t s);
@@ -145,13 +165,30 @@ int scan_tier_queries(int tier); // 16 or 64 queries
 size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap);
 void launch_scan(const ScanArgs &a, int tier, cudaStream_t s);
 int scan_blocks_per_sm(int tier, size_t smem); // occupancy
+// The streaming variant for <= 16 queries and d <= 128 (d % 4 == 0), select mode only.
+bool stream_ok(int d, int nb);
+size_t stream_smem_bytes(int nb, int kp, int bcap);
+int stream_blocks_per_sm(int nb, size_t smem);
+void launch_stream(const ScanArgs &a, cudaStream_t s);
 
 // ---- range -------------------------------------------------------------------------------
 
-// Candidate flat indices q * tn + c whose approximate value passes thr[q] (or is NaN).
-size_t range_candidates(DevicePool &pool, const float *tile, int64_t ld, int tq, uint32_t tn,
-                        int mode, const float *xsq, const float *xinv, const float *ysq,
-                        const float *yinv, const double *thr, uint32_t *out, cudaStream_t s);
+// Range candidates: tile values whose approximate base value passes thr[q] (or is NaN).
+struct RangeTile
+{
+    const float *tile;
+    int64_t ld;
+    uint32_t tn;
+    int mode;
+    const float *xsq, *xinv; // per query of the tile
+    const float *ysq, *yinv; // per column of the tile
+    const double *thr;       // per query of the tile
+};
+// counts[q] (tq of them, overwritten) = candidates of query q.
+void range_count(const RangeTile &t, int tq, int64_t *counts, cudaStream_t s);
+// Flat indices q * tn + c of the candidates of queries [qa, qb), in order, into out.
+void range_select(DevicePool &pool, const RangeTile &t, int qa, int qb, uint32_t *out,
+                  cudaStream_t s);
 // Exact check of the candidates; returns the number of matches, packed (idx << 32 | dist bits)
 // in idx order into packed_out.
 size_t range_exact(DevicePool &pool, const uint32_t *cand, size_t ncand, uint32_t tn,

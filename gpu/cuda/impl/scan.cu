@@ -32,6 +32,58 @@ template <int OP> __device__ __forceinline__ float op_acc(float acc, float a, fl
     return acc + fabsf(a - b);
 }
 
+// Feeds the tile's values Dt[q * kTR + r] (rows row0 .. row0 + kTR) of the batch's queries
+// through their selectors: warp w serves queries w, w + 8, ...
+__device__ __forceinline__ void select_tile(const float *Dt, uint32_t row0, uint32_t n, int nb,
+                                            uint64_t *sel, WarpTopKState *st, int words, int kp,
+                                            int bcap, int warp, int lane)
+{
+    for (int q = warp; q < nb; q += kThreads / 32)
+    {
+        WarpTopK t;
+        t.restore(sel + static_cast<size_t>(q) * words, kp, bcap, kNoKey, st[q]);
+#pragma unroll
+        for (int c = 0; c < kTR; c += 32)
+        {
+            const int r = c + lane;
+            const uint32_t grow = row0 + r;
+            uint64_t key = grow < n ? make_key(Dt[q * kTR + r], grow) : kNoKey;
+            t.add(key, lane);
+        }
+        WarpTopKState s = t.save();
+        __syncwarp();
+        if (lane == 0)
+            st[q] = s;
+        __syncwarp();
+    }
+}
+
+__device__ __forceinline__ void select_init(uint64_t *sel, WarpTopKState *st, int words, int nb,
+                                            int kp, int bcap, int warp, int lane)
+{
+    for (int q = warp; q < nb; q += kThreads / 32)
+    {
+        WarpTopK t;
+        t.init(sel + static_cast<size_t>(q) * words, kp, bcap, kNoKey, lane);
+        WarpTopKState s = t.save();
+        if (lane == 0)
+            st[q] = s;
+        __syncwarp();
+    }
+}
+
+__device__ __forceinline__ void select_finish(uint64_t *sel, WarpTopKState *st, int words, int nb,
+                                              int kp, int bcap, uint64_t *partial, int warp,
+                                              int lane)
+{
+    for (int q = warp; q < nb; q += kThreads / 32)
+    {
+        WarpTopK t;
+        t.restore(sel + static_cast<size_t>(q) * words, kp, bcap, kNoKey, st[q]);
+        t.finish(partial + (static_cast<size_t>(q) * gridDim.x + blockIdx.x) * kp, lane);
+    }
+}
+
 template <int QG> struct Tier;
 template <> struct Tier<4>
 {
@@ -63,15 +115,7 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
     const bool vec = (d & 3) == 0;
 
     if (a.select)
-        for (int q = warp; q < a.nb; q += kThreads / 32)
-        {
-            WarpTopK t;
-            t.init(sel + static_cast<size_t>(q) * words, a.kp, a.bcap, kNoKey, lane);
-            WarpTopKState s = t.save();
-            if (lane == 0)
-                st[q] = s;
-            __syncwarp();
-        }
+        select_init(sel, st, words, a.nb, a.kp, a.bcap, warp, lane);
 
     auto load4 = [&](const float *base, size_t row_off, int k) {
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -192,33 +236,116 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
         if (a.select)
         {
             __syncthreads();
-            for (int q = warp; q < a.nb; q += kThreads / 32)
-            {
-                WarpTopK t;
-                t.restore(sel + static_cast<size_t>(q) * words, a.kp, a.bcap, kNoKey, st[q]);
-#pragma unroll
-                for (int c = 0; c < kTR; c += 32)
-                {
-                    const int r = c + lane;
-                    const uint32_t grow = row0 + r;
-                    uint64_t key = grow < n ? make_key(Dt[q * kTR + r], grow) : kNoKey;
-                    t.add(key, lane);
-                }
-                WarpTopKState s = t.save();
-                __syncwarp();
-                if (lane == 0)
-                    st[q] = s;
-                __syncwarp();
-            }
+            select_tile(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
         }
     }
     if (a.select)
-        for (int q = warp; q < a.nb; q += kThreads / 32)
+        select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
+}
+
+// ---- streaming kernel: up to 16 queries, d <= 128 (d % 4 == 0) ------------------------------
+//
+// Lane l owns dimensions [4l, 4l + 4) of every row and every query (queries live in registers);
+// each warp loads its 16 rows of a 128-row tile with 16 independent 16-byte loads per lane, forms
+// 32 partial sums at a time (G rows x QB queries) and reduces them across the warp with a
+// reduce-scatter (31 shuffles for 32 sums, lane l ends with sum l), so no shared-memory staging
+// of rows and no per-query warp reductions.  The tile's values go to Dt and the selection is the
+// scan kernel's.
+
+template <int OP> __device__ __forceinline__ float op4(float acc, float4 a, float4 b)
+{
+    acc = op_acc<OP>(acc, a.x, b.x);
+    acc = op_acc<OP>(acc, a.y, b.y);
+    acc = op_acc<OP>(acc, a.z, b.z);
+    return op_acc<OP>(acc, a.w, b.w);
+}
+
+// One halving step: lanes with bit O set keep the upper half of v[0 .. 2O) and send the lower.
+template <int O> __device__ __forceinline__ void rs_stage(float (&v)[32], int lane)
+{
+    const bool up = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < O; i++)
+    {
+        float send = up ? v[i] : v[i + O];
+        float keep = up ? v[i + O] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+}
+
+// v[0..32) summed over the warp; lane l returns the total of v[l].  (Explicit stages: a loop
+// over the halving step would leave v in local memory.)
+__device__ __forceinline__ float reduce_scatter32(float (&v)[32], int lane)
+{
+    rs_stage<16>(v, lane);
+    rs_stage<8>(v, lane);
+    rs_stage<4>(v, lane);
+    rs_stage<2>(v, lane);
+    rs_stage<1>(v, lane);
+    return v[0];
+}
+
+template <int OP, int QB> __global__ void __launch_bounds__(kThreads, 1) stream_kernel(ScanArgs a)
+{
+    constexpr int RPW = kTR / (kThreads / 32); // rows per warp per tile: 16
+    constexpr int G = 32 / QB;                 // rows per reduce-scatter
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *Dt = reinterpret_cast<float *>(smem_raw);
+    const int words = warp_topk_words(a.kp, a.bcap);
+    uint64_t *sel = reinterpret_cast<uint64_t *>(Dt + QB * kTR);
+    WarpTopKState *st = reinterpret_cast<WarpTopKState *>(sel + static_cast<size_t>(a.nb) * words);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int d = a.rows.d;
+    const uint32_t n = a.rows.n;
+    const bool lane_on = 4 * lane < d;
+
+    float4 qv[QB];
+#pragma unroll
+    for (int q = 0; q < QB; q++)
+        qv[q] = (lane_on && q < a.nb) ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + lane)
+                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    select_init(sel, st, words, a.nb, a.kp, a.bcap, warp, lane);
+
+    const uint32_t ntiles = (n + kTR - 1) / kTR;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
+    {
+        const uint32_t row0 = tile * kTR;
+        const uint32_t wrow0 = row0 + warp * RPW;
+        float4 rv[RPW];
+#pragma unroll
+        for (int j = 0; j < RPW; j++)
         {
-            WarpTopK t;
-            t.restore(sel + static_cast<size_t>(q) * words, a.kp, a.bcap, kNoKey, st[q]);
-            t.finish(a.partial + (static_cast<size_t>(q) * gridDim.x + blockIdx.x) * a.kp, lane);
+            const uint32_t r = wrow0 + j;
+            rv[j] = (lane_on && r < n)
+                        ? __ldg(reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(r) * d) + lane)
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
+#pragma unroll
+        for (int g = 0; g < RPW / G; g++)
+        {
+            float v[32];
+#pragma unroll
+            for (int r = 0; r < G; r++)
+#pragma unroll
+                for (int q = 0; q < QB; q++)
+                    v[r * QB + q] = op4<OP>(0.0f, rv[g * G + r], qv[q]);
+            float s = reduce_scatter32(v, lane);
+            const int rl = warp * RPW + g * G + lane / QB, q = lane % QB;
+            const uint32_t grow = row0 + rl;
+            if (OP == OP_DOT)
+            {
+                if (a.metric == VS_METRIC_COSINE)
+                    s = (grow < n && q < a.nb) ? 1.0f - s * a.qinv[q] * a.rows.inv[grow] : 0.0f;
+                else
+                    s = -s;
+            }
+            Dt[q * kTR + rl] = s;
+        }
+        __syncthreads();
+        select_tile(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
+        __syncthreads();
+    }
+    select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
 }
 
 template <int QG> const void *kernel_for(int op)
@@ -239,6 +366,21 @@ const void *kernel_for(int tier, int op)
     return tier == 0 ? kernel_for<4>(op) : kernel_for<16>(op);
 }
 
+template <int QB> const void *stream_for(int op)
+{
+    switch (op)
+    {
+    case OP_L2:
+        return reinterpret_cast<const void *>(stream_kernel<OP_L2, QB>);
+    case OP_DOT:
+        return reinterpret_cast<const void *>(stream_kernel<OP_DOT, QB>);
+    default:
+        return reinterpret_cast<const void *>(stream_kernel<OP_L1, QB>);
+    }
+}
+
+const void *stream_for(int qb, int op) { return qb == 4 ? stream_for<4>(op) : stream_for<16>(op); }
+
 } // namespace
 
 int scan_op(vs_metric m)
@@ -257,6 +399,40 @@ int scan_op(vs_metric m)
 }
 
 int scan_tier_queries(int tier) { return tier == 0 ? 16 : 64; }
+
+bool stream_ok(int d, int nb) { return d <= 128 && d % 4 == 0 && nb <= 16; }
+int stream_qb(int nb) { return nb <= 4 ? 4 : 16; }
+
+size_t stream_smem_bytes(int nb, int kp, int bcap)
+{
+    return static_cast<size_t>(stream_qb(nb)) * kTR * sizeof(float) +
+           static_cast<size_t>(nb) * (warp_topk_words(kp, bcap) * 8 + sizeof(WarpTopKState));
+}
+
+int stream_blocks_per_sm(int nb, size_t smem)
+{
+    int blocks = 0;
+    const void *k = stream_for(stream_qb(nb), OP_L2);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
+    return blocks;
+}
+
+void launch_stream(const ScanArgs &a, cudaStream_t s)
+{
+    if (a.nb == 0 || a.rows.n == 0)
+        return;
+    const void *k = stream_for(stream_qb(a.nb), scan_op(a.metric));
+    size_t smem = stream_smem_bytes(a.nb, a.kp, a.bcap);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    ScanArgs args = a;
+    void *params[] = {&args};
+    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
+}
 
 size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap)
 {

@@ -150,6 +150,54 @@ __global__ void exact_all_kernel(DeviceQueries Q, DeviceRows R, vs_metric m, uin
     }
 }
 
+// Writes query q's k results from its sorted exact keys (seg of them) and certifies them against
+// the largest approximate candidate key (s_max; 0 = no certification needed).
+__device__ void write_results(const uint64_t *sorted, int64_t seg, int k, int q, bool certify,
+                              unsigned long long amax, vs_metric metric, int kind, int d,
+                              double qnorm, double maxnorm, const int64_t *ids, int64_t *out_ids,
+                              float *out_d, int64_t *out_counts, int *out_ok, int *s_count)
+{
+    const int64_t lim = seg < k ? seg : k;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
+    {
+        uint64_t key = i < lim ? sorted[i] : kNoKey;
+        size_t o = static_cast<size_t>(q) * k + i;
+        if (key == kNoKey)
+        {
+            out_ids[o] = -1;
+            out_d[o] = INFINITY;
+        }
+        else
+        {
+            out_ids[o] = ids[key_row(key)];
+            out_d[o] = key_dist(key);
+            if (i + 1 == lim || sorted[i + 1] == kNoKey)
+                *s_count = static_cast<int>(i + 1);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+    {
+        int ok = 1;
+        if (certify)
+        {
+            ok = 0;
+            // The k-th exact key must be strictly below anything a row outside the candidates
+            // could reach: its approximate value is >= the largest candidate's.
+            if (*s_count >= k && amax != 0)
+            {
+                float ak = key_dist(amax);
+                ErrBound e = approx_error(kind, metric, static_cast<size_t>(d), qnorm, maxnorm);
+                float lb = base_to_output(metric, approx_lower(e, static_cast<double>(ak)));
+                ok = lb > key_dist(sorted[k - 1]) ? 1 : 0;
+            }
+        }
+        out_ok[q] = ok;
+        if (out_counts)
+            out_counts[q] = *s_count;
+    }
+}
+
 __global__ void finalize_kernel(FinalizeArgs a)
 {
     const int q = blockIdx.x;
@@ -173,46 +221,68 @@ __global__ void finalize_kernel(FinalizeArgs a)
         }
         atomicMax(&s_max, mx);
     }
-    const int64_t lim = a.seg < a.k ? a.seg : a.k;
-    for (int64_t i = threadIdx.x; i < a.k; i += blockDim.x)
-    {
-        uint64_t key = i < lim ? sorted[i] : kNoKey;
-        size_t o = static_cast<size_t>(q) * a.k + i;
-        if (key == kNoKey)
-        {
-            a.out_ids[o] = -1;
-            a.out_d[o] = INFINITY;
-        }
-        else
-        {
-            a.out_ids[o] = a.ids[key_row(key)];
-            a.out_d[o] = key_dist(key);
-            if (i + 1 == lim || sorted[i + 1] == kNoKey)
-                s_count = static_cast<int>(i + 1);
-        }
-    }
     __syncthreads();
+    write_results(sorted, a.seg, a.k, q, a.approx != nullptr, s_max, a.metric, a.kind, a.d,
+                  a.qnorm ? a.qnorm[q] : 0.0, a.maxnorm, a.ids, a.out_ids, a.out_d, a.out_counts,
+                  a.out_ok, &s_count);
+}
+
+constexpr int kRerankThreads = 256;
+
+__global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankArgs a, int S)
+{
+    extern __shared__ uint64_t keys[];
+    __shared__ unsigned long long s_max;
+    __shared__ int s_count;
+    const int q = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (threadIdx.x == 0)
     {
-        int ok = 1;
-        if (a.approx)
-        {
-            ok = 0;
-            // The k-th exact key must be strictly below anything a row outside the candidates
-            // could reach: its approximate value is >= the largest candidate's.
-            if (s_count >= a.k && s_max != 0)
-            {
-                float ak = key_dist(s_max);
-                ErrBound e = approx_error(a.kind, a.metric, static_cast<size_t>(a.d), a.qnorm[q],
-                                          a.maxnorm);
-                float lb = base_to_output(a.metric, approx_lower(e, static_cast<double>(ak)));
-                ok = lb > key_dist(sorted[a.k - 1]) ? 1 : 0;
-            }
-        }
-        a.out_ok[q] = ok;
-        if (a.out_counts)
-            a.out_counts[q] = s_count;
+        s_max = 0;
+        s_count = 0;
     }
+    __syncthreads();
+    const uint64_t *cand = a.cand + static_cast<size_t>(q) * a.kp;
+    const float *x = a.q.x + static_cast<size_t>(q) * a.rows.d;
+    unsigned long long mx = 0;
+    for (int i = warp; i < a.kp; i += kRerankThreads / 32)
+    {
+        uint64_t c = cand[i];
+        uint64_t res = kNoKey;
+        if (c != kNoKey)
+        {
+            uint32_t r = key_row(c);
+            double b = warp_exact_base(a.metric, x, a.rows.x + static_cast<size_t>(r) * a.rows.d,
+                                       a.rows.d, lane);
+            res = make_key(base_to_output(a.metric, b), r);
+            mx = c > mx ? c : mx;
+        }
+        if (lane == 0)
+            keys[i] = res;
+    }
+    for (int i = a.kp + threadIdx.x; i < S; i += kRerankThreads)
+        keys[i] = kNoKey;
+    if (lane == 0 && mx)
+        atomicMax(&s_max, mx);
+    __syncthreads();
+    for (int k = 2; k <= S; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1)
+        {
+            for (int i = threadIdx.x; i < (S >> 1); i += kRerankThreads)
+            {
+                int l = 2 * i - (i & (j - 1));
+                int r = l + j;
+                bool asc = (l & k) == 0;
+                uint64_t u = keys[l], v = keys[r];
+                if ((u > v) == asc)
+                {
+                    keys[l] = v;
+                    keys[r] = u;
+                }
+            }
+            __syncthreads();
+        }
+    write_results(keys, a.kp, a.k, q, true, s_max, a.metric, a.kind, a.rows.d, a.q.norm[q],
+                  a.maxnorm, a.rows.ids, a.out_ids, a.out_d, a.out_counts, a.out_ok, &s_count);
 }
 
 constexpr int kRadixThreads = 512;
@@ -352,6 +422,19 @@ void launch_finalize(const FinalizeArgs &a, cudaStream_t s)
     if (a.nq == 0)
         return;
     finalize_kernel<<<a.nq, 256, 0, s>>>(a);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_rerank(const RerankArgs &a, cudaStream_t s)
+{
+    if (a.nq == 0)
+        return;
+    int S = 32;
+    while (S < a.kp)
+        S <<= 1;
+    size_t smem = static_cast<size_t>(S) * 8;
+    set_smem(reinterpret_cast<const void *>(rerank_kernel), smem);
+    rerank_kernel<<<a.nq, kRerankThreads, smem, s>>>(a, S);
     VS_LAUNCH_CHECK();
 }
 
