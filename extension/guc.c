@@ -13,7 +13,7 @@ int			vs_device_mode = VS_DEVICE_AUTO;
 int			vs_worker_device = VS_WORKER_DEVICE_GPU;
 int			vs_gpu_memory_limit_mb = 0;
 int			vs_batch_max = 1024;
-double		vs_batch_wait_ms = 0.1;
+double		vs_batch_wait_ms = 0.0;
 int			vs_worker_timeout_ms = 10000;
 
 static const struct config_enum_entry device_options[] = {
@@ -90,7 +90,7 @@ vs_guc_init(void)
 							 "How long the worker may wait for more requests to fill a batch.",
 							 "Accepts microseconds, e.g. '100us'.  0 sends whatever is waiting at once.",
 							 &vs_batch_wait_ms,
-							 0.1,
+							 0.0,
 							 0.0, 100.0,
 							 PGC_SIGHUP,
 							 GUC_UNIT_MS,
