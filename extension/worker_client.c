@@ -30,11 +30,11 @@
 
 /* Segments at most this large are kept for the next request. */
 #define VS_KEEP_SEGMENT_MAX		((Size) 8 * 1024 * 1024)
-#define VS_MIN_SEGMENT			((Size) 256 * 1024)
+#define VS_MIN_SEGMENT			((Size) 64 * 1024)
 /* Largest result area (an answer larger than this streams in several chunks). */
 #define VS_MAX_AREA				((Size) 4 * 1024 * 1024)
 /* Result area of a range request (its answer size is unknown). */
-#define VS_RANGE_AREA			((Size) 1024 * 1024)
+#define VS_RANGE_AREA			((Size) 256 * 1024)
 /* How often a waiting backend re-checks that the worker is alive and progressing. */
 #define VS_POLL_MS				20
 
