@@ -199,17 +199,18 @@ int main(int argc, char **argv)
         double t = timeit(1, quick ? 2 : 3, [&] { knn(b, 10, VS_METRIC_L1, oid, od); });
         rows.push_back({"knn nq=" + std::to_string(b) + " k=10 L1", t, b / t, ""});
     }
-    // Range at radii returning about 0.1% and 1% of the set (calibrated on 100 queries).
+    // Range at radii returning about 0.1% and 1% of the set: the radius is the pooled quantile of
+    // 100 queries' nearest distances (so the mean count per query is about frac * n).
     for (double frac : {0.001, 0.01})
     {
-        size_t kk = static_cast<size_t>(frac * n);
+        const size_t cal = 100, kk = static_cast<size_t>(4 * frac * n);
         std::vector<int64_t> cid;
         std::vector<float> cd;
-        knn(100, kk, VS_METRIC_L2, cid, cd);
-        std::vector<double> kth;
-        for (size_t i = 0; i < 100; i++)
-            kth.push_back(cd[i * kk + kk - 1]);
-        float radius = static_cast<float>(median(kth));
+        knn(cal, kk, VS_METRIC_L2, cid, cd);
+        std::vector<float> pooled(cd);
+        size_t want = static_cast<size_t>(frac * n * cal);
+        std::nth_element(pooled.begin(), pooled.begin() + (want - 1), pooled.end());
+        float radius = pooled[want - 1];
         size_t total = 0;
         double t = timeit(1, quick ? 2 : 3, [&] {
             vs_range_result r;
@@ -218,11 +219,50 @@ int main(int argc, char **argv)
             total = r.total;
             vs_range_result_free(&r);
         });
-        char note[128];
-        std::snprintf(note, sizeof note, "radius %.4f, %.3f%% of the set per query", radius,
-                      100.0 * total / (static_cast<double>(nq) * n));
+        char note[160];
+        std::snprintf(note, sizeof note, "radius %.4f, %.3f%% of the set per query, %.3g results",
+                      radius, 100.0 * total / (static_cast<double>(nq) * n), static_cast<double>(total));
         rows.push_back({"range nq=" + std::to_string(nq) + " L2 ~" + std::to_string(frac * 100).substr(0, 3) + "%",
                         t, nq / t, note});
+    }
+    // Phase breakdown (serialises the streams) and tile / threshold variants, to stderr.
+    if (const char *p = std::getenv("VSEARCH_BENCH_PROFILE"); p && p[0] == '1')
+    {
+        setenv("VSEARCH_CUDA_PROFILE", "1", 1);
+        knn(nq, 10, VS_METRIC_L2, oid, od);
+        for (size_t b : {size_t{1}, size_t{16}, size_t{64}})
+            knn(b, 10, VS_METRIC_L2, oid, od);
+        knn(nq, 1024, VS_METRIC_L2, oid, od);
+        knn(std::min<size_t>(nq, 1000), 10000, VS_METRIC_L2, oid, od);
+        unsetenv("VSEARCH_CUDA_PROFILE");
+        struct Variant
+        {
+            const char *var, *value;
+        };
+        for (Variant v : {Variant{"VSEARCH_CUDA_TILE_BYTES", "268435456"},
+                          Variant{"VSEARCH_CUDA_TILE_BYTES", "1073741824"},
+                          Variant{"VSEARCH_CUDA_SMALL_BATCH", "64"}})
+        {
+            setenv(v.var, v.value, 1);
+            vs_context *vc = nullptr;
+            if (vs_context_create(&o, &vc, err, sizeof err) == VS_OK)
+            {
+                vs_dataset *vd = nullptr;
+                check(vs_dataset_create(vc, d, VS_DTYPE_F32, &vd), vc, "variant dataset");
+                check(vs_dataset_add(vc, vd, x.data(), ids.data(), n), vc, "variant add");
+                size_t b = std::string(v.var) == "VSEARCH_CUDA_SMALL_BATCH" ? 64 : nq;
+                oid.resize(b * 10);
+                od.resize(b * 10);
+                double t = timeit(1, 3, [&] {
+                    check(vs_knn(vc, vd, q.data(), b, 10, VS_METRIC_L2, nullptr, oid.data(), od.data(), nullptr),
+                          vc, "variant knn");
+                });
+                std::fprintf(stderr, "variant %s=%s: knn nq=%zu k=10 %.3f ms\n", v.var, v.value, b, t * 1e3);
+                vs_dataset_destroy(vc, vd);
+                vs_context_destroy(vc);
+            }
+            unsetenv(v.var);
+        }
     }
     vs_dataset_destroy(ctx, ds);
 

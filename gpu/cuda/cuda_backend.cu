@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -123,6 +124,55 @@ struct QueryBatch
         return DeviceQueries{x + q0 * d, sq + q0, inv + q0, norm + q0, n - static_cast<int>(q0)};
     }
     std::vector<double> host_norm;
+};
+
+// VSEARCH_CUDA_PROFILE=1: synchronise after each phase and print where the time went (it
+// serialises the two streams, so totals grow; use it for the split, not the total).
+class Profile
+{
+public:
+    Profile()
+    {
+        const char *p = std::getenv("VSEARCH_CUDA_PROFILE");
+        on_ = p && *p && *p != '0';
+        t_ = now();
+    }
+    void mark(const char *phase, cudaStream_t s)
+    {
+        if (!on_)
+            return;
+        cudaStreamSynchronize(s);
+        double t = now();
+        for (auto &e : acc_)
+            if (e.first == phase)
+            {
+                e.second += t - t_;
+                t_ = t;
+                return;
+            }
+        acc_.emplace_back(phase, t - t_);
+        t_ = t;
+    }
+    void print(const char *what, size_t nq, size_t k) const
+    {
+        if (!on_)
+            return;
+        std::fprintf(stderr, "vsearch profile %s nq=%zu k=%zu:", what, nq, k);
+        for (auto &e : acc_)
+            std::fprintf(stderr, " %s=%.3fms", e.first.c_str(), e.second * 1e3);
+        std::fprintf(stderr, "\n");
+    }
+
+private:
+    static double now()
+    {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec + ts.tv_nsec * 1e-9;
+    }
+    bool on_ = false;
+    double t_ = 0;
+    std::vector<std::pair<std::string, double>> acc_;
 };
 
 // Waits for the work streams before per-call buffers are released (also on exceptions).
@@ -670,7 +720,9 @@ private:
                                int64_t *out_counts)
     {
         const size_t n = c.size(), nb = which.size();
+        Profile prof;
         QueryBatch Q = upload_queries(hq, which, c.dim());
+        prof.mark("upload", main_);
         // Tile shape: whole rows when 32 of them fit, else column tiles of 64 queries.
         const size_t budget = std::min(tile_bytes_, pool_->available() / 6);
         size_t tn = n, tq;
@@ -736,6 +788,7 @@ private:
             {
                 const size_t cn = std::min(tn, n - c0);
                 gemm(si, c, c0, cn, Q.x + q0 * c.dim(), qn, s.tile.get(), ld);
+                prof.mark("gemm", st);
                 TileSelectArgs a{};
                 a.tile = s.tile.get();
                 a.ld = static_cast<int64_t>(ld);
@@ -756,8 +809,10 @@ private:
                     a.seg_len = static_cast<int>(round_up((col1 - col0 + parts - 1) / parts, 128));
                     a.state = have_state ? s.state.get() : nullptr;
                     launch_tile_select(a, st);
+                    prof.mark(have_state ? "select2" : "select1", st);
                     launch_merge_lists(s.state.get(), have_state, s.partial.get(), a.tq, a.P,
                                        a.kp, bcap, st);
+                    prof.mark("merge", st);
                 };
                 if (c0 == 0 && split && cn >= 4 * L1)
                 {
@@ -769,7 +824,9 @@ private:
             }
             rerank_finalize(s.state.get(), static_cast<int>(qn), static_cast<int>(kp), Q, q0, c, m,
                             k, gemm_kind(), true, nullptr, nullptr, nullptr, s.out, st);
+            prof.mark("rerank", st);
             download(s.out, qn, st);
+            prof.mark("download", st);
             s.q0 = q0;
             s.qn = qn;
             s.busy = true;
@@ -781,6 +838,8 @@ private:
                 scatter(slots[si].out, slots[si].qn, which, slots[si].q0, out_ids, out_d,
                         out_counts, &failed);
             }
+        prof.mark("tail", main_);
+        prof.print("gemm", nb, k);
         return failed;
     }
 
@@ -789,7 +848,9 @@ private:
                                  int64_t *out_ids, float *out_d, int64_t *out_counts)
     {
         const size_t nb = which.size();
+        Profile prof;
         QueryBatch Q = upload_queries(hq, which, c.dim());
+        prof.mark("upload", main_);
         const int tier = nb <= 16 ? 0 : 1;
         const int bcap = warp_topk_bcap(static_cast<int>(kp));
         const int d = static_cast<int>(c.dim());
@@ -813,6 +874,7 @@ private:
         TileOut out;
         make_out(out, per, k, &pinned_[0]);
         VS_CUDA_CHECK(cudaStreamSynchronize(main_));
+        prof.mark("alloc", main_);
         StreamJoin join{work_, 2};
         cudaStream_t st = work_[0];
         std::vector<int> failed;
@@ -824,6 +886,7 @@ private:
             a.rows = c.rows();
             a.q = Q.x + q0 * c.dim();
             a.qinv = Q.inv + q0;
+            a.qsq = Q.sq + q0;
             a.nb = qn;
             a.metric = m;
             a.select = true;
@@ -835,14 +898,21 @@ private:
                 launch_stream(a, st);
             else
                 launch_scan(a, tier, st);
+            prof.mark("scan", st);
             launch_merge_lists(state.get(), false, partial.get(), qn, grid, static_cast<int>(kp),
                                bcap, st);
-            rerank_finalize(state.get(), qn, static_cast<int>(kp), Q, q0, c, m, k, APPROX_DIRECT_F32,
-                            true, nullptr, nullptr, nullptr, out, st);
+            prof.mark("merge", st);
+            // The streaming kernel forms L2 through dot products (||x||^2 + ||y||^2 - 2 x.y).
+            const int kind = stream ? APPROX_GEMM_F32 : APPROX_DIRECT_F32;
+            rerank_finalize(state.get(), qn, static_cast<int>(kp), Q, q0, c, m, k, kind, true,
+                            nullptr, nullptr, nullptr, out, st);
+            prof.mark("rerank", st);
             download(out, qn, st);
             VS_CUDA_CHECK(cudaStreamSynchronize(st));
             scatter(out, qn, which, q0, out_ids, out_d, out_counts, &failed);
+            prof.mark("download", st);
         }
+        prof.print(stream ? "stream" : "scan", nb, k);
         return failed;
     }
 
@@ -881,6 +951,7 @@ private:
                                   bool direct, int64_t *out_ids, float *out_d, int64_t *out_counts)
     {
         const size_t n = c.size(), nb = which.size();
+        Profile prof;
         QueryBatch Q = upload_queries(hq, which, c.dim());
         const size_t ld = round_up(n, 4);
         const size_t per_query = ld * 4 + kp * 8 * 3 + k * 12;
@@ -905,15 +976,20 @@ private:
             check_cancel(cfg_);
             const size_t qn = std::min(tq, nb - q0);
             full_rows(c, Q, q0, qn, m, tile.get(), ld, 0, st, direct);
+            prof.mark("rows", st);
             launch_radix_select(tile.get(), static_cast<int64_t>(ld), static_cast<int>(qn),
                                 static_cast<uint32_t>(n), mode, Q.sq + q0, Q.inv + q0,
                                 c.sq.get(), c.inv.get(), static_cast<int>(kp), cand.get(), st);
+            prof.mark("radix", st);
             rerank_finalize(cand.get(), static_cast<int>(qn), static_cast<int>(kp), Q, q0, c, m, k,
                             kind, true, exact.get(), sorted.get(), offs.get(), out, st);
+            prof.mark("rerank", st);
             download(out, qn, st);
             VS_CUDA_CHECK(cudaStreamSynchronize(st));
             scatter(out, qn, which, q0, out_ids, out_d, out_counts, &failed);
+            prof.mark("download", st);
         }
+        prof.print("large_k", nb, k);
         return failed;
     }
 

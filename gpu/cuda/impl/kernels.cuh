@@ -151,6 +151,7 @@ struct ScanArgs
     DeviceRows rows;
     const float *q;    // nb queries x d
     const float *qinv; // per query (cosine)
+    const float *qsq;  // per query ||x||^2 (streaming kernel, L2 in dot form)
     int nb;            // queries in this launch (<= scan_max_queries(tier))
     vs_metric metric;
     bool select;       // true: top-kp per (query, block) into partial; false: write values

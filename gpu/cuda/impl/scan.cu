@@ -334,10 +334,13 @@ template <int OP, int QB> __global__ void __launch_bounds__(kThreads, 1) stream_
             const uint32_t grow = row0 + rl;
             if (OP == OP_DOT)
             {
+                const bool ok = grow < n && q < a.nb;
                 if (a.metric == VS_METRIC_COSINE)
-                    s = (grow < n && q < a.nb) ? 1.0f - s * a.qinv[q] * a.rows.inv[grow] : 0.0f;
-                else
+                    s = ok ? 1.0f - s * a.qinv[q] * a.rows.inv[grow] : 0.0f;
+                else if (a.metric == VS_METRIC_IP)
                     s = -s;
+                else // L2 in dot form, as MODE_L2_GEMM
+                    s = ok ? (a.qsq[q] + a.rows.sq[grow]) - 2.0f * s : 0.0f;
             }
             Dt[q * kTR + rl] = s;
         }
@@ -366,17 +369,12 @@ const void *kernel_for(int tier, int op)
     return tier == 0 ? kernel_for<4>(op) : kernel_for<16>(op);
 }
 
+// L2 goes through the dot-product kernel (one FMA per element instead of two).
 template <int QB> const void *stream_for(int op)
 {
-    switch (op)
-    {
-    case OP_L2:
-        return reinterpret_cast<const void *>(stream_kernel<OP_L2, QB>);
-    case OP_DOT:
-        return reinterpret_cast<const void *>(stream_kernel<OP_DOT, QB>);
-    default:
+    if (op == OP_L1)
         return reinterpret_cast<const void *>(stream_kernel<OP_L1, QB>);
-    }
+    return reinterpret_cast<const void *>(stream_kernel<OP_DOT, QB>);
 }
 
 const void *stream_for(int qb, int op) { return qb == 4 ? stream_for<4>(op) : stream_for<16>(op); }

@@ -311,11 +311,20 @@ __global__ void __launch_bounds__(kRadixThreads)
         for (int i = threadIdx.x; i < 256; i += blockDim.x)
             hist[i] = 0;
         __syncthreads();
-        for (uint32_t c = threadIdx.x; c < n; c += blockDim.x)
+        // Four independent loads in flight per thread.
+        for (uint32_t c0 = threadIdx.x; c0 < n; c0 += 4 * blockDim.x)
         {
-            uint32_t u = ukey(c);
-            if ((u & mask) == prefix)
-                atomicAdd(&hist[(u >> shift) & 255u], 1u);
+            uint32_t u[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+            {
+                uint32_t c = c0 + e * blockDim.x;
+                u[e] = c < n ? ukey(c) : 0u;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (c0 + e * blockDim.x < n && (u[e] & mask) == prefix)
+                    atomicAdd(&hist[(u[e] >> shift) & 255u], 1u);
         }
         __syncthreads();
         if (threadIdx.x == 0)
