@@ -82,8 +82,8 @@ PLANS = {
         # sized down on the 1M set: the CPU paths scan 1M x 128 per query
         "per_dataset": {"synth-1M-128": {"recall_q": {"gpu": 1000, "cpu": 50, "seqscan": 10},
                                          "batch_q": {"gpu": 10000, "cpu": 500}}},
-        "engine": [{"backend": "cuda", "n": 1000000, "d": 128, "nq": 10000, "quick": False,
-                    "timeout": 200, "torch_timeout": 200},
+        "engine": [{"backend": "cuda", "n": 1000000, "d": 128, "nq": 10000, "quick": True,
+                    "timeout": 180, "torch_timeout": 150},
                    {"backend": "cuda", "n": 10000000, "d": 96, "nq": 10000, "quick": True,
                     "optional": True, "need_s": 200, "timeout": 200, "torch_timeout": 150}],
         "torch": True,
@@ -175,12 +175,13 @@ class GpuMem:
 
 
 def fmt(v, nd=4):
+    """A number for the CSV: one decimal from 100 up, else nd significant digits."""
     if v is None or v == "":
         return ""
     if isinstance(v, float):
         if v != v:
             return ""
-        return f"{v:.{nd}g}" if abs(v) < 1e6 else f"{v:.0f}"
+        return f"{v:.1f}" if abs(v) >= 100 else f"{v:.{nd}g}"
     return str(v)
 
 
@@ -228,7 +229,7 @@ class Harness:
         row = {c: "" for c in COLUMNS}
         row.update({"date": self.date, "host": self.host})
         for k, v in kw.items():
-            row[k] = fmt(v) if isinstance(v, float) else ("" if v is None else v)
+            row[k] = fmt(v, 6 if k == "recall" else 4) if isinstance(v, float) else ("" if v is None else v)
         self.rows.append(row)
         self.csv.writerow(row)
         self.csv_f.flush()
@@ -523,15 +524,16 @@ class Harness:
         elog.write(f"\n==== {' '.join(argv)}\n")
         elog.flush()
         t0 = time.time()
+        limit = min(e.get("timeout", 300), max(30.0, self.remaining() - 20))
         try:
             with GpuMem() as gm:
                 p = subprocess.Popen(argv, stdout=elog, stderr=subprocess.STDOUT)
                 while p.poll() is None:
                     self.progress.tick((time.time() - t0) / 60)
                     time.sleep(0.5)
-                    if time.time() - t0 > e.get("timeout", 300):
+                    if time.time() - t0 > limit:
                         p.kill()
-                        raise RuntimeError(f"engine bench exceeded {e.get('timeout', 300)}s")
+                        raise RuntimeError(f"engine bench stopped after {limit:.0f}s (its limit or the budget)")
             if p.returncode != 0:
                 raise RuntimeError(f"engine bench exited {p.returncode} (see engine.log)")
             res = json.load(open(ej))
@@ -559,6 +561,7 @@ class Harness:
                 "--d", str(e["d"]), "--nq", str(e["nq"]), "--out", tj] + (["--quick"] if e.get("quick") else [])
         self.progress.step(f"torch baseline {e['n']} x {e['d']}", 40)
         t0 = time.time()
+        limit = min(e.get("torch_timeout", 300), max(30.0, self.remaining() - 15))
         with open(os.path.join(self.outdir, "engine.log"), "a") as elog, GpuMem() as gm:
             elog.write(f"\n==== {' '.join(argv)}\n")
             elog.flush()
@@ -567,9 +570,9 @@ class Harness:
             while p.poll() is None:
                 self.progress.tick((time.time() - t0) / 40)
                 time.sleep(0.5)
-                if time.time() - t0 > e.get("torch_timeout", 300):
+                if time.time() - t0 > limit:
                     p.kill()
-                    raise RuntimeError("torch baseline timed out")
+                    raise RuntimeError(f"torch baseline stopped after {limit:.0f}s (its limit or the budget)")
         if p.returncode != 0:
             raise RuntimeError(f"torch baseline exited {p.returncode} (see engine.log)")
         res = json.load(open(tj))
@@ -592,7 +595,7 @@ class Harness:
             for row in self.rows:
                 if row["dataset"] == name and row["index"] == "engine" and \
                         row["params"].startswith(f"mode=engine;case=knn nq={nq} k=10 L2"):
-                    row["recall"] = fmt(rec)
+                    row["recall"] = fmt(rec, 6)
                     row["params"] += f";recall_vs=torch fp32 ({ag['identical']}/{ag['queries']} identical)"
             self.rewrite_csv()
             if rec < 1.0:

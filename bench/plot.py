@@ -154,17 +154,20 @@ def plot_engine(rows, out):
     fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4), squeeze=False)
     for ax, ds in zip(axes[0], sets):
         cases = list(dict.fromkeys(prm(r, "case") for r in er if r["dataset"] == ds and prm(r, "how") != "cdist+topk"))
-        width = 0.4
-        for j, (idx, dev) in enumerate([("engine", None), ("torch", "torch")]):
+        kinds = [idx for idx in ("engine", "torch") if any(r["index"] == idx and r["dataset"] == ds for r in er)]
+        width = 0.8 / len(kinds)
+        lo = None
+        for j, idx in enumerate(kinds):
             vals = []
             for c in cases:
                 m = [f(r["qps"]) for r in er if r["dataset"] == ds and r["index"] == idx
                      and prm(r, "case") == c and prm(r, "how") != "cdist+topk"]
                 vals.append(m[0] if m else 0)
-            devs = {r["device"] for r in er if r["dataset"] == ds and r["index"] == idx}
-            ax.bar([i + (j - 0.5) * width for i in range(len(cases))], vals, width,
-                   color=COLORS.get(dev or next(iter(devs), "gpu"), "tab:green"),
-                   label=f"{idx} [{', '.join(sorted(devs))}]")
+            lo = min([v for v in vals if v] + ([lo] if lo else []))
+            devs = sorted({r["device"] for r in er if r["dataset"] == ds and r["index"] == idx})
+            ax.bar([i + (j - (len(kinds) - 1) / 2) * width for i in range(len(cases))], vals, width,
+                   color=color(idx, devs[0] if devs else ""), label=f"{idx} [{', '.join(devs)}]")
+        ax.set_ylim(bottom=lo / 3 if lo else None)
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=7)
         ax.set_yscale("log")
@@ -172,7 +175,7 @@ def plot_engine(rows, out):
         ax.set_title(title_of(rows, ds), fontsize=10)
         ax.grid(True, axis="y", which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"engine vs PyTorch brute force — {rows[0]['host']}, {rows[0]['date']}", fontsize=9)
+    fig.suptitle(f"the engine directly (PyTorch brute force where run) — {rows[0]['host']}, {rows[0]['date']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
