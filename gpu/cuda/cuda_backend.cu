@@ -208,7 +208,7 @@ public:
                                                             ? CUBLAS_TF32_TENSOR_OP_MATH
                                                             : CUBLAS_PEDANTIC_MATH));
         }
-        tile_bytes_ = env_size("VSEARCH_CUDA_TILE_BYTES", size_t{512} << 20);
+        tile_bytes_ = env_size("VSEARCH_CUDA_TILE_BYTES", size_t{1} << 30);
         small_batch_ = static_cast<int>(env_size("VSEARCH_CUDA_SMALL_BATCH", 32));
         smem_optin_ = prop_.sharedMemPerBlockOptin;
     }
@@ -854,19 +854,21 @@ private:
         const int tier = nb <= 16 ? 0 : 1;
         const int bcap = warp_topk_bcap(static_cast<int>(kp));
         const int d = static_cast<int>(c.dim());
-        // <= 16 queries of <= 128 dimensions: the streaming kernel; otherwise the staged scan.
-        const bool stream = nb <= 16 && stream_ok(d, static_cast<int>(nb));
+        // <= 32 queries: the rows-on-lanes kernel; otherwise (or odd d) the staged scan.
+        const bool stream = nb <= 32 && stream_ok(d, static_cast<int>(std::min<size_t>(nb, 32)));
         auto smem_for = [&](int per) {
-            return stream ? stream_smem_bytes(per, static_cast<int>(kp), bcap)
+            return stream ? stream_smem_bytes(per, d, static_cast<int>(kp), bcap)
                           : scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap);
         };
-        int per = stream ? 16 : scan_tier_queries(tier);
+        int per = stream ? 32 : scan_tier_queries(tier);
+        per = static_cast<int>(std::min<size_t>(per, nb));
         while (per > 1 && smem_for(per) > smem_optin_)
             per--;
-        per = static_cast<int>(std::min<size_t>(per, nb));
         const size_t smem = smem_for(per);
-        const size_t ntiles = (c.size() + 127) / 128;
-        int bps = std::max(1, stream ? stream_blocks_per_sm(per, smem) : scan_blocks_per_sm(tier, smem));
+        const size_t ntiles = (c.size() + (stream ? stream_tile_rows() : 128) - 1) /
+                              (stream ? stream_tile_rows() : 128);
+        int bps = std::max(1, stream ? stream_blocks_per_sm(per, scan_op(m), smem)
+                                     : scan_blocks_per_sm(tier, smem));
         const int grid = static_cast<int>(
             std::min<size_t>(ntiles, static_cast<size_t>(prop_.multiProcessorCount) * bps));
         DeviceArray<uint64_t> partial(*pool_, static_cast<size_t>(per) * grid * kp, main_);

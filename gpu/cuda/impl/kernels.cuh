@@ -166,10 +166,11 @@ int scan_tier_queries(int tier); // 16 or 64 queries
 size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap);
 void launch_scan(const ScanArgs &a, int tier, cudaStream_t s);
 int scan_blocks_per_sm(int tier, size_t smem); // occupancy
-// The streaming variant for <= 16 queries and d <= 128 (d % 4 == 0), select mode only.
+// The rows-on-lanes variant for <= 32 queries, d % 4 == 0, d <= 1024 (select mode only).
 bool stream_ok(int d, int nb);
-size_t stream_smem_bytes(int nb, int kp, int bcap);
-int stream_blocks_per_sm(int nb, size_t smem);
+size_t stream_smem_bytes(int nb, int d, int kp, int bcap);
+int stream_blocks_per_sm(int nb, int op, size_t smem);
+int stream_tile_rows();
 void launch_stream(const ScanArgs &a, cudaStream_t s);
 
 // ---- range -------------------------------------------------------------------------------

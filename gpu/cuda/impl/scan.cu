@@ -34,6 +34,7 @@ template <int OP> __device__ __forceinline__ float op_acc(float acc, float a, fl
 
 // Feeds the tile's values Dt[q * kTR + r] (rows row0 .. row0 + kTR) of the batch's queries
 // through their selectors: warp w serves queries w, w + 8, ...
+template <int TR = kTR>
 __device__ __forceinline__ void select_tile(const float *Dt, uint32_t row0, uint32_t n, int nb,
                                             uint64_t *sel, WarpTopKState *st, int words, int kp,
                                             int bcap, int warp, int lane)
@@ -43,11 +44,11 @@ __device__ __forceinline__ void select_tile(const float *Dt, uint32_t row0, uint
         WarpTopK t;
         t.restore(sel + static_cast<size_t>(q) * words, kp, bcap, kNoKey, st[q]);
 #pragma unroll
-        for (int c = 0; c < kTR; c += 32)
+        for (int c = 0; c < TR; c += 32)
         {
             const int r = c + lane;
             const uint32_t grow = row0 + r;
-            uint64_t key = grow < n ? make_key(Dt[q * kTR + r], grow) : kNoKey;
+            uint64_t key = grow < n ? make_key(Dt[q * TR + r], grow) : kNoKey;
             t.add(key, lane);
         }
         WarpTopKState s = t.save();
@@ -243,14 +244,16 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
         select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
 }
 
-// ---- streaming kernel: up to 16 queries, d <= 128 (d % 4 == 0) ------------------------------
+// ---- rows kernel: up to 32 queries, d % 4 == 0, queries in shared memory -------------------
 //
-// Lane l owns dimensions [4l, 4l + 4) of every row and every query (queries live in registers);
-// each warp loads its 16 rows of a 128-row tile with 16 independent 16-byte loads per lane, forms
-// 32 partial sums at a time (G rows x QB queries) and reduces them across the warp with a
-// reduce-scatter (31 shuffles for 32 sums, lane l ends with sum l), so no shared-memory staging
-// of rows and no per-query warp reductions.  The tile's values go to Dt and the selection is the
-// scan kernel's.
+// Lane = row: each warp takes 32 consecutive rows of a 256-row tile, each lane streams its own
+// row in 16-byte pieces (8 in flight, a whole 128-byte line per step, so every DRAM sector is
+// used at once) and keeps QB accumulators; the queries come from shared memory as broadcast
+// 16-byte reads (one per 4 multiply-adds).  No cross-lane reduction at all.  L2 is formed as
+// ||x||^2 + ||y||^2 - 2 x.y (one FMA per element), IP and cosine from the dot, L1 directly.  The
+// tile's values go to shared memory and through the per-query selectors (select_tile).
+
+constexpr int kRowsTR = 256;
 
 template <int OP> __device__ __forceinline__ float op4(float acc, float4 a, float4 b)
 {
@@ -260,92 +263,73 @@ template <int OP> __device__ __forceinline__ float op4(float acc, float4 a, floa
     return op_acc<OP>(acc, a.w, b.w);
 }
 
-// One halving step: lanes with bit O set keep the upper half of v[0 .. 2O) and send the lower.
-template <int O> __device__ __forceinline__ void rs_stage(float (&v)[32], int lane)
+template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_kernel(ScanArgs a)
 {
-    const bool up = (lane & O) != 0;
-#pragma unroll
-    for (int i = 0; i < O; i++)
-    {
-        float send = up ? v[i] : v[i + O];
-        float keep = up ? v[i + O] : v[i];
-        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
-    }
-}
-
-// v[0..32) summed over the warp; lane l returns the total of v[l].  (Explicit stages: a loop
-// over the halving step would leave v in local memory.)
-__device__ __forceinline__ float reduce_scatter32(float (&v)[32], int lane)
-{
-    rs_stage<16>(v, lane);
-    rs_stage<8>(v, lane);
-    rs_stage<4>(v, lane);
-    rs_stage<2>(v, lane);
-    rs_stage<1>(v, lane);
-    return v[0];
-}
-
-template <int OP, int QB> __global__ void __launch_bounds__(kThreads, 1) stream_kernel(ScanArgs a)
-{
-    constexpr int RPW = kTR / (kThreads / 32); // rows per warp per tile: 16
-    constexpr int G = 32 / QB;                 // rows per reduce-scatter
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    float *Dt = reinterpret_cast<float *>(smem_raw);
+    const int d = a.rows.d, d4 = d >> 2;
+    float4 *Qs = reinterpret_cast<float4 *>(smem_raw); // QB x d4
+    float *Dt = reinterpret_cast<float *>(Qs + QB * d4);
     const int words = warp_topk_words(a.kp, a.bcap);
-    uint64_t *sel = reinterpret_cast<uint64_t *>(Dt + QB * kTR);
+    uint64_t *sel = reinterpret_cast<uint64_t *>(Dt + QB * kRowsTR);
     WarpTopKState *st = reinterpret_cast<WarpTopKState *>(sel + static_cast<size_t>(a.nb) * words);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int d = a.rows.d;
     const uint32_t n = a.rows.n;
-    const bool lane_on = 4 * lane < d;
 
-    float4 qv[QB];
-#pragma unroll
-    for (int q = 0; q < QB; q++)
-        qv[q] = (lane_on && q < a.nb) ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + lane)
-                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int i = tid; i < QB * d4; i += kThreads)
+    {
+        int q = i / d4, c = i % d4;
+        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     select_init(sel, st, words, a.nb, a.kp, a.bcap, warp, lane);
+    __syncthreads();
 
-    const uint32_t ntiles = (n + kTR - 1) / kTR;
+    const uint32_t ntiles = (n + kRowsTR - 1) / kRowsTR;
     for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
     {
-        const uint32_t row0 = tile * kTR;
-        const uint32_t wrow0 = row0 + warp * RPW;
-        float4 rv[RPW];
+        const uint32_t row0 = tile * kRowsTR;
+        const int rl = warp * 32 + lane;
+        const uint32_t row = row0 + rl;
+        const bool on = row < n;
+        const float4 *rp = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on ? row : 0) * d);
+        float acc[QB];
 #pragma unroll
-        for (int j = 0; j < RPW; j++)
+        for (int q = 0; q < QB; q++)
+            acc[q] = 0.0f;
+        for (int c0 = 0; c0 < d4; c0 += 8)
         {
-            const uint32_t r = wrow0 + j;
-            rv[j] = (lane_on && r < n)
-                        ? __ldg(reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(r) * d) + lane)
-                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+            float4 v[8];
 #pragma unroll
-        for (int g = 0; g < RPW / G; g++)
-        {
-            float v[32];
+            for (int u = 0; u < 8; u++)
+                v[u] = (on && c0 + u < d4) ? __ldg(rp + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-            for (int r = 0; r < G; r++)
+            for (int u = 0; u < 8; u++)
+            {
+                if (c0 + u >= d4)
+                    break;
 #pragma unroll
                 for (int q = 0; q < QB; q++)
-                    v[r * QB + q] = op4<OP>(0.0f, rv[g * G + r], qv[q]);
-            float s = reduce_scatter32(v, lane);
-            const int rl = warp * RPW + g * G + lane / QB, q = lane % QB;
-            const uint32_t grow = row0 + rl;
+                    acc[q] = op4<OP>(acc[q], v[u], Qs[q * d4 + c0 + u]);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < QB; q++)
+        {
+            float s = acc[q];
+            const bool ok = on && q < a.nb;
             if (OP == OP_DOT)
             {
-                const bool ok = grow < n && q < a.nb;
                 if (a.metric == VS_METRIC_COSINE)
-                    s = ok ? 1.0f - s * a.qinv[q] * a.rows.inv[grow] : 0.0f;
+                    s = ok ? 1.0f - s * a.qinv[q] * a.rows.inv[row] : 0.0f;
                 else if (a.metric == VS_METRIC_IP)
                     s = -s;
                 else // L2 in dot form, as MODE_L2_GEMM
-                    s = ok ? (a.qsq[q] + a.rows.sq[grow]) - 2.0f * s : 0.0f;
+                    s = ok ? (a.qsq[q] + a.rows.sq[row]) - 2.0f * s : 0.0f;
             }
-            Dt[q * kTR + rl] = s;
+            Dt[q * kRowsTR + rl] = s;
         }
         __syncthreads();
-        select_tile(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
+        select_tile<kRowsTR>(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
         __syncthreads();
     }
     select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
@@ -370,14 +354,20 @@ const void *kernel_for(int tier, int op)
 }
 
 // L2 goes through the dot-product kernel (one FMA per element instead of two).
-template <int QB> const void *stream_for(int op)
+template <int QB> const void *rows_for(int op)
 {
     if (op == OP_L1)
-        return reinterpret_cast<const void *>(stream_kernel<OP_L1, QB>);
-    return reinterpret_cast<const void *>(stream_kernel<OP_DOT, QB>);
+        return reinterpret_cast<const void *>(rows_kernel<OP_L1, QB>);
+    return reinterpret_cast<const void *>(rows_kernel<OP_DOT, QB>);
 }
 
-const void *stream_for(int qb, int op) { return qb == 4 ? stream_for<4>(op) : stream_for<16>(op); }
+int rows_qb(int nb) { return nb <= 4 ? 4 : (nb <= 16 ? 16 : 32); }
+
+const void *rows_for_nb(int nb, int op)
+{
+    int qb = rows_qb(nb);
+    return qb == 4 ? rows_for<4>(op) : (qb == 16 ? rows_for<16>(op) : rows_for<32>(op));
+}
 
 } // namespace
 
@@ -397,40 +387,6 @@ int scan_op(vs_metric m)
 }
 
 int scan_tier_queries(int tier) { return tier == 0 ? 16 : 64; }
-
-bool stream_ok(int d, int nb) { return d <= 128 && d % 4 == 0 && nb <= 16; }
-int stream_qb(int nb) { return nb <= 4 ? 4 : 16; }
-
-size_t stream_smem_bytes(int nb, int kp, int bcap)
-{
-    return static_cast<size_t>(stream_qb(nb)) * kTR * sizeof(float) +
-           static_cast<size_t>(nb) * (warp_topk_words(kp, bcap) * 8 + sizeof(WarpTopKState));
-}
-
-int stream_blocks_per_sm(int nb, size_t smem)
-{
-    int blocks = 0;
-    const void *k = stream_for(stream_qb(nb), OP_L2);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
-    return blocks;
-}
-
-void launch_stream(const ScanArgs &a, cudaStream_t s)
-{
-    if (a.nb == 0 || a.rows.n == 0)
-        return;
-    const void *k = stream_for(stream_qb(a.nb), scan_op(a.metric));
-    size_t smem = stream_smem_bytes(a.nb, a.kp, a.bcap);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    ScanArgs args = a;
-    void *params[] = {&args};
-    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
-}
 
 size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap)
 {
@@ -460,6 +416,42 @@ void launch_scan(const ScanArgs &a, int tier, cudaStream_t s)
     int op = scan_op(a.metric);
     const void *k = kernel_for(tier, op);
     size_t smem = scan_smem_bytes(tier, a.select, a.nb, a.kp, a.bcap);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    ScanArgs args = a;
+    void *params[] = {&args};
+    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
+}
+
+bool stream_ok(int d, int nb) { return d % 4 == 0 && d <= 1024 && nb <= 32; }
+
+size_t stream_smem_bytes(int nb, int d, int kp, int bcap)
+{
+    size_t qb = static_cast<size_t>(rows_qb(nb));
+    return qb * static_cast<size_t>(d) * sizeof(float) + qb * kRowsTR * sizeof(float) +
+           static_cast<size_t>(nb) * (warp_topk_words(kp, bcap) * 8 + sizeof(WarpTopKState));
+}
+
+int stream_blocks_per_sm(int nb, int op, size_t smem)
+{
+    int blocks = 0;
+    const void *k = rows_for_nb(nb, op);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
+    return blocks;
+}
+
+int stream_tile_rows() { return kRowsTR; }
+
+void launch_stream(const ScanArgs &a, cudaStream_t s)
+{
+    if (a.nb == 0 || a.rows.n == 0)
+        return;
+    const void *k = rows_for_nb(a.nb, scan_op(a.metric));
+    size_t smem = stream_smem_bytes(a.nb, a.rows.d, a.kp, a.bcap);
     if (smem > (48u << 10))
         VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem)));

@@ -7,11 +7,14 @@
 
 #include <cub/block/block_scan.cuh>
 
+#include <algorithm>
+
 namespace vs::cuda {
 
 namespace {
 
 constexpr int kSelectWarpsMax = 4;
+constexpr int kMergeWarpsMax = 8;
 
 int select_warps_per_block(int kp, int bcap)
 {
@@ -84,30 +87,51 @@ __global__ void tile_select_kernel(TileSelectArgs a, int wpb)
     t.finish(a.partial + static_cast<size_t>(gw) * a.kp, lane);
 }
 
+// One block per query: warp w merges lists w, w + W, ... into its own selector (warp 0 starts
+// from the state), then warp 0 merges the other warps' lists.  Sorted lists: a chunk whose keys
+// are all above the threshold ends a list.
 __global__ void merge_kernel(uint64_t *state, bool valid, const uint64_t *lists, int nq, int P,
-                             int kp, int bcap, int wpb)
+                             int kp, int bcap)
 {
     extern __shared__ uint64_t smem[];
+    __shared__ uint64_t *s_top[kMergeWarpsMax];
+    const int W = blockDim.x >> 5;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int q = blockIdx.x * wpb + warp;
-    if (q >= nq)
-        return;
+    const int q = blockIdx.x;
     WarpTopK t;
     t.init(smem + static_cast<size_t>(warp) * warp_topk_words(kp, bcap), kp, bcap, kNoKey, lane);
-    if (valid)
+    if (valid && warp == 0)
         t.load(state + static_cast<size_t>(q) * kp, lane);
-    for (int p = 0; p < P; p++)
+    for (int p = warp; p < P; p += W)
     {
         const uint64_t *list = lists + (static_cast<size_t>(q) * P + p) * kp;
         for (int i = 0; i < kp; i += 32)
         {
             uint64_t key = i + lane < kp ? list[i + lane] : kNoKey;
             if (__all_sync(kFullMask, key >= t.thr))
-                break; // lists are sorted
+                break;
             t.add(key, lane);
         }
     }
-    t.finish(state + static_cast<size_t>(q) * kp, lane);
+    t.flush(lane);
+    if (lane == 0)
+        s_top[warp] = t.top;
+    __syncthreads();
+    if (warp == 0)
+    {
+        for (int w = 1; w < W; w++)
+        {
+            const uint64_t *list = s_top[w];
+            for (int i = 0; i < kp; i += 32)
+            {
+                uint64_t key = i + lane < kp ? list[i + lane] : kNoKey;
+                if (__all_sync(kFullMask, key >= t.thr))
+                    break;
+                t.add(key, lane);
+            }
+        }
+        t.finish(state + static_cast<size_t>(q) * kp, lane);
+    }
 }
 
 __global__ void exact_keys_kernel(const uint64_t *cand, int nq, int kp, DeviceQueries Q,
@@ -399,11 +423,14 @@ void launch_tile_select(const TileSelectArgs &a, cudaStream_t s)
 void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,
                         int kp, int bcap, cudaStream_t s)
 {
-    int wpb = select_warps_per_block(kp, bcap);
-    size_t smem = static_cast<size_t>(wpb) * warp_topk_words(kp, bcap) * 8;
+    if (nq == 0)
+        return;
+    size_t per = static_cast<size_t>(warp_topk_words(kp, bcap)) * 8;
+    int W = static_cast<int>((160u << 10) / per);
+    W = std::max(1, std::min({W, kMergeWarpsMax, (P + 1) / 2}));
+    size_t smem = static_cast<size_t>(W) * per;
     set_smem(reinterpret_cast<const void *>(merge_kernel), smem);
-    int blocks = (nq + wpb - 1) / wpb;
-    merge_kernel<<<blocks, wpb * 32, smem, s>>>(state, state_valid, lists, nq, P, kp, bcap, wpb);
+    merge_kernel<<<nq, W * 32, smem, s>>>(state, state_valid, lists, nq, P, kp, bcap);
     VS_LAUNCH_CHECK();
 }
 
