@@ -64,7 +64,7 @@ PLANS = {
         "datasets": [{"name": "fashion-mnist", "nq": 1000}, {"name": "synth-100k-128", "nq": 1000}],
         "paths": ["cpu", "worker-cpu", "seqscan"],
         "clients": [1, 2, 4],
-        "seconds": {"cpu": 5, "worker-cpu": 5, "seqscan": 5},
+        "seconds": {"cpu": 8, "worker-cpu": 5, "seqscan": 5},
         "recall_q": {"cpu": 200, "worker-cpu": 200, "seqscan": 50},
         "batch_q": {"cpu": 1000, "worker-cpu": 1000},
         "batch_reps": 3, "k": 10, "gt_chunk": 250, "gt_device": "cpu", "xcheck": 20,
