@@ -77,11 +77,12 @@ PLANS = {
         "clients": [1, 8, 32],
         "seconds": {"gpu": 8, "cpu": 6, "seqscan": 5},
         "recall_q": {"gpu": 1000, "cpu": 100, "seqscan": 20},
-        "batch_q": {"gpu": 10000, "cpu": 1000},
+        "batch_q": {"gpu": 10000, "cpu": 500},
         "batch_reps": 3, "k": 10, "gt_chunk": 2000, "gt_device": "auto", "xcheck": 20,
-        # sized down on the 1M set: the CPU paths scan 1M x 128 per query
+        # sized down on the 1M set: the CPU paths scan 1M x 128 per query (the in-backend batch
+        # runs on one thread)
         "per_dataset": {"synth-1M-128": {"recall_q": {"gpu": 1000, "cpu": 50, "seqscan": 10},
-                                         "batch_q": {"gpu": 10000, "cpu": 500}}},
+                                         "batch_q": {"gpu": 10000, "cpu": 200}}},
         "engine": [{"backend": "cuda", "n": 1000000, "d": 128, "nq": 10000, "quick": True,
                     "timeout": 180, "torch_timeout": 150},
                    {"backend": "cuda", "n": 10000000, "d": 96, "nq": 10000, "quick": True,
@@ -488,7 +489,7 @@ class Harness:
         try:
             subprocess.run(self.pg.cmd([os.path.join(self.pg.bindir, "pg_ctl"), "-D",
                                         os.path.join(self.pg.host, "data"), "-m", "fast", "-w", "stop"]),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, cwd=self.pg.host)
             self.log("cluster stopped (the GPU is the engine's alone from here)")
         except Exception as e:
             self.log(f"could not stop the cluster: {e}")
@@ -649,7 +650,10 @@ class Harness:
             try:
                 self.run_engine(e)
             except Exception as ex:
-                self.fail(f"engine {e['backend']} {e['n']} x {e['d']}", ex)
+                if e.get("optional") and "budget" in str(ex):
+                    self.log(f"engine {e['n']} x {e['d']} (optional): {ex}")
+                else:
+                    self.fail(f"engine {e['backend']} {e['n']} x {e['d']}", ex)
         return self.finish()
 
     def finish(self):

@@ -59,7 +59,7 @@ class Pg:
     def run(self, sql, settings=None, timeout=None, stdin=None):
         """Runs SQL text (one or more statements) through psql; returns stdout."""
         p = subprocess.run(self.cmd(self.psql_argv(), settings), input=sql.encode(),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, cwd=self.host)
         if p.returncode != 0:
             raise PgError(f"psql failed ({p.returncode}): {p.stderr.decode(errors='replace').strip()}\n"
                           f"-- sql: {sql[:500]}")
@@ -78,7 +78,7 @@ class Pg:
         so without psql's own start-up)."""
         p = subprocess.run(self.cmd(self.psql_argv(), settings),
                            input=("\\timing on\n" + sql.rstrip().rstrip(";") + ";\n").encode(),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.host)
         if p.returncode != 0:
             raise PgError(f"psql failed: {p.stderr.decode(errors='replace').strip()}\n-- sql: {sql[:300]}")
         rows, secs = [], None
@@ -94,7 +94,7 @@ class Pg:
         """COPY ... FROM STDIN with the data produced by writer(binary_stream)."""
         with tempfile.TemporaryFile() as errf:
             p = subprocess.Popen(self.cmd(self.psql_argv("-c", copy_sql)), stdin=subprocess.PIPE,
-                                 stdout=subprocess.DEVNULL, stderr=errf)
+                                 stdout=subprocess.DEVNULL, stderr=errf, cwd=self.host)
             try:
                 writer(p.stdin)
             except BrokenPipeError:
@@ -115,7 +115,7 @@ class Pg:
         trip of each run in seconds, from psql's \\timing."""
         script = setup + "\n\\timing on\n" + "\n".join([sql.rstrip().rstrip(";") + ";"] * reps) + "\n"
         p = subprocess.run(self.cmd(self.psql_argv(), settings), input=script.encode(),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.host)
         if p.returncode != 0:
             raise PgError(f"psql failed: {p.stderr.decode(errors='replace').strip()}\n-- sql: {sql[:300]}")
         times = [float(m) / 1e3 for m in re.findall(r"^Time: ([0-9.]+) ms", p.stdout.decode(), re.M)]
@@ -152,7 +152,8 @@ class Pg:
         argv = [os.path.join(self.bindir, "pgbench"), "-n", "-M", "prepared",
                 "-c", str(clients), "-j", str(clients), "-T", str(seconds), "-f", sp,
                 "--log", "--log-prefix=" + prefix]
-        p = subprocess.Popen(self.cmd(argv, settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen(self.cmd(argv, settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd=self.host)
         t0 = time.time()
         while p.poll() is None:
             if tick:
