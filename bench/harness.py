@@ -309,6 +309,10 @@ class Harness:
         pr.step(f"{ds['name']}: prepare", 5)
         meta = D.prepare(ds["name"], progress=pr.tick)
         ds["nq"] = min(ds["nq"], meta["nq"])
+        if self.mode == "gpu" and not self.worker_ok() and ds["nq"] > 1000:
+            # no GPU worker: the ground truth would run on one CPU thread per query batch
+            self.log(f"{ds['name']}: the GPU worker does not serve: 1000 queries instead of {ds['nq']}")
+            ds["nq"] = 1000
         n, dim, nq, t = meta["n"], meta["dim"], ds["nq"], ds["table"]
         self.log(f"{ds['name']}: {n} x {dim}, {nq} queries ({'cached' if meta['cached'] else 'built'}; "
                  f"sha256 {meta['sha256']['base.fvecs'][:12]})")
