@@ -14,7 +14,6 @@
 import csv
 import os
 import re
-import sys
 
 import matplotlib
 
