@@ -71,7 +71,11 @@ PLANS = {
         "torch": False,
     },
     "gpu": {
-        "datasets": [{"name": "fashion-mnist", "nq": 10000}, {"name": "synth-1M-128", "nq": 10000}],
+        # synth-1000-128: a table so small that searching it costs next to nothing on either path,
+        # so its single-client latency through the worker less the in-backend one is what the
+        # worker's round trip adds to a query
+        "datasets": [{"name": "synth-1000-128", "nq": 1000}, {"name": "fashion-mnist", "nq": 10000},
+                     {"name": "synth-1M-128", "nq": 10000}],
         "paths": ["gpu", "cpu", "seqscan"],
         "clients": [1, 8, 32],
         "seconds": {"gpu": 8, "cpu": 6, "seqscan": 5},
@@ -80,7 +84,9 @@ PLANS = {
         "batch_reps": 3, "k": 10, "gt_chunk": 2000, "gt_device": "auto", "xcheck": 20,
         # sized down on the 1M set: the CPU paths scan 1M x 128 per query (the in-backend batch
         # runs on one thread)
-        "per_dataset": {"synth-1M-128": {"recall_q": {"gpu": 1000, "cpu": 50, "seqscan": 10},
+        "per_dataset": {"synth-1000-128": {"paths": ["gpu", "cpu"], "clients": [1],
+                                           "recall_q": {"gpu": 200, "cpu": 200}},
+                        "synth-1M-128": {"recall_q": {"gpu": 1000, "cpu": 50, "seqscan": 10},
                                          "batch_q": {"gpu": 10000, "cpu": 200}}},
         "engine": [{"backend": "cuda", "n": 1000000, "d": 128, "nq": 10000, "quick": True,
                     "timeout": 180, "torch_timeout": 150},
@@ -243,8 +249,10 @@ class Harness:
         t = 0.0
         for d in p["datasets"]:
             t += 20  # prepare, load, build, ground truth
-            for path in p["paths"]:
-                t += 3 + len(p["clients"]) * (p["seconds"][path] + 1.5) + (5 if path in p["batch_q"] else 0)
+            over = p.get("per_dataset", {}).get(d["name"], {})
+            for path in over.get("paths", p["paths"]):
+                t += 3 + len(over.get("clients", p["clients"])) * (p["seconds"][path] + 1.5) + \
+                    (5 if path in p["batch_q"] else 0)
         for e in p["engine"]:
             t += 60 if e["backend"] == "cuda" else 30
             t += 40 if p["torch"] else 0
@@ -302,6 +310,8 @@ class Harness:
         over = p.get("per_dataset", {}).get(ds["name"], {})
         recall_q = over.get("recall_q", p["recall_q"])
         batch_q = over.get("batch_q", p["batch_q"])
+        paths = over.get("paths", p["paths"])
+        ds["clients"] = over.get("clients", p["clients"])
         k = p["k"]
         ds["table"] = re.sub(r"[^a-z0-9]", "_", ds["name"].lower())
         pr = self.progress
@@ -322,8 +332,8 @@ class Harness:
 
         # the worker's first search of this index loads it into its cache
         cache_load = None
-        if any(PATHS[x]["via"].startswith("worker") for x in p["paths"]) and self.worker_ok():
-            wpath = next(x for x in p["paths"] if PATHS[x]["via"].startswith("worker"))
+        if any(PATHS[x]["via"].startswith("worker") for x in paths) and self.worker_ok():
+            wpath = next(x for x in paths if PATHS[x]["via"].startswith("worker"))
             t0 = time.time()
             self.pg.sql(f"SELECT id FROM {t} ORDER BY v <-> (SELECT v FROM {t}_q WHERE qid = 1) LIMIT 1",
                         PATHS[wpath]["settings"])
@@ -342,7 +352,7 @@ class Harness:
             self.check_failures.append(f"{ds['name']}: ground truth wrong on {bad} sampled queries")
 
         base = {"dataset": ds["name"], "n": n, "dim": dim, "k": k}
-        for path in p["paths"]:
+        for path in paths:
             try:
                 self.run_path(ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load)
             except Exception as e:  # keep going: other paths still give numbers
@@ -400,7 +410,7 @@ class Harness:
         script = (f"\\set qid random(1, {nq})\n"
                   f"SELECT id FROM {t} ORDER BY v <-> (SELECT v FROM {t}_q WHERE qid = :qid) LIMIT {k};\n")
         secs = p["seconds"][path]
-        for c in p["clients"]:
+        for c in ds["clients"]:
             pr.step(f"{ds['name']}: pgbench {path} clients={c} ({secs}s)", secs + 1.5)
             self.reset_stats()
             r = self.pg.pgbench(script, c, secs, S, tick=pr.tick)
