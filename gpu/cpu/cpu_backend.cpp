@@ -7,6 +7,7 @@
 // re-checked exactly.  Subsets: exact distances of the (deduplicated) candidates.
 #include "cpu/cpu_backend.h"
 
+#include "cpu/cpu_ivfpq.h"
 #include "cpu/parallel.h"
 #include "engine/exact.h"
 #include "engine/host_common.h"
@@ -249,6 +250,43 @@ public:
                   float *centroids, vs_kmeans_info *info) noexcept override
     {
         return guarded([&] { kmeans_impl(data, n, dim, params, centroids, info); });
+    }
+
+    Status ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
+                        const float *codebooks, Ivfpq **out) noexcept override
+    {
+        return guarded([&] { *out = cpu_ivfpq_create(params, centroids, codebooks); });
+    }
+
+    Status ivfpq_encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
+                        uint8_t *codes) noexcept override
+    {
+        return guarded([&] { cpu_ivfpq_encode(cfg_, threads_, ivf, vectors, n, lists, codes); });
+    }
+
+    Status ivfpq_add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
+                     size_t n) noexcept override
+    {
+        return guarded([&] { cpu_ivfpq_add(ivf, list, ids, codes, n); });
+    }
+
+    Status ivfpq_search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                        size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
+                        int64_t *out_counts) noexcept override
+    {
+        return guarded([&] {
+            cpu_ivfpq_search(cfg_, threads_, ivf, queries, nq, probe_first, nprobe, k, out_ids,
+                             out_dists, out_counts);
+        });
+    }
+
+    Status ivfpq_range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                       size_t nprobe, float radius, RangeCollector *collector) noexcept override
+    {
+        return guarded([&] {
+            cpu_ivfpq_range(cfg_, threads_, ivf, queries, nq, probe_first, nprobe, radius,
+                            collector);
+        });
     }
 
 private:

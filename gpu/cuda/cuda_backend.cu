@@ -303,6 +303,30 @@ public:
         });
     }
 
+    Status ivfpq_create(const vs_ivfpq_params &, const float *, const float *,
+                        Ivfpq **) noexcept override
+    {
+        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+    }
+    Status ivfpq_encode(const Ivfpq *, const float *, size_t, int32_t *, uint8_t *) noexcept override
+    {
+        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+    }
+    Status ivfpq_add(Ivfpq *, size_t, const int64_t *, const uint8_t *, size_t) noexcept override
+    {
+        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+    }
+    Status ivfpq_search(const Ivfpq *, const float *, size_t, size_t, size_t, size_t, int64_t *,
+                        float *, int64_t *) noexcept override
+    {
+        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+    }
+    Status ivfpq_range(const Ivfpq *, const float *, size_t, size_t, size_t, float,
+                       RangeCollector *) noexcept override
+    {
+        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+    }
+
 private:
     // ---- datasets ------------------------------------------------------------------------
 

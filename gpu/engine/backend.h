@@ -106,6 +106,19 @@ protected:
     vs_dtype dtype_ = VS_DTYPE_F32;
 };
 
+// An IVF-PQ index (engine.h, "IVF-PQ"): quantizer and inverted lists on the backend.
+class Ivfpq
+{
+public:
+    virtual ~Ivfpq() = default;
+    const vs_ivfpq_params &params() const { return params_; }
+    size_t size() const { return size_; }
+
+protected:
+    vs_ivfpq_params params_{};
+    size_t size_ = 0;
+};
+
 class Backend
 {
 public:
@@ -128,6 +141,23 @@ public:
                          RangeCollector *collector) noexcept = 0;
     virtual Status kmeans(const float *data, size_t n, size_t dim, const vs_kmeans_params &params,
                           float *centroids, vs_kmeans_info *info) noexcept = 0;
+
+    // IVF-PQ.  The front end validates arguments, normalizes COSINE vectors and queries, and
+    // clamps the probe window to [probe_first, probe_first + nprobe) within nlist (nprobe >= 1).
+    virtual Status ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
+                                const float *codebooks, Ivfpq **out) noexcept = 0;
+    // codes may be null: assignment only (used by training).
+    virtual Status ivfpq_encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
+                                uint8_t *codes) noexcept = 0;
+    virtual Status ivfpq_add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
+                             size_t n) noexcept = 0;
+    virtual Status ivfpq_search(const Ivfpq *ivf, const float *queries, size_t nq,
+                                size_t probe_first, size_t nprobe, size_t k, int64_t *out_ids,
+                                float *out_dists, int64_t *out_counts) noexcept = 0;
+    // Delivers each query's matches in one add() call, ascending (id, scan position).
+    virtual Status ivfpq_range(const Ivfpq *ivf, const float *queries, size_t nq,
+                               size_t probe_first, size_t nprobe, float radius,
+                               RangeCollector *collector) noexcept = 0;
 };
 
 } // namespace vs

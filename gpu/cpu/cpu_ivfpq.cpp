@@ -1,0 +1,263 @@
+// IVF-PQ on the CPU (IVFADC): lists of (id, code) in host memory; search ranks the lists of each
+// query with exact coarse distances, builds the m x 2^nbits lookup table of every probed list,
+// sums the tables over each entry's code, and keeps the k best by (estimate, id, scan position).
+#include "cpu/cpu_ivfpq.h"
+
+#include "cpu/parallel.h"
+#include "engine/exact.h"
+#include "engine/ivfpq_math.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace vs {
+namespace {
+
+class CpuIvfpq final : public Ivfpq
+{
+public:
+    CpuIvfpq(const vs_ivfpq_params &p, const float *c, const float *cb)
+        : centroids(c, c + p.nlist * p.dim),
+          codebooks(cb, cb + (size_t{1} << p.nbits) * p.dim), // m x ksub x dsub = ksub x dim
+          ids(p.nlist), codes(p.nlist)
+    {
+        params_ = p;
+    }
+    size_t code_size() const { return (params_.m * params_.nbits + 7) / 8; }
+    void grow(size_t n) { size_ += n; }
+
+    std::vector<float> centroids;  // nlist x dim
+    std::vector<float> codebooks;  // m x ksub x dsub
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<std::vector<uint8_t>> codes; // code_size bytes per entry
+};
+
+const CpuIvfpq &as_cpu(const Ivfpq *ivf)
+{
+    auto *c = dynamic_cast<const CpuIvfpq *>(ivf);
+    if (!c)
+        throw Error(VS_INVALID_ARGUMENT, "ivfpq object belongs to another backend");
+    return *c;
+}
+
+// Lists ordered by exact coarse distance (ties: smaller list); keys (distance, list).
+void rank_lists(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
+                std::vector<uint64_t> &keys)
+{
+    const vs_ivfpq_params &p = ivf.params();
+    const vs_metric cm = pq_coarse_metric(p.metric);
+    keys.resize(p.nlist);
+    for (size_t l = 0; l < p.nlist; l++)
+        keys[l] = make_key(exact_distance(cm, q, &ivf.centroids[l * p.dim], p.dim),
+                           static_cast<uint32_t>(l));
+    std::partial_sort(keys.begin(), keys.begin() + (first + count), keys.end());
+    keys.erase(keys.begin(), keys.begin() + first);
+    keys.resize(count);
+}
+
+// lut[j * ksub + c]: squared L2 between the query residual and codeword c (L2), or the query's
+// sub-vector . codeword c (IP / COSINE).
+void build_lut(const CpuIvfpq &ivf, const float *q, size_t list, std::vector<float> &residual,
+               std::vector<float> &lut)
+{
+    const vs_ivfpq_params &p = ivf.params();
+    const int dsub = static_cast<int>(p.dim / p.m);
+    const size_t ksub = size_t{1} << p.nbits;
+    lut.resize(p.m * ksub);
+    const float *x = q;
+    if (!pq_inner_product(p.metric))
+    {
+        residual.resize(p.dim);
+        const float *c = &ivf.centroids[list * p.dim];
+        for (size_t i = 0; i < p.dim; i++)
+            residual[i] = pq_sub(q[i], c[i]);
+        x = residual.data();
+    }
+    for (size_t j = 0; j < p.m; j++)
+        for (size_t c = 0; c < ksub; c++)
+        {
+            const float *cw = &ivf.codebooks[(j * ksub + c) * dsub];
+            lut[j * ksub + c] = pq_inner_product(p.metric) ? pq_dot(x + j * dsub, cw, dsub)
+                                                           : pq_l2(x + j * dsub, cw, dsub);
+        }
+}
+
+struct Candidate
+{
+    uint32_t dist_key; // float_key(estimate)
+    int64_t id;
+    uint64_t pos; // scan position over the probed lists
+};
+
+bool by_estimate(const Candidate &a, const Candidate &b)
+{
+    if (a.dist_key != b.dist_key)
+        return a.dist_key < b.dist_key;
+    if (a.id != b.id)
+        return a.id < b.id;
+    return a.pos < b.pos;
+}
+
+// Every entry of the query's probed lists with its estimate, in scan order.
+void scan_query(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
+                std::vector<Candidate> &out)
+{
+    const vs_ivfpq_params &p = ivf.params();
+    const size_t ksub = size_t{1} << p.nbits;
+    const size_t cs = ivf.code_size();
+    const int m = static_cast<int>(p.m);
+    std::vector<uint64_t> probes;
+    std::vector<float> residual, lut;
+    rank_lists(ivf, q, first, count, probes);
+    out.clear();
+    uint64_t pos = 0;
+    for (uint64_t key : probes)
+    {
+        size_t list = key_row(key);
+        const std::vector<int64_t> &ids = ivf.ids[list];
+        if (ids.empty())
+            continue;
+        build_lut(ivf, q, list, residual, lut);
+        const float term = pq_list_term(p.metric, key_dist(key));
+        const uint8_t *codes = ivf.codes[list].data();
+        for (size_t e = 0; e < ids.size(); e++)
+        {
+            const uint8_t *code = codes + e * cs;
+            float acc = term;
+            for (int j = 0; j < m; j++)
+                acc = pq_add(acc, lut[j * ksub + pq_code_get(code, j, p.nbits)]);
+            out.push_back({float_key(pq_finish(p.metric, acc)), ids[e], pos++});
+        }
+    }
+}
+
+} // namespace
+
+Ivfpq *cpu_ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
+                        const float *codebooks)
+{
+    return new CpuIvfpq(params, centroids, codebooks);
+}
+
+void cpu_ivfpq_encode(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
+                      const float *vectors, size_t n, int32_t *lists, uint8_t *codes)
+{
+    const CpuIvfpq &ivf = as_cpu(ivf_);
+    const vs_ivfpq_params &p = ivf.params();
+    const vs_metric cm = pq_coarse_metric(p.metric);
+    const int dsub = static_cast<int>(p.dim / p.m);
+    const int ksub = 1 << p.nbits;
+    const size_t cs = ivf.code_size();
+    const size_t block = 256;
+    parallel_for((n + block - 1) / block, threads, cfg, [&](size_t b) {
+        std::vector<float> r(p.dim);
+        for (size_t i = b * block; i < std::min(n, (b + 1) * block); i++)
+        {
+            const float *x = vectors + i * p.dim;
+            uint64_t best = kNoKey;
+            for (size_t l = 0; l < p.nlist; l++)
+                best = std::min(best, make_key(exact_distance(cm, x, &ivf.centroids[l * p.dim], p.dim),
+                                               static_cast<uint32_t>(l)));
+            const size_t list = key_row(best);
+            lists[i] = static_cast<int32_t>(list);
+            if (!codes)
+                continue;
+            const float *c = &ivf.centroids[list * p.dim];
+            for (size_t t = 0; t < p.dim; t++)
+                r[t] = pq_sub(x[t], c[t]);
+            uint8_t *code = codes + i * cs;
+            std::memset(code, 0, cs);
+            for (size_t j = 0; j < p.m; j++)
+            {
+                const float *cb = &ivf.codebooks[j * ksub * dsub];
+                int arg = 0;
+                float bestd = 0.0f;
+                for (int cw = 0; cw < ksub; cw++)
+                {
+                    float v = pq_l2(&r[j * dsub], cb + cw * dsub, dsub);
+                    if (cw == 0 || v < bestd)
+                    {
+                        bestd = v;
+                        arg = cw;
+                    }
+                }
+                pq_code_set(code, static_cast<int>(j), p.nbits, arg);
+            }
+        }
+    });
+}
+
+void cpu_ivfpq_add(Ivfpq *ivf_, size_t list, const int64_t *ids, const uint8_t *codes, size_t n)
+{
+    CpuIvfpq &ivf = const_cast<CpuIvfpq &>(as_cpu(ivf_));
+    const size_t cs = ivf.code_size();
+    std::vector<int64_t> &li = ivf.ids[list];
+    std::vector<uint8_t> &lc = ivf.codes[list];
+    // Reserve both first so that a failed allocation leaves the list unchanged.
+    li.reserve(li.size() + n);
+    lc.reserve(lc.size() + n * cs);
+    li.insert(li.end(), ids, ids + n);
+    lc.insert(lc.end(), codes, codes + n * cs);
+    ivf.grow(n);
+}
+
+void cpu_ivfpq_search(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
+                      const float *queries, size_t nq, size_t probe_first, size_t nprobe,
+                      size_t k, int64_t *out_ids, float *out_dists, int64_t *out_counts)
+{
+    const CpuIvfpq &ivf = as_cpu(ivf_);
+    const size_t d = ivf.params().dim;
+    parallel_for(nq, threads, cfg, [&](size_t q) {
+        std::vector<Candidate> cand;
+        scan_query(ivf, queries + q * d, probe_first, nprobe, cand);
+        const size_t kk = std::min(k, cand.size());
+        std::partial_sort(cand.begin(), cand.begin() + kk, cand.end(), by_estimate);
+        for (size_t i = 0; i < k; i++)
+        {
+            out_ids[q * k + i] = i < kk ? cand[i].id : -1;
+            out_dists[q * k + i] = i < kk ? key_float(cand[i].dist_key) : INFINITY;
+        }
+        if (out_counts)
+            out_counts[q] = static_cast<int64_t>(kk);
+    });
+}
+
+void cpu_ivfpq_range(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
+                     const float *queries, size_t nq, size_t probe_first, size_t nprobe,
+                     float radius, RangeCollector *collector)
+{
+    const CpuIvfpq &ivf = as_cpu(ivf_);
+    const size_t d = ivf.params().dim;
+    // Queries in blocks: results reach the collector in order with bounded memory.
+    const size_t block = std::max<size_t>(1, std::min<size_t>(256, 4 * threads));
+    for (size_t q0 = 0; q0 < nq; q0 += block)
+    {
+        const size_t qn = std::min(block, nq - q0);
+        std::vector<std::vector<Candidate>> hits(qn);
+        parallel_for(qn, threads, cfg, [&](size_t i) {
+            std::vector<Candidate> cand;
+            scan_query(ivf, queries + (q0 + i) * d, probe_first, nprobe, cand);
+            for (const Candidate &c : cand)
+                if (key_float(c.dist_key) <= radius)
+                    hits[i].push_back(c);
+            std::sort(hits[i].begin(), hits[i].end(), [](const Candidate &a, const Candidate &b) {
+                return a.id != b.id ? a.id < b.id : a.pos < b.pos;
+            });
+        });
+        std::vector<int64_t> counts(qn), ids;
+        std::vector<float> dists;
+        for (size_t i = 0; i < qn; i++)
+        {
+            counts[i] = static_cast<int64_t>(hits[i].size());
+            for (const Candidate &c : hits[i])
+            {
+                ids.push_back(c.id);
+                dists.push_back(key_float(c.dist_key));
+            }
+        }
+        collector->add(q0, qn, counts.data(), ids.data(), dists.data());
+    }
+}
+
+} // namespace vs
