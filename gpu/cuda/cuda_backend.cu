@@ -16,6 +16,7 @@
 // compaction, per query tile and dataset chunk so the output never needs more than the budget.
 #include "cpu/cpu_backend.h" // knn_candidates
 #include "cuda/impl/kernels.cuh"
+#include "cuda/ivfpq_cuda.cuh"
 #include "cuda/utils/error.cuh"
 #include "cuda/utils/memory_pool.cuh"
 #include "cuda/utils/select.cuh"
@@ -303,31 +304,57 @@ public:
         });
     }
 
-    Status ivfpq_create(const vs_ivfpq_params &, const float *, const float *,
-                        Ivfpq **) noexcept override
+    Status ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
+                        const float *codebooks, Ivfpq **out) noexcept override
     {
-        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            *out = cuda::ivfpq_create(ivfpq_device(), params, centroids, codebooks);
+        });
     }
-    Status ivfpq_encode(const Ivfpq *, const float *, size_t, int32_t *, uint8_t *) noexcept override
+
+    Status ivfpq_encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
+                        uint8_t *codes) noexcept override
     {
-        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            cuda::ivfpq_encode(ivfpq_device(), ivf, vectors, n, lists, codes);
+        });
     }
-    Status ivfpq_add(Ivfpq *, size_t, const int64_t *, const uint8_t *, size_t) noexcept override
+
+    Status ivfpq_add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
+                     size_t n) noexcept override
     {
-        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            cuda::ivfpq_add(ivfpq_device(), ivf, list, ids, codes, n);
+        });
     }
-    Status ivfpq_search(const Ivfpq *, const float *, size_t, size_t, size_t, size_t, int64_t *,
-                        float *, int64_t *) noexcept override
+
+    Status ivfpq_search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                        size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
+                        int64_t *out_counts) noexcept override
     {
-        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            cuda::ivfpq_search(ivfpq_device(), ivf, queries, nq, probe_first, nprobe, k, out_ids,
+                               out_dists, out_counts);
+        });
     }
-    Status ivfpq_range(const Ivfpq *, const float *, size_t, size_t, size_t, float,
-                       RangeCollector *) noexcept override
+
+    Status ivfpq_range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                       size_t nprobe, float radius, RangeCollector *collector) noexcept override
     {
-        return Status{VS_UNSUPPORTED, "IVF-PQ is not implemented on the CUDA backend yet"};
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            cuda::ivfpq_range(ivfpq_device(), ivf, queries, nq, probe_first, nprobe, radius,
+                              collector);
+        });
     }
 
 private:
+    IvfpqDevice ivfpq_device() { return IvfpqDevice{*pool_, main_, cfg_, smem_optin_}; }
+
     // ---- datasets ------------------------------------------------------------------------
 
     void upload_meta(CudaDataset &c, size_t from, size_t to)

@@ -1,6 +1,7 @@
 // Everything that uses CUB device-wide algorithms, one instantiation each (they dominate the
-// compile time): segmented sort of 64-bit keys, range candidate selection and compaction, the
-// k-means++ prefix sum and the k-means assignment sort.
+// compile time): segmented sorts of 64-bit keys (int and int64 offsets), range candidate
+// selection and compaction, IVF-PQ range compaction, the k-means++ prefix sum and the k-means
+// assignment sort.
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/exact_warp.cuh"
 
@@ -88,6 +89,38 @@ void segmented_sort_keys(DevicePool &pool, const uint64_t *in, uint64_t *out, in
     VS_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, bytes, in, out, n, nseg, begin, end, s));
     Temp t(pool, bytes, s);
     VS_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(t.get(), bytes, in, out, n, nseg, begin, end, s));
+}
+
+void segmented_sort_keys64(DevicePool &pool, const uint64_t *in, uint64_t *out, int n, int nseg,
+                           const int64_t *offsets, cudaStream_t s)
+{
+    if (n == 0 || nseg == 0)
+        return;
+    size_t bytes = 0;
+    VS_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, bytes, in, out, n, nseg, offsets,
+                                                     offsets + 1, s));
+    Temp t(pool, bytes, s);
+    VS_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(t.get(), bytes, in, out, n, nseg, offsets,
+                                                     offsets + 1, s));
+}
+
+size_t select_flagged_indices(DevicePool &pool, const uint8_t *flags, size_t n, uint32_t *out,
+                              cudaStream_t s)
+{
+    if (n == 0)
+        return 0;
+    thrust::counting_iterator<uint32_t> first(0);
+    DeviceArray<uint32_t> num(pool, 1, s);
+    size_t bytes = 0;
+    VS_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, bytes, first, flags, out, num.get(),
+                                             static_cast<int64_t>(n), s));
+    Temp t(pool, bytes, s);
+    VS_CUDA_CHECK(cub::DeviceSelect::Flagged(t.get(), bytes, first, flags, out, num.get(),
+                                             static_cast<int64_t>(n), s));
+    uint32_t h = 0;
+    VS_CUDA_CHECK(cudaMemcpyAsync(&h, num.get(), sizeof h, cudaMemcpyDeviceToHost, s));
+    VS_CUDA_CHECK(cudaStreamSynchronize(s));
+    return h;
 }
 
 void inclusive_sum(DevicePool &pool, const double *in, double *out, size_t n, cudaStream_t s)

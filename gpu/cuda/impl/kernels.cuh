@@ -243,6 +243,55 @@ void launch_kmeans_counts(const uint32_t *assign, size_t m, int *counts, cudaStr
 void launch_kmeans_sums(const float *x, int d, const uint32_t *perm, const int *offsets,
                         const int *counts, int k, float *centroids, cudaStream_t s);
 
+// ---- IVF-PQ (ivfpq_kernels.cu) ------------------------------------------------------------
+
+// keys[q * nlist + l] = (exact coarse distance under cm, list l).
+void launch_coarse_keys(const float *q, int nq, const float *centroids, int nlist, int d,
+                        vs_metric cm, uint64_t *keys, cudaStream_t s);
+// From each query's sorted coarse keys: ranks [first, first + np) as lists and coarse distances.
+void launch_probe_window(const uint64_t *sorted, int nq, int nlist, int first, int np,
+                         int32_t *probes, float *coarse, cudaStream_t s);
+// Nearest list of each vector (ties: smaller list).
+void launch_assign(const float *x, size_t n, const float *centroids, int nlist, int d,
+                   vs_metric cm, int32_t *lists, cudaStream_t s);
+// PQ codes of the residuals x - centroids[lists[i]].
+void launch_pq_encode(const float *x, size_t n, const float *centroids, const int32_t *lists,
+                      const float *codebooks, int d, int m, int nbits, int code_size,
+                      uint8_t *codes, cudaStream_t s);
+
+// One probed list of one query: its candidates go to keys/ids[out ..), scan positions pos0 ..
+struct PqPair
+{
+    int32_t query; // within the chunk
+    int32_t list;  // -1: nothing to scan
+    float term;    // the list term (engine/ivfpq_math.h)
+    uint32_t pos0;
+    int64_t out;
+};
+struct PqScanArgs
+{
+    const PqPair *pairs;
+    const float *queries; // chunk queries, d floats each
+    const float *centroids, *codebooks;
+    const uint8_t *const *list_codes;
+    const int64_t *const *list_ids;
+    const uint32_t *list_len;
+    int d, m, nbits, code_size;
+    vs_metric metric;
+    uint64_t *keys; // (estimate, scan position)
+    int64_t *ids;
+};
+size_t pq_scan_smem_bytes(int m, int nbits, int d);
+void launch_pq_scan(const PqScanArgs &a, int npairs, cudaStream_t s);
+// k best per query from its sorted segment [seg[q], seg[q + 1]) of keys, ties by (id, position).
+void launch_pq_topk(const uint64_t *sorted, const int64_t *seg, const int64_t *cand_ids, int nq,
+                    int64_t k, int64_t *out_ids, float *out_d, int64_t *out_counts, cudaStream_t s);
+void launch_pq_range_flags(const uint64_t *keys, size_t n, float radius, uint8_t *flags,
+                           cudaStream_t s);
+void launch_pq_range_gather(const uint32_t *sel, size_t n, const uint64_t *keys,
+                            const int64_t *cand_ids, int64_t *ids, float *dists, uint32_t *pos,
+                            cudaStream_t s);
+
 // ---- CUB wrappers (one instantiation each) -------------------------------------------------
 
 void segmented_sort_keys(DevicePool &pool, const uint64_t *in, uint64_t *out, int n, int nseg,
@@ -252,6 +301,9 @@ void segmented_sort_keys64(DevicePool &pool, const uint64_t *in, uint64_t *out, 
 void inclusive_sum(DevicePool &pool, const double *in, double *out, size_t n, cudaStream_t s);
 void sort_pairs_u32(DevicePool &pool, const uint32_t *kin, uint32_t *kout, const uint32_t *vin,
                     uint32_t *vout, size_t n, int end_bit, cudaStream_t s);
+// Indices i < n with flags[i] != 0, in order, into out; returns how many.
+size_t select_flagged_indices(DevicePool &pool, const uint8_t *flags, size_t n, uint32_t *out,
+                              cudaStream_t s);
 
 } // namespace vs::cuda
 
