@@ -4,6 +4,11 @@
 //
 //   vsearch_engine_bench [--backend cuda|cpu] [--n 1000000] [--d 128] [--nq 10000]
 //                        [--data DIR] [--quick] [--skip-kmeans-cpu] [--out results.json]
+//                        [--mode exact|ivfpq] [--nlist 1024] [--m 32] [--nbits 8]
+//
+// --mode ivfpq: seeded clustered data; IVF-PQ train, encode (+ add) seconds, then search QPS of
+// the whole batch at nprobe 1, 4, 16, 64 with k = 40 candidates, and recall@10 after an exact
+// re-rank of those candidates (on the host, outside the timing) against vs_knn's exact top 10.
 //
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
@@ -88,12 +93,154 @@ struct Row
     std::string note;
 };
 
+// n points around nc centers (N(0, 4^2) each coordinate) with N(0, 1) noise.
+std::vector<float> clustered(size_t n, size_t d, size_t nc, uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> centers(nc * d), x(n * d);
+    for (auto &v : centers)
+        v = 4.0f * g(rng);
+    for (size_t i = 0; i < n; i++)
+    {
+        size_t c = rng() % nc;
+        for (size_t j = 0; j < d; j++)
+            x[i * d + j] = centers[c * d + j] + g(rng);
+    }
+    return x;
+}
+
+struct IvfpqShape
+{
+    size_t nlist, m;
+    int nbits;
+};
+
+std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, IvfpqShape shape,
+                             bool quick)
+{
+    std::vector<Row> rows;
+    // One draw: the first n points are the set, the rest the queries (same distribution).
+    std::vector<float> x = clustered(n + nq, d, 1000, 42);
+    std::vector<float> q(x.begin() + n * d, x.end());
+    x.resize(n * d);
+    vs_ivfpq_params p{};
+    p.dim = d;
+    p.nlist = shape.nlist;
+    p.m = shape.m;
+    p.nbits = shape.nbits;
+    p.metric = VS_METRIC_L2;
+    vs_ivfpq_train_params tp;
+    vs_ivfpq_train_params_init(&tp);
+    tp.sample_size = std::min<size_t>(n, std::max<size_t>(64 * shape.nlist, 65536));
+    std::vector<float> cent(p.nlist * d), books((size_t{1} << p.nbits) * d);
+    double t0 = now();
+    check(vs_ivfpq_train(ctx, &p, &tp, x.data(), n, cent.data(), books.data()), ctx, "ivfpq_train");
+    char note[160];
+    std::snprintf(note, sizeof note, "nlist %zu m %zu nbits %d sample %zu, 20 + 25 iterations",
+                  p.nlist, p.m, p.nbits, tp.sample_size);
+    rows.push_back({"ivfpq train", now() - t0, 0, note});
+
+    vs_ivfpq *ivf = nullptr;
+    check(vs_ivfpq_create(ctx, &p, cent.data(), books.data(), &ivf), ctx, "ivfpq_create");
+    const size_t cs = vs_ivfpq_code_size(&p);
+    std::vector<int32_t> lists(n);
+    std::vector<uint8_t> codes(n * cs);
+    t0 = now();
+    check(vs_ivfpq_encode(ctx, ivf, x.data(), n, lists.data(), codes.data()), ctx, "ivfpq_encode");
+    rows.push_back({"ivfpq encode n=" + std::to_string(n), now() - t0, n / (now() - t0), "vectors/s"});
+    // Entries grouped per list (one add per list, as an index build does).
+    t0 = now();
+    {
+        std::vector<std::vector<int64_t>> ids(p.nlist);
+        std::vector<std::vector<uint8_t>> lc(p.nlist);
+        for (size_t i = 0; i < n; i++)
+        {
+            ids[lists[i]].push_back(static_cast<int64_t>(i));
+            lc[lists[i]].insert(lc[lists[i]].end(), codes.begin() + i * cs, codes.begin() + (i + 1) * cs);
+        }
+        for (size_t l = 0; l < p.nlist; l++)
+            check(vs_ivfpq_add(ctx, ivf, l, ids[l].data(), lc[l].data(), ids[l].size()), ctx, "ivfpq_add");
+    }
+    rows.push_back({"ivfpq add (per list)", now() - t0, 0, ""});
+
+    // Exact top 10 for recall.
+    const size_t k = 10, kc = 40;
+    std::vector<int64_t> truth(nq * k);
+    {
+        vs_dataset *ds = nullptr;
+        std::vector<int64_t> all(n);
+        for (size_t i = 0; i < n; i++)
+            all[i] = static_cast<int64_t>(i);
+        check(vs_dataset_create(ctx, d, VS_DTYPE_F32, &ds), ctx, "dataset_create");
+        check(vs_dataset_add(ctx, ds, x.data(), all.data(), n), ctx, "dataset_add");
+        std::vector<float> td(nq * k);
+        check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, nullptr, truth.data(), td.data(), nullptr),
+              ctx, "knn");
+        vs_dataset_destroy(ctx, ds);
+    }
+    std::vector<int64_t> oid(nq * kc);
+    std::vector<float> od(nq * kc);
+    for (size_t nprobe : {size_t{1}, size_t{4}, size_t{16}, size_t{64}})
+    {
+        if (nprobe > p.nlist)
+            continue;
+        double t = timeit(1, quick ? 2 : 5, [&] {
+            check(vs_ivfpq_search(ctx, ivf, q.data(), nq, 0, nprobe, kc, oid.data(), od.data(), nullptr),
+                  ctx, "ivfpq_search");
+        });
+        size_t hits = 0;
+        for (size_t i = 0; i < nq; i++)
+        {
+            std::vector<std::pair<float, int64_t>> rr;
+            for (size_t j = 0; j < kc; j++)
+            {
+                int64_t id = oid[i * kc + j];
+                if (id >= 0)
+                    rr.emplace_back(vs_l2sq_f32(&q[i * d], &x[static_cast<size_t>(id) * d], d), id);
+            }
+            std::sort(rr.begin(), rr.end());
+            for (size_t j = 0; j < std::min(k, rr.size()); j++)
+                for (size_t t2 = 0; t2 < k; t2++)
+                    hits += truth[i * k + t2] == rr[j].second;
+        }
+        std::snprintf(note, sizeof note, "k=%zu, recall@10 after exact re-rank %.4f", kc,
+                      static_cast<double>(hits) / (nq * k));
+        rows.push_back({"ivfpq search nq=" + std::to_string(nq) + " nprobe=" + std::to_string(nprobe),
+                        t, nq / t, note});
+    }
+    vs_ivfpq_destroy(ctx, ivf);
+    return rows;
+}
+
+void report(const std::vector<Row> &rows, const std::string &out_json, const char *device,
+            size_t n, size_t d, size_t nq)
+{
+    std::printf("\n%-34s %12s %14s  %s\n", "case", "median ms", "queries/s", "note");
+    for (auto &r : rows)
+        std::printf("%-34s %12.3f %14.0f  %s\n", r.name.c_str(), r.seconds * 1e3, r.qps, r.note.c_str());
+    if (out_json.empty())
+        return;
+    FILE *f = std::fopen(out_json.c_str(), "w");
+    if (!f)
+        return;
+    std::fprintf(f, "{\"device\": \"%s\", \"n\": %zu, \"d\": %zu, \"nq\": %zu, \"rows\": [\n", device,
+                 n, d, nq);
+    for (size_t i = 0; i < rows.size(); i++)
+        std::fprintf(f, "  {\"case\": \"%s\", \"seconds\": %.6f, \"qps\": %.1f, \"note\": \"%s\"}%s\n",
+                     rows[i].name.c_str(), rows[i].seconds, rows[i].qps, rows[i].note.c_str(),
+                     i + 1 < rows.size() ? "," : "");
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
-    std::string backend = "cuda", dir = "", out_json = "";
+    std::string backend = "cuda", dir = "", out_json = "", mode = "exact";
     size_t n = 1000000, d = 128, nq = 10000;
+    IvfpqShape shape{1024, 32, 8};
     bool quick = false, kmeans_cpu = true;
     for (int i = 1; i < argc; i++)
     {
@@ -115,6 +262,14 @@ int main(int argc, char **argv)
             quick = true;
         else if (a == "--skip-kmeans-cpu")
             kmeans_cpu = false;
+        else if (a == "--mode")
+            mode = next();
+        else if (a == "--nlist")
+            shape.nlist = std::stoull(next());
+        else if (a == "--m")
+            shape.m = std::stoull(next());
+        else if (a == "--nbits")
+            shape.nbits = std::stoi(next());
         else
         {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -141,6 +296,12 @@ int main(int argc, char **argv)
     std::printf("device: %s  n=%zu d=%zu nq=%zu gemm=%s\n", info.device_name, n, d, nq,
                 o.gemm_precision == VS_GEMM_TF32 ? "tf32+exact-rerank" : "fp32");
 
+    if (mode == "ivfpq")
+    {
+        report(ivfpq_bench(ctx, n, d, nq, shape, quick), out_json, info.device_name, n, d, nq);
+        vs_context_destroy(ctx);
+        return 0;
+    }
     std::vector<float> x = gaussian(n * d, 42), q = gaussian(nq * d, 43);
     std::vector<int64_t> ids(n);
     for (size_t i = 0; i < n; i++)
@@ -294,24 +455,7 @@ int main(int argc, char **argv)
         }
     }
 
-    std::printf("\n%-34s %12s %14s  %s\n", "case", "median ms", "queries/s", "note");
-    for (auto &r : rows)
-        std::printf("%-34s %12.3f %14.0f  %s\n", r.name.c_str(), r.seconds * 1e3, r.qps, r.note.c_str());
-    if (!out_json.empty())
-    {
-        FILE *f = std::fopen(out_json.c_str(), "w");
-        if (f)
-        {
-            std::fprintf(f, "{\"device\": \"%s\", \"n\": %zu, \"d\": %zu, \"nq\": %zu, \"rows\": [\n",
-                         info.device_name, n, d, nq);
-            for (size_t i = 0; i < rows.size(); i++)
-                std::fprintf(f, "  {\"case\": \"%s\", \"seconds\": %.6f, \"qps\": %.1f, \"note\": \"%s\"}%s\n",
-                             rows[i].name.c_str(), rows[i].seconds, rows[i].qps, rows[i].note.c_str(),
-                             i + 1 < rows.size() ? "," : "");
-            std::fprintf(f, "]}\n");
-            std::fclose(f);
-        }
-    }
+    report(rows, out_json, info.device_name, n, d, nq);
     vs_context_destroy(ctx);
     return 0;
 }
