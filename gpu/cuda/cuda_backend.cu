@@ -1458,7 +1458,7 @@ private:
 } // namespace vs::cuda
 
 extern "C" __attribute__((visibility("default"))) vs::Backend *
-vs_cuda_backend_v1(const vs::BackendConfig *config, char *err, size_t errlen)
+vs_cuda_backend_v2(const vs::BackendConfig *config, char *err, size_t errlen)
 {
     auto say = [&](const std::string &m) {
         if (err && errlen)

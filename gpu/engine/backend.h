@@ -1,6 +1,6 @@
 // The C++ interface behind engine.h: one abstract Backend with a CPU implementation (gpu/cpu/,
 // linked into the engine) and a CUDA implementation (gpu/cuda/, in vsearch_cuda.so, obtained
-// through the exported C function vs_cuda_backend_v1 after dlopen).
+// through the exported C function vs_cuda_backend_v2 after dlopen).
 //
 // The interface crosses a shared-library boundary whose two sides are built with hidden
 // visibility, so no engine exception type may cross it: every virtual call is noexcept and
@@ -166,6 +166,7 @@ public:
 // with a message in err (no device, driver too old, ...).
 extern "C" typedef vs::Backend *(*vs_cuda_backend_fn)(const vs::BackendConfig *config, char *err,
                                                       size_t errlen);
-#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v1"
+// v2: the IVF-PQ virtuals; a library of another version is refused rather than misused.
+#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v2"
 
 #endif
