@@ -48,6 +48,7 @@
 #include "utils/tuplestore.h"
 
 #include "flat.h"
+#include "ivfpq.h"
 #include "search.h"
 #include "vector.h"
 
@@ -156,11 +157,12 @@ open_index(Oid indexoid, BatchContext *bc)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("index \"%s\" changed while it was opened",
 						RelationGetRelationName(bc->index))));
-	if (!vs_is_flat_index(bc->index))
+	if (!vs_is_flat_index(bc->index) && !vs_is_ivfpq_index(bc->index))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a vs_flat index", RelationGetRelationName(bc->index)),
-				 errhint("Batch searches need an index created USING vs_flat.")));
+				 errmsg("\"%s\" is not a vs_flat or vs_ivfpq index",
+						RelationGetRelationName(bc->index)),
+				 errhint("Batch searches need an index created USING vs_flat or vs_ivfpq.")));
 	if (!bc->index->rd_index->indisvalid)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -394,6 +396,217 @@ emit(Tuplestorestate *store, TupleDesc desc, int q, const Hit *hit)
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 
+/*
+ * kNN on a vs_ivfpq index: for each query the rounds of the index scan (ivfpqscan.c): the
+ * `vsearch.ivfpq_rerank` best estimates of the first `vsearch.ivfpq_probes` lists (and every pending
+ * entry), then 4x as many of the same lists, then the next lists, ...; each round's visible rows in
+ * exact order, until k rows.  So the rows are those of `ORDER BY col <op> q LIMIT k` through the
+ * index, in its order.  Within a window a larger search's answer starts with the smaller one's
+ * (estimates sorted, ties by id), so a round's new candidates are the ones after the previous
+ * count.  The queries of a round that are at the same window and k share one engine call.
+ */
+typedef struct IvfpqQuery
+{
+	int			offset;			/* probe window */
+	int64		k;				/* k of the last search in this window (0: none yet) */
+	int64		prev;			/* candidates of the window already taken */
+	bool		first;
+	bool		done;
+} IvfpqQuery;
+
+typedef struct RoundKey
+{
+	int			offset;
+	int64		k;
+	int			q;
+} RoundKey;
+
+static int
+cmp_round_key(const void *a, const void *b)
+{
+	const RoundKey *x = (const RoundKey *) a;
+	const RoundKey *y = (const RoundKey *) b;
+
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	if (x->k != y->k)
+		return x->k < y->k ? -1 : 1;
+	return x->q < y->q ? -1 : (x->q > y->q ? 1 : 0);
+}
+
+typedef struct RoundHit
+{
+	Hit			hit;
+	int64		id;
+} RoundHit;
+
+static int
+cmp_round_hit(const void *a, const void *b)
+{
+	const RoundHit *x = (const RoundHit *) a;
+	const RoundHit *y = (const RoundHit *) b;
+	bool		nan_a = isnan(x->hit.distance);
+	bool		nan_b = isnan(y->hit.distance);
+
+	if (nan_a != nan_b)
+		return nan_a ? 1 : -1;
+	if (!nan_a)
+	{
+		if (x->hit.distance < y->hit.distance)
+			return -1;
+		if (x->hit.distance > y->hit.distance)
+			return 1;
+	}
+	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
+}
+
+static void
+ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
+{
+	VsIvfpqCached *c = vs_ivfpq_get_cached(&bc->ref);
+	int			lists = c->ivf ? (int) c->meta.lists : 0;
+	int64		npending = c->npending;
+	int64	   *pending = NULL;
+	int			probes = Max(vs_ivfpq_probes, 1);
+	int			rerank = Max(vs_ivfpq_rerank, 1);
+	int64		maxk = (int64) bc->ref.ntuples + 1;
+	IvfpqQuery *st = palloc0(sizeof(IvfpqQuery) * bc->nq);
+	RoundKey   *keys = palloc(sizeof(RoundKey) * bc->nq);
+	int			active = bc->nq;
+
+	if (npending > 0)
+	{
+		pending = palloc_extended(sizeof(int64) * npending, MCXT_ALLOC_HUGE);
+		memcpy(pending, c->pending_ids, sizeof(int64) * npending);
+	}
+	for (int q = 0; q < bc->nq; q++)
+		st[q].first = true;
+
+	while (active > 0)
+	{
+		int			nkeys = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int q = 0; q < bc->nq; q++)
+		{
+			if (st[q].done)
+				continue;
+			keys[nkeys].offset = st[q].offset;
+			keys[nkeys].k = (st[q].offset < lists)
+				? Min(Min(st[q].k == 0 ? (int64) rerank : st[q].k * 4, maxk), (int64) INT_MAX) : 0;
+			keys[nkeys].q = q;
+			nkeys++;
+		}
+		qsort(keys, nkeys, sizeof(RoundKey), cmp_round_key);
+
+		for (int g = 0; g < nkeys;)
+		{
+			int			h = g;
+			int			ng;
+			int64		k = keys[g].k;
+			float	   *queries;
+			int64	   *ids = NULL;
+			float	   *dists = NULL;
+			int64	   *counts;
+
+			while (h < nkeys && keys[h].offset == keys[g].offset && keys[h].k == k)
+				h++;
+			ng = h - g;
+			counts = palloc0(sizeof(int64) * ng);
+			if (k > 0)
+			{
+				if ((double) ng * k > 2.0 * VS_BATCH_MAX_RESULTS)
+					ereport(ERROR,
+							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+							 errmsg("batch search needs more than %d candidate rows",
+									2 * VS_BATCH_MAX_RESULTS),
+							 errhint("Many rows are dead: VACUUM the table, or use fewer queries per call.")));
+				queries = palloc_extended(sizeof(float) * bc->ref.dim * (Size) ng, MCXT_ALLOC_HUGE);
+				for (int i = 0; i < ng; i++)
+					memcpy(queries + (Size) i * bc->ref.dim,
+						   bc->queries + (Size) keys[g + i].q * bc->ref.dim,
+						   sizeof(float) * bc->ref.dim);
+				ids = palloc_extended(sizeof(int64) * ng * k, MCXT_ALLOC_HUGE);
+				dists = palloc_extended(sizeof(float) * ng * k, MCXT_ALLOC_HUGE);
+				vs_ivfpq_search_candidates(&bc->ref, queries, ng, keys[g].offset, probes, (int) k,
+										   ids, dists, counts);
+				pfree(queries);
+			}
+
+			for (int i = 0; i < ng; i++)
+			{
+				int			q = keys[g + i].q;
+				IvfpqQuery *s = &st[q];
+				QueryState *out = &qs[q];
+				int64		count = k > 0 ? Min(counts[i], k) : 0;
+				int64		from = k > 0 ? Min(s->prev, count) : 0;
+				int64		nround = (count - from) + (s->first ? npending : 0);
+				RoundHit   *round = palloc_extended(sizeof(RoundHit) * Max(nround, 1), MCXT_ALLOC_HUGE);
+				int64		n = 0;
+
+				for (int64 j = 0; j < nround; j++)
+				{
+					int64		id;
+					RowInfo    *row;
+
+					if (s->first && j < npending)
+						id = pending[j];
+					else
+						id = ids[(Size) i * k + from + (j - (s->first ? npending : 0))];
+					if (id < 0)
+						continue;
+					row = fetch_row(bc, id);
+					if (!row->visible)
+						continue;
+					round[n].hit.distance = sql_distance(bc, row, q);
+					round[n].hit.tid = row->tid;
+					round[n].id = id;
+					n++;
+				}
+				if (n > 1)
+					qsort(round, n, sizeof(RoundHit), cmp_round_hit);
+				for (int64 j = 0; j < n && out->n < kq; j++)
+				{
+					if (j > 0 && round[j].id == round[j - 1].id)
+						continue;
+					out->heap[out->n++] = round[j].hit;
+				}
+				pfree(round);
+
+				s->first = false;
+				if (k == 0 || count < k)
+				{
+					s->offset += probes;
+					s->k = 0;
+					s->prev = 0;
+				}
+				else
+				{
+					s->k = k;
+					s->prev = count;
+				}
+				if (out->n >= kq || s->offset >= lists)
+				{
+					s->done = true;
+					active--;
+				}
+			}
+			if (ids)
+			{
+				pfree(ids);
+				pfree(dists);
+			}
+			pfree(counts);
+			g = h;
+		}
+		vs_ivfpq_trim_cache();
+	}
+	pfree(st);
+	pfree(keys);
+	if (pending)
+		pfree(pending);
+}
+
 PG_FUNCTION_INFO_V1(vsearch_knn_batch);
 Datum
 vsearch_knn_batch(PG_FUNCTION_ARGS)
@@ -439,6 +652,20 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	}
 	ntodo = bc.nq;
 	begin_fetch(&bc);
+
+	if (bc.ref.kind == VS_INDEX_IVFPQ)
+	{
+		/* the rows the index scan would return first, in its order (ivfpq_knn_rounds) */
+		ivfpq_knn_rounds(&bc, kq, qs);
+		end_fetch(&bc);
+		for (int q = 0; q < bc.nq; q++)
+		{
+			qsort(qs[q].heap, qs[q].n, sizeof(Hit), cmp_hit_qsort);
+			for (int i = 0; i < qs[q].n; i++)
+				emit(rsinfo->setResult, rsinfo->setDesc, q, &qs[q].heap[i]);
+		}
+		goto done;
+	}
 
 	/* a little beyond k: to see that the next row cannot beat the k-th, and for dead rows */
 	kk = Min((int64) kq + Max(16, kq / 4), (int64) bc.ref.ntuples + 1);
@@ -574,10 +801,20 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	if (bc.nq == 0 || bc.ref.dim == 0 || bc.ref.ntuples == 0)
 		goto done;
 
-	/* one radius for the whole batch: wide enough for every query's operator matches */
-	for (int q = 0; q < bc.nq; q++)
-		search_radius = Max(search_radius, vs_radius_upper(&bc.slack[q], radius));
-	vs_search_range(&bc.ref, bc.queries, bc.nq, search_radius, &result);
+	if (bc.ref.kind == VS_INDEX_IVFPQ)
+	{
+		/* candidates: estimates within the radius in the probed lists (approximate) */
+		vs_ivfpq_range_candidates(&bc.ref, bc.queries, bc.nq, Max(vs_ivfpq_probes, 1), radius,
+								  &result);
+		vs_ivfpq_trim_cache();
+	}
+	else
+	{
+		/* one radius for the whole batch: wide enough for every query's operator matches */
+		for (int q = 0; q < bc.nq; q++)
+			search_radius = Max(search_radius, vs_radius_upper(&bc.slack[q], radius));
+		vs_search_range(&bc.ref, bc.queries, bc.nq, search_radius, &result);
+	}
 
 	begin_fetch(&bc);
 	for (int q = 0; q < bc.nq; q++)

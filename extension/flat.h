@@ -168,5 +168,6 @@ extern void vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop
 
 /* flatvalidate.c */
 extern bool vs_flat_validate(Oid opclassoid);
+extern bool vs_opclass_validate(Oid opclassoid, const char *amname);
 
 #endif							/* VSEARCH_FLAT_H */

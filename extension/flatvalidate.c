@@ -25,6 +25,13 @@
 bool
 vs_flat_validate(Oid opclassoid)
 {
+	return vs_opclass_validate(opclassoid, "vs_flat");
+}
+
+/* The checks above, for any vsearch access method with vs_flat's operator class shape. */
+bool
+vs_opclass_validate(Oid opclassoid, const char *amname)
+{
 	bool		result = true;
 	HeapTuple	classtup;
 	Form_pg_opclass classform;
@@ -66,16 +73,16 @@ vs_flat_validate(Oid opclassoid)
 		{
 			ereport(INFO,
 					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-					 errmsg("vs_flat operator family \"%s\" contains support function %s with cross-type registration",
-							opfamilyname, format_procedure(procform->amproc))));
+					 errmsg("%s operator family \"%s\" contains support function %s with cross-type registration",
+							amname, opfamilyname, format_procedure(procform->amproc))));
 			result = false;
 		}
 		if (procform->amprocnum != VS_FLAT_METRIC_PROC)
 		{
 			ereport(INFO,
 					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-					 errmsg("vs_flat operator family \"%s\" contains function %s with invalid support number %d",
-							opfamilyname, format_procedure(procform->amproc),
+					 errmsg("%s operator family \"%s\" contains function %s with invalid support number %d",
+							amname, opfamilyname, format_procedure(procform->amproc),
 							procform->amprocnum)));
 			result = false;
 			continue;
@@ -84,8 +91,8 @@ vs_flat_validate(Oid opclassoid)
 		{
 			ereport(INFO,
 					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-					 errmsg("vs_flat operator family \"%s\" contains function %s with wrong signature for support number %d",
-							opfamilyname, format_procedure(procform->amproc),
+					 errmsg("%s operator family \"%s\" contains function %s with wrong signature for support number %d",
+							amname, opfamilyname, format_procedure(procform->amproc),
 							procform->amprocnum)));
 			result = false;
 		}
@@ -114,8 +121,8 @@ vs_flat_validate(Oid opclassoid)
 			default:
 				ereport(INFO,
 						(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-						 errmsg("vs_flat operator family \"%s\" contains operator %s with invalid strategy number %d",
-								opfamilyname, format_operator(oprform->amopopr),
+						 errmsg("%s operator family \"%s\" contains operator %s with invalid strategy number %d",
+								amname, opfamilyname, format_operator(oprform->amopopr),
 								oprform->amopstrategy)));
 				result = false;
 				continue;
@@ -124,8 +131,8 @@ vs_flat_validate(Oid opclassoid)
 		{
 			ereport(INFO,
 					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-					 errmsg("vs_flat operator family \"%s\" contains operator %s with wrong purpose or signature for strategy %d",
-							opfamilyname, format_operator(oprform->amopopr),
+					 errmsg("%s operator family \"%s\" contains operator %s with wrong purpose or signature for strategy %d",
+							amname, opfamilyname, format_operator(oprform->amopopr),
 							oprform->amopstrategy)));
 			result = false;
 		}
@@ -146,8 +153,8 @@ vs_flat_validate(Oid opclassoid)
 	{
 		ereport(INFO,
 				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-				 errmsg("vs_flat operator class \"%s\" is missing support function %d",
-						opclassname, VS_FLAT_METRIC_PROC)));
+				 errmsg("%s operator class \"%s\" is missing support function %d",
+						amname, opclassname, VS_FLAT_METRIC_PROC)));
 		result = false;
 	}
 	if (opclassgroup == NULL ||
@@ -155,8 +162,8 @@ vs_flat_validate(Oid opclassoid)
 	{
 		ereport(INFO,
 				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-				 errmsg("vs_flat operator class \"%s\" is missing operator %d",
-						opclassname, VS_FLAT_DISTANCE_STRATEGY)));
+				 errmsg("%s operator class \"%s\" is missing operator %d",
+						amname, opclassname, VS_FLAT_DISTANCE_STRATEGY)));
 		result = false;
 	}
 

@@ -32,6 +32,7 @@
 #include "utils/rel.h"
 
 #include "flat.h"
+#include "ivfpq.h"
 #include "search.h"
 #include "vsearch/engine.h"
 #include "worker.h"
@@ -57,6 +58,13 @@ vs_index_ref(Relation index, VsIndexRef *ref)
 {
 	VsFlatMetaPageData meta;
 
+	if (vs_is_ivfpq_index(index))
+	{
+		VsIvfpqMetaPageData imeta;
+
+		vs_ivfpq_ref(index, ref, &imeta);
+		return;
+	}
 	if (!vs_is_flat_index(index))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -81,13 +89,33 @@ vs_index_ref(Relation index, VsIndexRef *ref)
  * Temporary indexes live in this backend's local buffers, which only the relcache path reaches;
  * every other index is read by its locator.
  */
-static Buffer
-read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessStrategy bas)
+Buffer
+vs_index_read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessStrategy bas)
 {
 	if (rel != NULL)
 		return ReadBufferExtended(rel, MAIN_FORKNUM, blkno, RBM_NORMAL, bas);
 	return ReadBufferWithoutRelcache(ref->locator, MAIN_FORKNUM, blkno, RBM_NORMAL, bas,
 									 ref->relpersistence == RELPERSISTENCE_PERMANENT);
+}
+
+Relation
+vs_index_open_for_read(const VsIndexRef *ref)
+{
+	if (ref->relpersistence != RELPERSISTENCE_TEMP)
+		return NULL;
+	if (ref->dbid != MyDatabaseId || !IsTransactionState())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("temporary index %u can only be read by its own session",
+						ref->indexrelid)));
+	return relation_open(ref->indexrelid, NoLock);	/* the caller holds a lock */
+}
+
+void
+vs_index_close_for_read(Relation rel)
+{
+	if (rel != NULL)
+		relation_close(rel, NoLock);
 }
 
 /* Chunks handed to the consumer: about this many bytes of vectors (at least one page). */
@@ -127,18 +155,10 @@ read_flat_items(const VsIndexRef *ref, const FlatMark *from, FlatMark *to,
 	BlockNumber first;
 	bool		ok = true;
 
-	if (ref->relpersistence == RELPERSISTENCE_TEMP)
-	{
-		if (ref->dbid != MyDatabaseId || !IsTransactionState())
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("temporary index %u can only be read by its own session",
-							ref->indexrelid)));
-		rel = relation_open(ref->indexrelid, NoLock);	/* the caller holds a lock */
-	}
+	rel = vs_index_open_for_read(ref);
 	bas = GetAccessStrategy(BAS_BULKREAD);
 
-	buf = read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, bas);
+	buf = vs_index_read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, bas);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	memcpy(&meta, vs_flat_page_meta(BufferGetPage(buf)), sizeof(meta));
 	UnlockReleaseBuffer(buf);
@@ -180,7 +200,7 @@ read_flat_items(const VsIndexRef *ref, const FlatMark *from, FlatMark *to,
 		}
 		if (from && blkno == from->block)
 			skip = from->nitems;	/* read before */
-		buf = read_block(ref, rel, blkno, bas);
+		buf = vs_index_read_block(ref, rel, blkno, bas);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
 		if (VsFlatIsDataPage(page))
@@ -208,8 +228,7 @@ done:
 		pfree(vectors);
 	if (ids)
 		pfree(ids);
-	if (rel != NULL)
-		relation_close(rel, NoLock);
+	vs_index_close_for_read(rel);
 	FreeAccessStrategy(bas);
 	return ok;
 }
@@ -224,6 +243,8 @@ vs_index_read_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg
 		case VS_INDEX_FLAT:
 			(void) read_flat_items(ref, NULL, &mark, consume, arg);
 			return;
+		case VS_INDEX_IVFPQ:
+			break;				/* read with vs_ivfpq_read_index (ivfpq.h) */
 	}
 	elog(ERROR, "unknown vsearch index kind %d", (int) ref->kind);
 }
@@ -314,6 +335,7 @@ get_engine(void)
 
 	if (engine_ctx != NULL && engine_ctx_threads != threads)
 	{
+		vs_ivfpq_cache_reset();	/* its objects live in this context */
 		for (int i = 0; i < VS_DATASET_CACHE_ENTRIES; i++)
 			drop_dataset(&dataset_cache[i]);
 		vs_context_destroy(engine_ctx);
@@ -347,6 +369,27 @@ get_engine(void)
 		relcache_callback_registered = true;
 	}
 	return engine_ctx;
+}
+
+static void engine_cancelled(int *retries);
+static void engine_error(vs_status st) pg_attribute_noreturn();
+
+struct vs_context *
+vs_backend_engine(void)
+{
+	return get_engine();
+}
+
+void
+vs_engine_error(int status)
+{
+	engine_error((vs_status) status);
+}
+
+void
+vs_engine_cancelled(int *retries)
+{
+	engine_cancelled(retries);
 }
 
 static void pg_attribute_noreturn()

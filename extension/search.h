@@ -21,7 +21,8 @@
 /* Index access methods whose vector sets the search layer can read. */
 typedef enum VsIndexKind
 {
-	VS_INDEX_FLAT = 1
+	VS_INDEX_FLAT = 1,
+	VS_INDEX_IVFPQ = 2			/* vs_ivfpq: searched through ivfpq.h, not vs_search_knn */
 } VsIndexKind;
 
 /*
@@ -69,8 +70,29 @@ vs_id_to_tid(int64 id, ItemPointer tid)
 	ItemPointerSet(tid, (BlockNumber) (id >> 16), (OffsetNumber) (id & 0xFFFF));
 }
 
-/* Fills ref from an open, locked index (reads its metapage). */
+/* Fills ref from an open, locked index (reads its metapage): a vs_flat or a vs_ivfpq index. */
 extern void vs_index_ref(Relation index, VsIndexRef *ref);
+
+/*
+ * Reading pages by ref (search.c): a temporary index is opened through the relcache (its pages are
+ * in this backend's local buffers), any other is read by locator.  vs_index_open_for_read returns
+ * the relation to pass to vs_index_read_block (NULL for non-temporary indexes) and
+ * vs_index_close_for_read closes it.
+ */
+extern Relation vs_index_open_for_read(const VsIndexRef *ref);
+extern void vs_index_close_for_read(Relation rel);
+extern Buffer vs_index_read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno,
+								  BufferAccessStrategy bas);
+
+/*
+ * The backend's engine CPU context (created on first use, kept for the backend's life), and
+ * errors: vs_engine_error raises an engine status as an ERROR; after VS_CANCELLED call
+ * vs_engine_cancelled, which raises the pending cancel (or gives up after many retries).
+ */
+struct vs_context;
+extern struct vs_context *vs_backend_engine(void);
+extern void vs_engine_error(int status) pg_attribute_noreturn();
+extern void vs_engine_cancelled(int *retries);
 
 /*
  * Reads every vector of the index described by ref through the buffer manager, without a

@@ -9,6 +9,7 @@
 #include "miscadmin.h"
 
 #include "guc.h"
+#include "ivfpq.h"
 #include "worker_internal.h"
 
 PG_MODULE_MAGIC;
@@ -19,6 +20,7 @@ void
 _PG_init(void)
 {
 	vs_guc_init();
+	vs_ivfpq_init();			/* reloptions of vs_ivfpq */
 
 	/*
 	 * Without shared_preload_libraries there is no worker: every search runs on the CPU in its

@@ -1,0 +1,278 @@
+/*
+ * vs_ivfpq: an inverted-file index of product-quantized residuals (IVF-PQ), with exact re-ranking.
+ *
+ * The build samples the table, trains a coarse quantizer (`lists` k-means centroids) and a residual
+ * product quantizer (`m` sub-quantizers of 2^nbits codewords) with the engine (vs_ivfpq_train),
+ * encodes every row and writes it to the inverted list of its nearest centroid.  A search ranks the
+ * lists by their centroid's distance to the query, scans `vsearch.ivfpq_probes` of them with the
+ * engine's asymmetric distances (vs_ivfpq_search) and re-ranks the best `vsearch.ivfpq_rerank`
+ * candidates with exact distances, computed from the heap row (or from a copy of the vector kept
+ * in the index, WITH (store_vectors = on)).  docs/INDEXES.md describes the behaviour.
+ *
+ * Layout (block 0 is the metapage; every other page carries VsIvfpqPageOpaqueData):
+ *
+ *   metapage        VsIvfpqMetaPageData
+ *   float pages     centroids (lists x dim) then codebooks (m x 2^nbits x dim/m), each a float
+ *                   array over consecutive blocks (VS_IVFPQ_FLOATS_PER_PAGE per page)
+ *   directory pages VsIvfpqListEntry[lists] over consecutive blocks
+ *   list pages      one chain per list: struct-of-arrays entries
+ *                       ItemPointerData tids[cap] | uint8 codes[cap][code_size] | float4 vec[cap][dim]
+ *                   (vec only with store_vectors); `cap` is fixed per index (VsIvfpqLayout), so the
+ *                   codes of a page are contiguous.  Pages link to the next older page of their list
+ *                   (opaque->prev): the directory's `last` is the page inserts append to, `first`
+ *                   the oldest.  Readers walk last -> first.
+ *   pending pages   the same layout with no code: rows of an index that has no quantizer (built on
+ *                   an empty or too small table); they are searched exactly.  One chain from
+ *                   the metapage.
+ *
+ * Every page change is Generic WAL.  Changes of the entry set (insert, VACUUM) happen under the
+ * metapage's exclusive lock, which also serializes them, and bump the metapage's generation.
+ *
+ * Files: ivfpqutils.c (handler, options, pages, reading an index into memory, the backend's cache of
+ * engine objects), ivfpqbuild.c, ivfpqinsert.c, ivfpqscan.c, ivfpqvacuum.c, ivfpqcost.c,
+ * ivfpqvalidate.c.
+ */
+#ifndef VSEARCH_IVFPQ_H
+#define VSEARCH_IVFPQ_H
+
+#include "postgres.h"
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
+#include "storage/buf.h"
+#include "storage/bufpage.h"
+#include "storage/itemptr.h"
+#include "utils/relcache.h"
+
+#include "search.h"
+#include "vector.h"
+
+#define VS_IVFPQ_MAGIC			0x56534951	/* "VSIQ" */
+#define VS_IVFPQ_VERSION		1
+#define VS_IVFPQ_PAGE_ID		0xFF92
+
+#define VS_IVFPQ_METAPAGE_BLKNO	0
+
+/* Operator strategies and support functions: the same as vs_flat's. */
+#define VS_IVFPQ_DISTANCE_STRATEGY	1
+#define VS_IVFPQ_RANGE_STRATEGY		2
+#define VS_IVFPQ_NSTRATEGIES		2
+#define VS_IVFPQ_METRIC_PROC		1
+#define VS_IVFPQ_NPROC				1
+
+/* Page flags */
+#define VS_IVFPQ_META			(1 << 0)
+#define VS_IVFPQ_FLOATS			(1 << 1)	/* centroids or codebooks */
+#define VS_IVFPQ_DIRECTORY		(1 << 2)
+#define VS_IVFPQ_LIST			(1 << 3)
+#define VS_IVFPQ_PENDING		(1 << 4)
+
+#define VS_IVFPQ_PENDING_LIST	0xFFFFFFFF	/* opaque->list of pending pages */
+
+/* Limits of the options. */
+#define VS_IVFPQ_MAX_LISTS		65536
+#define VS_IVFPQ_MAX_M			1024
+
+typedef struct VsIvfpqPageOpaqueData
+{
+	BlockNumber prev;			/* list/pending pages: next older page, InvalidBlockNumber at the end */
+	uint32		list;			/* list pages: list number; pending: VS_IVFPQ_PENDING_LIST */
+	uint16		nitems;			/* entries (list/pending), floats (float pages), lists (directory) */
+	uint16		flags;
+	uint16		unused;
+	uint16		page_id;		/* VS_IVFPQ_PAGE_ID */
+} VsIvfpqPageOpaqueData;
+
+typedef VsIvfpqPageOpaqueData *VsIvfpqPageOpaque;
+
+#define VsIvfpqPageGetOpaque(page) ((VsIvfpqPageOpaque) PageGetSpecialPointer(page))
+
+#define VS_IVFPQ_PAGE_SPACE \
+	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(VsIvfpqPageOpaqueData)))
+#define VS_IVFPQ_FLOATS_PER_PAGE	((int) (VS_IVFPQ_PAGE_SPACE / sizeof(float)))
+
+/*
+ * The metapage.  `generation` changes with every change of the entry set (insert, VACUUM) and
+ * starts, like vs_flat's, at the build time in microseconds x 4096 (`build_id` keeps that first
+ * value: it names the quantizer, which only a rebuild changes).
+ */
+typedef struct VsIvfpqMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint32		dim;			/* 0 until the first vector (unconstrained column, empty table) */
+	uint32		metric;			/* vs_metric of the operator class */
+	uint32		lists;			/* coarse centroids (0 while there is no quantizer) */
+	uint32		m;				/* sub-quantizers (0 while there is no quantizer) */
+	uint32		nbits;			/* 4 or 8 */
+	uint32		code_size;		/* bytes per code: ceil(m * nbits / 8) */
+	uint32		store_vectors;	/* entries carry a float4 copy of the vector */
+	uint32		trained;		/* the quantizer pages exist; otherwise rows are pending */
+	uint64		generation;
+	uint64		build_id;
+	uint64		ntuples;		/* entries (lists + pending), dead ones not yet vacuumed included */
+	uint64		npending;		/* entries in the pending chain */
+	BlockNumber centroid_start;
+	uint32		ncentroid_pages;
+	BlockNumber codebook_start;
+	uint32		ncodebook_pages;
+	BlockNumber directory_start;
+	uint32		ndirectory_pages;
+	BlockNumber pending_first;	/* oldest pending page (InvalidBlockNumber: none) */
+	BlockNumber pending_last;	/* newest pending page: inserts append here */
+	uint32		empty_lists;	/* lists that had no row at build */
+	uint32		unused;
+	uint64		seed;			/* of the training sample and k-means */
+} VsIvfpqMetaPageData;
+
+typedef VsIvfpqMetaPageData *VsIvfpqMetaPage;
+
+#define VsIvfpqPageGetMeta(page) ((VsIvfpqMetaPage) PageGetContents(page))
+
+/* A directory entry. */
+typedef struct VsIvfpqListEntry
+{
+	BlockNumber first;			/* oldest page (InvalidBlockNumber: empty list without pages) */
+	BlockNumber last;			/* newest page: inserts append here */
+	uint32		count;			/* entries, dead ones not yet vacuumed included */
+	uint32		npages;
+} VsIvfpqListEntry;
+
+#define VS_IVFPQ_DIR_PER_PAGE	((int) (VS_IVFPQ_PAGE_SPACE / sizeof(VsIvfpqListEntry)))
+
+/* Where the arrays of an entry page are. */
+typedef struct VsIvfpqLayout
+{
+	int			capacity;		/* entries per page; 0 if one does not fit */
+	int			code_size;
+	int			vdim;			/* floats per entry (dim with store_vectors, else 0) */
+	Size		code_off;
+	Size		vec_off;
+} VsIvfpqLayout;
+
+#define VsIvfpqPageTids(page)	((ItemPointerData *) PageGetContents(page))
+#define VsIvfpqPageCodes(page, layout)	((uint8 *) PageGetContents(page) + (layout)->code_off)
+#define VsIvfpqPageVecs(page, layout)	((float *) (PageGetContents(page) + (layout)->vec_off))
+
+#define VsIvfpqIsEntryPage(page) \
+	(!PageIsNew(page) && PageGetSpecialSize(page) == MAXALIGN(sizeof(VsIvfpqPageOpaqueData)) && \
+	 (VsIvfpqPageGetOpaque(page)->flags & (VS_IVFPQ_LIST | VS_IVFPQ_PENDING)) != 0)
+
+/* WITH (...) options */
+typedef struct VsIvfpqOptions
+{
+	int32		vl_len_;
+	int			lists;			/* 0: about sqrt(rows) */
+	int			m;				/* 0: by rule (ivfpqutils.c, vs_ivfpq_default_m) */
+	int			nbits;
+	bool		store_vectors;
+} VsIvfpqOptions;
+
+/*
+ * An index read into memory (vs_ivfpq_read_index): the quantizer, and the entries of every list
+ * (deduplicated within each list: VACUUM moving entries may show a reader one twice).
+ */
+typedef struct VsIvfpqContents
+{
+	VsIvfpqMetaPageData meta;	/* read before the entries */
+	float	   *centroids;		/* lists x dim (trained only) */
+	float	   *codebooks;		/* m x 2^nbits x dim/m (trained only) */
+	int64	   *list_start;		/* lists + 1 offsets into ids/codes */
+	int64	   *ids;			/* list entries' heap tids as ids (vs_tid_to_id) */
+	uint8	   *codes;			/* code_size each */
+	float	   *vectors;		/* dim each, when asked for and store_vectors */
+	int64		n;
+	int64	   *pending_ids;
+	float	   *pending_vectors;	/* when asked for and store_vectors */
+	int64		npending;
+} VsIvfpqContents;
+
+/* ivfpqutils.c */
+extern void vs_ivfpq_init(void);
+extern bool vs_is_ivfpq_index(Relation index);
+extern void vs_ivfpq_init_page(Page page, uint16 flags, uint32 list, BlockNumber prev);
+extern void vs_ivfpq_init_metapage(Page page, uint32 dim, vs_metric metric, int nbits,
+								   bool store_vectors);
+extern VsIvfpqMetaPage vs_ivfpq_page_meta(Page page);
+extern void vs_ivfpq_read_meta(Relation index, VsIvfpqMetaPageData *meta);
+extern void vs_ivfpq_check_meta(const VsIvfpqMetaPageData *meta);
+extern void vs_ivfpq_layout(int code_size, int vdim, VsIvfpqLayout *layout);
+extern void vs_ivfpq_meta_layout(const VsIvfpqMetaPageData *meta, bool pending,
+								 VsIvfpqLayout *layout);
+extern void vs_ivfpq_page_set_items(Page page, int nitems);
+extern int	vs_ivfpq_default_m(int dim);
+extern bytea *vs_ivfpq_options(Datum reloptions, bool validate);
+extern void vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, VsIvfpqContents *out);
+extern void vs_ivfpq_read_floats(Relation index, BlockNumber start, uint32 npages, float *dst,
+								 Size nfloats);
+extern void vs_ivfpq_ref(Relation index, VsIndexRef *ref, VsIvfpqMetaPageData *meta);
+
+/* The backend's engine objects (ivfpqutils.c). */
+struct vs_ivfpq;
+typedef struct VsIvfpqCached
+{
+	VsIvfpqMetaPageData meta;
+	struct vs_ivfpq *ivf;		/* NULL when untrained */
+	int64	   *ids;			/* store_vectors: the list entries' ids, ascending */
+	float	   *vectors;		/* ... and their vectors */
+	int64		n;
+	int64	   *pending_ids;
+	float	   *pending_vectors;
+	int64		npending;
+} VsIvfpqCached;
+
+extern VsIvfpqCached *vs_ivfpq_get_cached(const VsIndexRef *ref);
+extern void vs_ivfpq_trim_cache(void);
+extern void vs_ivfpq_cache_reset(void);
+extern struct vs_ivfpq *vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta);
+extern const float *vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id);
+
+/* ivfpqbuild.c */
+extern IndexBuildResult *vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo);
+extern void vs_ivfpq_buildempty(Relation index);
+extern Buffer vs_ivfpq_new_buffer(Relation index, ForkNumber fork);
+
+/* ivfpqinsert.c */
+extern bool vs_ivfpq_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
+							Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,
+							IndexInfo *indexInfo);
+
+/* ivfpqvacuum.c */
+extern IndexBulkDeleteResult *vs_ivfpq_bulkdelete(IndexVacuumInfo *info,
+												  IndexBulkDeleteResult *stats,
+												  IndexBulkDeleteCallback callback,
+												  void *callback_state);
+extern IndexBulkDeleteResult *vs_ivfpq_vacuumcleanup(IndexVacuumInfo *info,
+													 IndexBulkDeleteResult *stats);
+
+/* ivfpqscan.c */
+extern IndexScanDesc vs_ivfpq_beginscan(Relation index, int nkeys, int norderbys);
+extern void vs_ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
+							int norderbys);
+extern bool vs_ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 vs_ivfpq_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+extern void vs_ivfpq_endscan(IndexScanDesc scan);
+
+/* Candidate searches shared by the scan and the batch functions (ivfpqscan.c). */
+extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq,
+									   int probe_offset, int nprobe, int k, int64 *ids,
+									   float *dists, int64 *counts);
+extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+									  int nprobe, double radius, VsRangeResult *out);
+
+/* settings (guc.c) */
+extern PGDLLIMPORT int vs_ivfpq_probes;
+extern PGDLLIMPORT int vs_ivfpq_rerank;
+
+/* ivfpqcost.c */
+extern void vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+								  Cost *indexStartupCost, Cost *indexTotalCost,
+								  Selectivity *indexSelectivity, double *indexCorrelation,
+								  double *indexPages);
+
+/* ivfpqvalidate.c */
+extern bool vs_ivfpq_validate(Oid opclassoid);
+
+#endif							/* VSEARCH_IVFPQ_H */
