@@ -215,11 +215,11 @@ typedef struct VsIvfpqCached
 {
 	VsIvfpqMetaPageData meta;
 	struct vs_ivfpq *ivf;		/* NULL when untrained */
-	int64	   *ids;			/* store_vectors: the list entries' ids, ascending */
+	int64	   *ids;			/* store_vectors: list and pending entries' ids, ascending */
 	float	   *vectors;		/* ... and their vectors */
 	int64		n;
-	int64	   *pending_ids;
-	float	   *pending_vectors;
+	int64	   *pending_ids;	/* pending entries */
+	float	   *pending_vectors;	/* (unused: their vectors are in `vectors`) */
 	int64		npending;
 } VsIvfpqCached;
 

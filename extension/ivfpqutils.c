@@ -808,33 +808,45 @@ load_entry(CacheEntry *e, const VsIndexRef *ref)
 			pfree(contents.codes);
 		pfree(contents.list_start);
 	}
-	/* store_vectors: the list entries' vectors by id, for the exact re-rank */
-	if (contents.vectors != NULL && contents.n > 0)
+	/* store_vectors: list and pending entries' vectors by id, for the exact re-rank */
+	if ((contents.vectors != NULL && contents.n > 0) ||
+		(contents.pending_vectors != NULL && contents.npending > 0))
 	{
-		IdPos	   *rows = palloc_extended(sizeof(IdPos) * contents.n, MCXT_ALLOC_HUGE);
+		int64		total = (contents.vectors ? contents.n : 0) +
+			(contents.pending_vectors ? contents.npending : 0);
+		IdPos	   *rows = palloc_extended(sizeof(IdPos) * total, MCXT_ALLOC_HUGE);
 		int64		m = 0;
+		int64		nl = contents.vectors ? contents.n : 0;
 		int			dim = contents.meta.dim;
 
-		for (int64 i = 0; i < contents.n; i++)
+		/* pos < nl: a list entry; otherwise pending entry pos - nl */
+		for (int64 i = 0; i < total; i++)
 		{
-			rows[i].id = contents.ids[i];
+			rows[i].id = i < nl ? contents.ids[i] : contents.pending_ids[i - nl];
 			rows[i].pos = i;
 		}
-		qsort(rows, contents.n, sizeof(IdPos), cmp_idpos);
-		e->c.ids = palloc_extended(sizeof(int64) * contents.n, MCXT_ALLOC_HUGE);
-		e->c.vectors = palloc_extended(sizeof(float) * dim * contents.n, MCXT_ALLOC_HUGE);
-		for (int64 i = 0; i < contents.n; i++)
+		qsort(rows, total, sizeof(IdPos), cmp_idpos);
+		e->c.ids = palloc_extended(sizeof(int64) * total, MCXT_ALLOC_HUGE);
+		e->c.vectors = palloc_extended(sizeof(float) * dim * total, MCXT_ALLOC_HUGE);
+		for (int64 i = 0; i < total; i++)
 		{
+			const float *src;
+
 			if (m > 0 && e->c.ids[m - 1] == rows[i].id)
 				continue;
+			src = rows[i].pos < nl ? contents.vectors + rows[i].pos * dim
+				: contents.pending_vectors + (rows[i].pos - nl) * dim;
 			e->c.ids[m] = rows[i].id;
-			memcpy(e->c.vectors + m * dim, contents.vectors + rows[i].pos * dim,
-				   sizeof(float) * dim);
+			memcpy(e->c.vectors + m * dim, src, sizeof(float) * dim);
 			m++;
 		}
 		e->c.n = m;
 		pfree(rows);
-		pfree(contents.vectors);
+		if (contents.vectors)
+			pfree(contents.vectors);
+		if (contents.pending_vectors)
+			pfree(contents.pending_vectors);
+		contents.pending_vectors = NULL;
 		e->bytes += (Size) m * (sizeof(int64) + sizeof(float) * dim);
 	}
 	if (contents.ids)
@@ -842,8 +854,7 @@ load_entry(CacheEntry *e, const VsIndexRef *ref)
 	e->c.pending_ids = contents.pending_ids;
 	e->c.pending_vectors = contents.pending_vectors;
 	e->c.npending = contents.npending;
-	e->bytes += (Size) contents.npending *
-		(sizeof(int64) + (contents.pending_vectors ? sizeof(float) * contents.meta.dim : 0));
+	e->bytes += (Size) contents.npending * sizeof(int64);
 	MemoryContextSwitchTo(old);
 }
 
@@ -914,7 +925,7 @@ vs_ivfpq_get_cached(const VsIndexRef *ref)
 	return &entry->c;
 }
 
-/* The stored vector of a list entry or pending entry of a cached index (store_vectors), or NULL. */
+/* The stored vector of a list or pending entry of a cached index (store_vectors), or NULL. */
 const float *
 vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id)
 {
@@ -932,10 +943,6 @@ vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id)
 		else
 			hi = mid - 1;
 	}
-	if (c->pending_vectors != NULL)
-		for (int64 i = 0; i < c->npending; i++)
-			if (c->pending_ids[i] == id)
-				return c->pending_vectors + i * c->meta.dim;
 	return NULL;
 }
 
