@@ -19,8 +19,11 @@ pg() {
     env PATH="$PG_BINDIR:$PATH" PGHOST="$CLUSTER_DIR" PGPORT="$CLUSTER_PORT" PGUSER=postgres \
       PGDATABASE=postgres "$@"
   else
+    # VSEARCH_* variables (VSEARCH_CUDA_LIBRARY, VSEARCH_CUDA_STATS, ...) reach the server too
+    local passthrough
+    mapfile -t passthrough < <(env | grep -E '^VSEARCH_[A-Z0-9_]*=' || true)
     runuser -u "$CLUSTER_OWNER" -- env PATH="$PG_BINDIR:$PATH" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" PGHOST="$CLUSTER_DIR" \
-      PGPORT="$CLUSTER_PORT" PGUSER=postgres PGDATABASE=postgres "$@"
+      PGPORT="$CLUSTER_PORT" PGUSER=postgres PGDATABASE=postgres "${passthrough[@]}" "$@"
   fi
 }
 
