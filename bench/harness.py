@@ -56,6 +56,19 @@ PATHS = {
                 "settings": {"enable_indexscan": "off"}},
 }
 
+# vs_ivfpq search paths (run after the vs_flat paths, on the same table, which then has both
+# indexes; the plan check makes sure the single queries use the vs_ivfpq one).  "auto" is the
+# worker when it serves vs_ivfpq, else the backend: which one answered is read from vsearch_stat
+# and reported (served=worker|backend), never a failure.  vsearch.ivfpq_probes / ivfpq_rerank are
+# added per point.
+IVFPQ_PATHS = {
+    "ivfpq-cpu": {"via": "backend", "settings": {"vsearch.device": "cpu", "enable_seqscan": "off"}},
+    "ivfpq-auto": {"via": "auto", "settings": {"vsearch.device": "auto", "enable_seqscan": "off"}},
+}
+# tried in order when the planner does not pick the vs_ivfpq index for a single query (noted in
+# params as steer=...); the plan check fails the point if none does
+IVFPQ_STEER = [{}, {"random_page_cost": "1.1"}, {"random_page_cost": "1.1", "seq_page_cost": "4"}]
+
 # Plans.  nq: queries loaded (ground truth for all of them); recall_q / batch_q: queries used by
 # the recall pass / the batch per path; seconds: pgbench duration per path.
 PLANS = {
@@ -67,8 +80,18 @@ PLANS = {
         "recall_q": {"cpu": 200, "worker-cpu": 200, "seqscan": 50},
         "batch_q": {"cpu": 1000, "worker-cpu": 1000},
         "batch_reps": 3, "k": 10, "gt_chunk": 250, "gt_device": "cpu", "xcheck": 20,
-        "engine": [{"backend": "cpu", "n": 100000, "d": 128, "nq": 200, "quick": True}],
+        "engine": [{"backend": "cpu", "n": 100000, "d": 128, "nq": 200, "quick": True},
+                   # IVF-PQ in the engine: small (CPU training is slow: ~1 GFLOP/s here)
+                   {"backend": "cpu", "mode": "ivfpq", "n": 20000, "d": 64, "nq": 200, "nlist": 141,
+                    "m": 16, "quick": True, "timeout": 240}],
         "torch": False,
+        # vs_ivfpq: the sweep (probes x rerank) runs the batch function on sweep_path; the points
+        # of highest batch QPS reaching each target recall are then measured on every path with
+        # single queries (recall pass + pgbench) and the batch function
+        "ivfpq": {"probes": [1, 2, 4, 8, 16, 32, 64], "rerank": [10, 50, 200],
+                  "sweep_path": "ivfpq-cpu", "paths": ["ivfpq-cpu", "ivfpq-auto"],
+                  "batch_q": {"worker": 1000, "backend": 200}, "batch_reps": 2, "recall_q": 200,
+                  "clients": [1, 4], "seconds": 5, "targets": [0.9, 0.95, 0.99]},
     },
     "gpu": {
         # synth-1000-128: a table so small that searching it costs next to nothing on either path,
@@ -85,14 +108,30 @@ PLANS = {
         # sized down on the 1M set: the CPU paths scan 1M x 128 per query (the in-backend batch
         # runs on one thread)
         "per_dataset": {"synth-1000-128": {"paths": ["gpu", "cpu"], "clients": [1],
-                                           "recall_q": {"gpu": 200, "cpu": 200}},
+                                           "recall_q": {"gpu": 200, "cpu": 200}, "ivfpq": False},
                         "synth-1M-128": {"recall_q": {"gpu": 1000, "cpu": 50, "seqscan": 10},
                                          "batch_q": {"gpu": 10000, "cpu": 200}}},
         "engine": [{"backend": "cuda", "n": 1000000, "d": 128, "nq": 10000, "quick": True,
                     "timeout": 180, "torch_timeout": 150},
                    {"backend": "cuda", "n": 10000000, "d": 96, "nq": 10000, "quick": True,
-                    "optional": True, "need_s": 200, "timeout": 200, "torch_timeout": 150}],
+                    "optional": True, "need_s": 200, "timeout": 200, "torch_timeout": 150},
+                   # IVF-PQ in the engine: GPU build and search, then the CPU backend at the same
+                   # settings (fewer queries: QPS is per query), then 10M x 96 if time is left
+                   {"backend": "cuda", "mode": "ivfpq", "n": 1000000, "d": 128, "nq": 10000, "nlist": 1024,
+                    "m": 32, "quick": True, "optional": True, "need_s": 90, "timeout": 150},
+                   {"backend": "cpu", "mode": "ivfpq", "n": 1000000, "d": 128, "nq": 1000, "nlist": 1024,
+                    "m": 32, "quick": True, "optional": True, "need_s": 150, "timeout": 240},
+                   {"backend": "cuda", "mode": "ivfpq", "n": 10000000, "d": 96, "nq": 10000, "nlist": 3162,
+                    "m": 24, "quick": True, "optional": True, "need_s": 200, "timeout": 240}],
         "torch": True,
+        # optional on the GPU machine (the vs_flat sweep alone takes ~470 s of the 570): each
+        # dataset's vs_ivfpq build + sweep runs only with need_s left (plus reserve_s for the
+        # engine's required phase); see bench/README.md for a run of vs_ivfpq alone
+        "ivfpq": {"probes": [1, 2, 4, 8, 16, 32, 64], "rerank": [10, 50, 200],
+                  "sweep_path": "ivfpq-auto", "paths": ["ivfpq-auto", "ivfpq-cpu"],
+                  "batch_q": {"worker": 10000, "backend": 500}, "batch_reps": 3, "recall_q": 200,
+                  "clients": [1, 32], "seconds": 5, "targets": [0.9, 0.95, 0.99],
+                  "optional": True, "reserve_s": 150},
     },
     "smoke": {
         "datasets": [{"name": "synth-3000-32-s5", "nq": 50}],
@@ -103,6 +142,9 @@ PLANS = {
         "batch_q": {"cpu": 50, "worker-cpu": 50},
         "batch_reps": 2, "k": 10, "gt_chunk": 50, "gt_device": "cpu", "xcheck": 50,
         "engine": [], "torch": False,
+        "ivfpq": {"probes": [1, 4, 64], "rerank": [10, 50], "sweep_path": "ivfpq-cpu",
+                  "paths": ["ivfpq-cpu", "ivfpq-auto"], "batch_q": {"worker": 50, "backend": 50},
+                  "batch_reps": 1, "recall_q": 50, "clients": [1], "seconds": 1, "targets": [0.9, 0.99]},
     },
 }
 
@@ -191,6 +233,14 @@ def fmt(v, nd=4):
     return str(v)
 
 
+def ivfpq_default_m(d):
+    """vs_ivfpq's default m (docs/INDEXES.md): the largest divisor of d with d / m >= 4 and
+    m <= 64, 1 below 8 dimensions."""
+    if d < 8:
+        return 1
+    return max(m for m in range(1, 65) if d % m == 0 and d // m >= 4)
+
+
 def params_str(d):
     return ";".join(f"{k}={v}" for k, v in d.items() if v is not None and v != "")
 
@@ -207,11 +257,28 @@ class Harness:
                 [{"name": n, "nq": 1000} for n in names if n not in [d["name"] for d in self.plan["datasets"]]]
         if args.no_engine:
             self.plan["engine"] = []
+        if args.engine_modes:
+            em = args.engine_modes.split(",")
+            self.plan["engine"] = [e for e in self.plan["engine"] if e.get("mode", "exact") in em]
+        if args.paths:
+            keep = args.paths.split(",")
+            self.plan["paths"] = [x for x in self.plan["paths"] if x in keep]
+            for over in self.plan.get("per_dataset", {}).values():
+                if "paths" in over:
+                    over["paths"] = [x for x in over["paths"] if x in keep]
+            iv = self.plan.get("ivfpq")
+            if iv:
+                iv["paths"] = [x for x in iv["paths"] if x in keep]
+                if iv["sweep_path"] not in keep:
+                    iv["sweep_path"] = iv["paths"][0] if iv["paths"] else None
+                if not iv["paths"]:
+                    self.plan["ivfpq"] = None
         self.deadline = args.deadline or (time.time() + 3600)
         self.date = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
         self.host = host_description()
         self.rows = []
         self.failures = []  # phases that failed
+        self.notes = []  # optional phases the budget skipped or cut
         self.check_failures = []  # recall / ground-truth checks
         os.makedirs(outdir, exist_ok=True)
         self.csv_path = os.path.join(outdir, "results.csv")
@@ -253,9 +320,13 @@ class Harness:
             for path in over.get("paths", p["paths"]):
                 t += 3 + len(over.get("clients", p["clients"])) * (p["seconds"][path] + 1.5) + \
                     (5 if path in p["batch_q"] else 0)
+            iv = p.get("ivfpq")
+            if iv and over.get("ivfpq", True):
+                t += 30 + 2 * len(iv["probes"]) * len(iv["rerank"]) + \
+                    len(iv["targets"]) * len(iv["paths"]) * (3 + len(iv["clients"]) * (iv["seconds"] + 1.5))
         for e in p["engine"]:
             t += 60 if e["backend"] == "cuda" else 30
-            t += 40 if p["torch"] else 0
+            t += 40 if p["torch"] and e.get("mode", "exact") == "exact" else 0
         return t
 
     # -- the database side ------------------------------------------------------------------------
@@ -357,6 +428,202 @@ class Harness:
                 self.run_path(ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load)
             except Exception as e:  # keep going: other paths still give numbers
                 self.fail(f"{ds['name']} {path}", e)
+
+        # vs_ivfpq on the same table (after the vs_flat paths, whose plans therefore never see it)
+        iv = p.get("ivfpq")
+        if iv and over.get("ivfpq", True) and not self.args.no_ivfpq:
+            need = iv.get("need_s", 60) + n * dim / 2e6  # build (CPU training) + sweep, roughly
+            if iv.get("optional") and self.remaining() < need + iv.get("reserve_s", 0):
+                self.log(f"{ds['name']}: vs_ivfpq SKIPPED (optional): {self.remaining():.0f}s left of the "
+                         f"budget, about {need:.0f}s needed plus {iv.get('reserve_s', 0)}s kept for the engine")
+                self.notes.append(f"{ds['name']}: vs_ivfpq skipped by the budget")
+            else:
+                try:
+                    self.run_ivfpq(ds, base, iv, gt_ids, gt_dist)
+                except Exception as e:
+                    self.fail(f"{ds['name']} vs_ivfpq", e)
+
+    # -- vs_ivfpq --------------------------------------------------------------------------------
+    def served(self, expected):
+        """Who answered the searches since the last reset (vs_ivfpq paths): 'worker' (the worker
+        answered every one), 'backend' (none: the backend searched itself), else 'mixed(...)'.
+        Never a failure: the worker may not serve vs_ivfpq."""
+        s = self.stat()
+        self.last_stat = s
+        req, fb, err = int(s.get("requests", 0)), int(s.get("cpu_fallbacks", 0)), int(s.get("errors", 0))
+        if req == 0:
+            return "backend", s
+        if req >= expected and not fb and not err:
+            return "worker", s
+        return f"mixed({req} worker of {expected}, {fb} fallbacks, {err} errors)", s
+
+    def served_device(self, served):
+        if served == "worker":
+            dev = str(self.worker.get("device", ""))
+            return "cpu" if dev.startswith("cpu") else "gpu"
+        return "cpu"
+
+    def ivfpq_plan_ok(self, t, idx, k, S):
+        """The settings (S plus the first steering set that works) under which both single-query
+        forms (pgbench's and the recall pass's LATERAL) use the vs_ivfpq index, or None."""
+        for extra in IVFPQ_STEER:
+            s = dict(S, **extra)
+            p1 = self.pg.run(f"EXPLAIN (COSTS OFF) SELECT id FROM {t} ORDER BY v <-> "
+                             f"(SELECT v FROM {t}_q WHERE qid = 1) LIMIT {k}", s)
+            p2 = self.pg.run(f"EXPLAIN (COSTS OFF) SELECT q.qid, s.id FROM {t}_q q CROSS JOIN LATERAL "
+                             f"(SELECT id FROM {t} ORDER BY v <-> q.v LIMIT {k}) s WHERE q.qid <= 2", s)
+            if f"Index Scan using {idx} " in p1 + " " and f"Index Scan using {idx} " in p2 + " ":
+                return s, extra
+        self.log(f"plan does not use {idx} under any steering settings:\n{p1}\n{p2}")
+        return None, None
+
+    def run_ivfpq(self, ds, base, iv, gt_ids, gt_dist):
+        p, pr = self.plan, self.progress
+        t, k, nq, n = ds["table"], p["k"], ds["nq"], base["n"]
+        idx = f"{t}_ivf"
+        pr.step(f"{ds['name']}: vs_ivfpq build", 30)
+        t0 = time.time()
+        out = self.pg.run(f"SET client_min_messages = warning; "
+                          f"CREATE INDEX {idx} ON {t} USING vs_ivfpq (v vector_l2_ops)")
+        build_s = time.time() - t0
+        self.pg.run(f"ANALYZE {t}")
+        isize = int(self.pg.value(f"SELECT pg_relation_size('{idx}')"))
+        lists = int(round(n ** 0.5))
+        m = ivfpq_default_m(base["dim"])
+        self.log(f"{ds['name']}: vs_ivfpq build {build_s:.1f}s (lists {lists}, m {m}, nbits 8, by the "
+                 f"defaults), {isize / n:.1f} index bytes/vector{(' ' + out.strip()) if out.strip() else ''}")
+        common = dict(base, index="vs_ivfpq", build_s=build_s, bytes_per_vector=isize / n)
+        shape = {"lists": lists, "m": m}
+
+        def batch_point(path, probes, rerank, B, reps):
+            """recall and QPS of vsearch_knn_batch over B queries at one point: (recall, qps, row)."""
+            S = dict(IVFPQ_PATHS[path]["settings"], **{"vsearch.ivfpq_probes": probes,
+                                                      "vsearch.ivfpq_rerank": rerank})
+            arr = f"ARRAY(SELECT v FROM {t}_q WHERE qid <= {B} ORDER BY qid)"
+            self.reset_stats()
+            rows = self.pg.sql(f"""
+                SELECT b.query, t.id, b.distance FROM vsearch_knn_batch('{idx}', {arr}, {k}) b
+                  JOIN {t} t ON t.ctid = b.row_ctid ORDER BY 1, 3, 2""", S)
+            rec = self.recall_of(rows, B, gt_ids, gt_dist, k)
+            times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{idx}', {arr}, {k})", S, reps)
+            served, st = self.served(1 + reps)
+            times.sort()
+            med = times[len(times) // 2]
+            prm = dict({"mode": "batch", "via": IVFPQ_PATHS[path]["via"], "served": served,
+                        "probes": probes, "rerank": rerank, "batch": B, "reps": reps}, **shape)
+            if served == "worker":
+                prm["mean_batch"] = f"{float(st.get('mean_batch_size') or 0):.2f}"
+            self.add(**common, device=self.served_device(served), params=params_str(prm), clients=1,
+                     recall=rec, qps=B / med, p50_ms=med * 1e3, p99_ms=times[-1] * 1e3,
+                     gpu_mem_mb=self.gpu_mem() if served == "worker" and self.mode == "gpu" else None)
+            self.log(f"{ds['name']} {path} probes={probes} rerank={rerank} batch of {B}: recall@{k} "
+                     f"{rec:.4f}, {B / med:.0f} QPS ({med * 1e3:.0f} ms per batch; served by {served})")
+            return rec, B / med, served
+
+        def batch_size(path):
+            """The batch for a path: the worker's size when the worker answers vs_ivfpq, else the
+            backend's (one probe query decides)."""
+            self.reset_stats()
+            S = dict(IVFPQ_PATHS[path]["settings"], **{"vsearch.ivfpq_probes": 1})
+            self.pg.sql(f"SELECT id FROM {t} ORDER BY v <-> (SELECT v FROM {t}_q WHERE qid = 1) LIMIT {k}", S)
+            served, _ = self.served(1)
+            B = iv["batch_q"]["worker" if served == "worker" else "backend"]
+            return min(B, nq), served
+
+        # 1. the sweep: the batch function at every (probes, rerank) on the sweep path
+        sp = iv["sweep_path"]
+        B, served = batch_size(sp)
+        self.log(f"{ds['name']}: vs_ivfpq sweep on {sp} (first query served by {served}), batches of {B}")
+        probes = sorted({min(pp, lists) for pp in iv["probes"]})  # probes >= lists: every list
+        pts = [(pp, rr) for rr in iv["rerank"] for pp in probes]
+        sweep = {}
+        for i, (pp, rr) in enumerate(pts):
+            if iv.get("optional") and self.remaining() < iv.get("reserve_s", 0) + 30:
+                self.log(f"{ds['name']}: vs_ivfpq sweep stopped by the budget after {i} of {len(pts)} points")
+                self.notes.append(f"{ds['name']}: vs_ivfpq sweep cut to {i} of {len(pts)} points by the budget")
+                break
+            pr.step(f"{ds['name']}: vs_ivfpq {sp} p={pp} r={rr}", 2)
+            try:
+                rec, qps, _ = batch_point(sp, pp, rr, B, iv["batch_reps"])
+                sweep[(pp, rr)] = (rec, qps)
+            except Exception as e:
+                self.fail(f"{ds['name']} vs_ivfpq {sp} probes={pp} rerank={rr}", e)
+            if not 0.0 <= sweep.get((pp, rr), (0.0,))[0] <= 1.0:
+                self.check_failures.append(f"{ds['name']} vs_ivfpq: recall outside [0, 1]")
+
+        # 2. operating points: the highest batch QPS reaching each target recall
+        chosen = []
+        for tg in iv["targets"]:
+            ok = [(q, key) for key, (r, q) in sweep.items() if r >= tg]
+            if ok:
+                key = max(ok)[1]
+                self.log(f"{ds['name']}: recall@{k} >= {tg}: probes={key[0]} rerank={key[1]} "
+                         f"(recall {sweep[key][0]:.4f}, batch {sweep[key][1]:.0f} QPS)")
+                if key not in chosen:
+                    chosen.append(key)
+            else:
+                self.log(f"{ds['name']}: no swept point reaches recall@{k} >= {tg}")
+
+        # 3. at those points, every path: single queries (recall pass + pgbench) and the batch
+        for path in iv["paths"]:
+            Bp = None
+            for pp, rr in chosen:
+                if iv.get("optional") and self.remaining() < iv.get("reserve_s", 0) + 20:
+                    self.notes.append(f"{ds['name']}: vs_ivfpq operating points cut by the budget")
+                    self.log(f"{ds['name']}: vs_ivfpq operating points stopped by the budget")
+                    return
+                try:
+                    if path != sp:
+                        if Bp is None:
+                            Bp, _ = batch_size(path)
+                        batch_point(path, pp, rr, Bp, iv["batch_reps"])
+                    self.ivfpq_single(ds, path, pp, rr, iv, common, shape, idx, gt_ids, gt_dist)
+                except Exception as e:
+                    self.fail(f"{ds['name']} vs_ivfpq {path} probes={pp} rerank={rr}", e)
+
+    def ivfpq_single(self, ds, path, probes, rerank, iv, common, shape, idx, gt_ids, gt_dist):
+        t, k, nq, pr = ds["table"], self.plan["k"], ds["nq"], self.progress
+        S0 = dict(IVFPQ_PATHS[path]["settings"], **{"vsearch.ivfpq_probes": probes,
+                                                   "vsearch.ivfpq_rerank": rerank})
+        S, steer = self.ivfpq_plan_ok(t, idx, k, S0)
+        if S is None:
+            self.check_failures.append(f"{ds['name']} {path} probes={probes} rerank={rerank}: "
+                                       f"the single-query plan does not use {idx}")
+            return
+        R = min(iv["recall_q"], nq)
+        pr.step(f"{ds['name']}: vs_ivfpq recall {path} p={probes} r={rerank}", 3)
+        self.reset_stats()
+        rows, lateral_s = self.pg.sql_timed(f"""
+            SELECT q.qid, s.id, s.d FROM {t}_q q CROSS JOIN LATERAL
+              (SELECT id, v <-> q.v AS d FROM {t} ORDER BY v <-> q.v LIMIT {k}) s
+             WHERE q.qid <= {R} ORDER BY q.qid, s.d, s.id""", S)
+        rec = self.recall_of(rows, R, gt_ids, gt_dist, k)
+        served, _ = self.served(R)
+        self.log(f"{ds['name']} {path} probes={probes} rerank={rerank}: recall@{k} {rec:.4f} over {R} "
+                 f"single queries ({R / lateral_s:.1f} q/s in one session; served by {served})")
+        script = (f"\\set qid random(1, {nq})\n"
+                  f"SELECT id FROM {t} ORDER BY v <-> (SELECT v FROM {t}_q WHERE qid = :qid) LIMIT {k};\n")
+        secs = iv["seconds"]
+        for c in iv["clients"]:
+            pr.step(f"{ds['name']}: pgbench vs_ivfpq {path} p={probes} r={rerank} c={c} ({secs}s)", secs + 1.5)
+            self.reset_stats()
+            r = self.pg.pgbench(script, c, secs, S, tick=pr.tick)
+            served, st = self.served(r["count"])
+            prm = dict({"mode": "single", "via": IVFPQ_PATHS[path]["via"], "served": served,
+                        "probes": probes, "rerank": rerank, "T": f"{secs}s", "txns": r["steady_count"],
+                        "recall_q": R, "first_txn_ms_max": f"{r['first_ms_max']:.1f}",
+                        "tps_all": f"{r['tps']:.1f}", "steady": "yes" if r["steady"] else "no (all transactions)"},
+                       **shape)
+            if steer:
+                prm["steer"] = ",".join(f"{a}={b}" for a, b in steer.items())
+            if served == "worker":
+                prm["mean_batch"] = f"{float(st.get('mean_batch_size') or 0):.2f}"
+            if r["failed"]:
+                prm["failed_txns"] = r["failed"]
+            self.add(**common, device=self.served_device(served), params=params_str(prm), clients=c,
+                     recall=rec, qps=r["qps"], p50_ms=r["p50_ms"], p99_ms=r["p99_ms"])
+            self.log(f"{ds['name']} vs_ivfpq {path} p={probes} r={rerank} c={c}: {r['qps']:.1f} QPS, "
+                     f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms (served by {served})")
 
     def worker_ok(self):
         s = self.worker
@@ -528,16 +795,23 @@ class Harness:
             self.failures.append("engine bench binary missing")
             return
         name = f"engine-{e['n'] // 1000000}M-{e['d']}" if e["n"] >= 10 ** 6 else f"engine-{e['n'] // 1000}k-{e['d']}"
+        if e.get("mode") == "ivfpq":  # its own (clustered) data
+            name = name.replace("engine-", "engine-ivfpq-", 1)
         work = tempfile.mkdtemp(prefix="vsearch-engine-", dir=os.environ.get("BENCH_TMP", "/tmp"))
         ej = os.path.join(work, "engine.json")
         argv = [binary, "--backend", e["backend"], "--n", str(e["n"]), "--d", str(e["d"]),
                 "--nq", str(e["nq"]), "--out", ej, "--skip-kmeans-cpu"]
+        ivf = e.get("mode") == "ivfpq"
+        if ivf:
+            argv += ["--mode", "ivfpq", "--nlist", str(e["nlist"]), "--m", str(e["m"]),
+                     "--nbits", str(e.get("nbits", 8))]
         if e.get("quick"):
             argv.append("--quick")
-        torch = self.plan["torch"] and e["backend"] == "cuda"
+        torch = self.plan["torch"] and e["backend"] == "cuda" and not ivf
         if torch:
             argv += ["--data", work]
-        self.progress.step(f"engine {e['backend']} {e['n']} x {e['d']}", 60 if e["backend"] == "cuda" else 30)
+        self.progress.step(f"engine {e.get('mode', 'exact')} {e['backend']} {e['n']} x {e['d']}",
+                           60 if e["backend"] == "cuda" else 30)
         elog = open(os.path.join(self.outdir, "engine.log"), "a")
         elog.write(f"\n==== {' '.join(argv)}\n")
         elog.flush()
@@ -557,6 +831,9 @@ class Harness:
             res = json.load(open(ej))
             self.log(f"engine bench {e['backend']} n={e['n']} d={e['d']}: {time.time() - t0:.0f}s on {res['device']}")
             device = "gpu" if e["backend"] == "cuda" else "cpu"
+            if ivf:
+                self.engine_ivfpq_rows(e, name, device, res, gm.mb() if device == "gpu" else None)
+                return
             for r in res["rows"]:
                 m = re.match(r"knn nq=(\d+) k=(\d+) (\w+)", r["case"])
                 prm = {"mode": "engine", "case": r["case"].replace(";", ","),
@@ -571,6 +848,46 @@ class Harness:
         finally:
             elog.close()
             shutil.rmtree(work, ignore_errors=True)
+
+    def engine_ivfpq_rows(self, e, name, device, res, gpu_mb):
+        """The engine bench's --mode ivfpq rows: one build row (train + encode + add seconds) and one
+        row per nprobe (QPS of the whole batch, recall@10 after the exact re-rank of 40 candidates)."""
+        nbits = e.get("nbits", 8)
+        shape = {"nlist": e["nlist"], "m": e["m"], "nbits": nbits,
+                 "data": "clustered: 1000 centres 4 N(0 1) + N(0 1) noise, seed 42 (engine bench)"}
+        secs = {}
+        for r in res["rows"]:
+            c = r["case"]
+            if c.startswith("ivfpq train"):
+                secs["train"] = r["seconds"]
+            elif c.startswith("ivfpq encode"):
+                secs["encode"] = r["seconds"]
+            elif c.startswith("ivfpq add"):
+                secs["add"] = r["seconds"]
+        build = sum(secs.values())
+        # codes + 8-byte ids: what the engine holds per vector (lists' own overhead aside)
+        bpv = e["m"] * nbits / 8 + 8
+        prm = dict({"mode": "engine", "case": "ivfpq build", "bpv": "codes + 8-byte ids",
+                    "train_s": f"{secs.get('train', 0):.3f}", "encode_s": f"{secs.get('encode', 0):.3f}",
+                    "add_s": f"{secs.get('add', 0):.3f}"}, **shape)
+        self.add(dataset=name, n=e["n"], dim=e["d"], index="engine-ivfpq", device=device, clients=1,
+                 params=params_str(prm), p50_ms=build * 1e3, build_s=build, bytes_per_vector=bpv,
+                 gpu_mem_mb=gpu_mb)
+        self.log(f"engine ivfpq {device} {e['n']} x {e['d']}: build {build:.2f}s (train "
+                 f"{secs.get('train', 0):.2f}, encode {secs.get('encode', 0):.2f}, add {secs.get('add', 0):.2f})")
+        for r in res["rows"]:
+            mm = re.match(r"ivfpq search nq=(\d+) nprobe=(\d+)", r["case"])
+            if not mm:
+                continue
+            rm = re.search(r"recall@10 after exact re-rank ([0-9.]+)", r.get("note", ""))
+            prm = dict({"mode": "engine", "case": r["case"], "batch": mm.group(1), "probes": mm.group(2),
+                        "candidates": 40, "note": r.get("note", "").replace(";", ",")}, **shape)
+            self.add(dataset=name, n=e["n"], dim=e["d"], index="engine-ivfpq", device=device, clients=1,
+                     k=10, params=params_str(prm), recall=float(rm.group(1)) if rm else None,
+                     qps=r["qps"] if r["qps"] else None, p50_ms=r["seconds"] * 1e3, build_s=build,
+                     bytes_per_vector=bpv, gpu_mem_mb=gpu_mb)
+            self.log(f"engine ivfpq {device} nprobe={mm.group(2)}: {r['qps']:.0f} QPS, "
+                     f"recall@10 {rm.group(1) if rm else '?'}")
 
     def run_torch(self, e, work, ej, name, eng):
         tj = os.path.join(work, "torch.json")
@@ -657,14 +974,17 @@ class Harness:
         if self.plan["engine"]:
             self.stop_cluster()
         for e in self.plan["engine"]:
+            what = f"engine {e.get('mode', 'exact')} {e['backend']} {e['n']} x {e['d']}"
             if e.get("optional") and self.remaining() < e.get("need_s", 200):
-                self.log(f"engine {e['n']} x {e['d']}: skipped, {self.remaining():.0f}s left of the budget")
+                self.log(f"{what}: skipped, {self.remaining():.0f}s left of the budget")
+                self.notes.append(f"{what}: skipped by the budget ({self.remaining():.0f}s left)")
                 continue
             try:
                 self.run_engine(e)
             except Exception as ex:
                 if e.get("optional") and "budget" in str(ex):
-                    self.log(f"engine {e['n']} x {e['d']} (optional): {ex}")
+                    self.log(f"{what} (optional): {ex}")
+                    self.notes.append(f"{what}: {ex}")
                 else:
                     self.fail(f"engine {e['backend']} {e['n']} x {e['d']}", ex)
         return self.finish()
@@ -682,6 +1002,8 @@ class Harness:
         except Exception as e:
             self.fail("plots", e)
         md = summary_markdown(self.rows)
+        if self.notes:
+            md += "\nNotes (optional phases and the budget):\n\n" + "".join(f"* {x}\n" for x in self.notes)
         with open(os.path.join(self.outdir, "summary.md"), "w") as f:
             f.write(md)
         print(md)
@@ -719,11 +1041,101 @@ def summary_markdown(rows):
         mode = mode_of(r)
         cb = r["clients"] if mode == "single" else batch_of(r)
         path = r["index"] + (f" ({via_of(r)})" if r["index"] == "vs_flat" else "")
+        if r["index"] == "vs_ivfpq":
+            path = f"vs_ivfpq ({via_of(r)}→{prm_of(r, 'served')}; p{prm_of(r, 'probes')} r{prm_of(r, 'rerank')})"
+        elif r["index"] == "engine-ivfpq":
+            path = "engine-ivfpq" + (f" (nprobe {prm_of(r, 'probes')})" if prm_of(r, "probes") else "")
         out.append(f"| {r['dataset']} | {r['n']} × {r['dim']} | {path} | {r['device']} | {mode} | {cb} | "
                    f"{num(r['recall'], 4)} | {num(r['qps'], 0)} | {num(r['p50_ms'], 2)} | "
                    f"{num(r['p99_ms'], 2)} | {num(r['build_s'], 2)} | {num(r['bytes_per_vector'], 0)} | "
                    f"{r['gpu_mem_mb']} |")
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + ivfpq_markdown(rows)
+
+
+def prm_of(r, key):
+    m = re.search(rf"(?:^|;){key}=([^;]*)", r["params"])
+    return m.group(1) if m else ""
+
+
+def fnum(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def ivfpq_markdown(rows, targets=(0.9, 0.95, 0.99)):
+    """vs_ivfpq's operating points: per dataset, path and target recall@10, the swept point of
+    highest batch QPS reaching it, with its single-query QPS, next to vs_flat's exact QPS on the
+    path that served it; then the engine's (nprobe of highest QPS reaching the target, against the
+    engine's exact kNN and the other backend at the same nprobe)."""
+    out = []
+    iv = [r for r in rows if r["index"] == "vs_ivfpq" and fnum(r["recall"]) is not None and fnum(r["qps"])]
+    if iv:
+        out += ["", "vs_ivfpq operating points: the (probes, rerank) of highest batch QPS with recall@10 at "
+                "least the target, its single-query QPS (pgbench, steady state) and vs_flat's exact QPS on the "
+                "path that served it (worker or backend).", "",
+                "| dataset | target | path → served | probes / rerank | recall@10 batch / single | batch QPS "
+                "| 1 client QPS | most clients QPS | vs_flat batch QPS | vs_flat 1 client | vs_flat most clients |",
+                "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for ds in dict.fromkeys(r["dataset"] for r in iv):
+            for via in dict.fromkeys(prm_of(r, "via") for r in iv if r["dataset"] == ds):
+                b = [r for r in iv if r["dataset"] == ds and prm_of(r, "via") == via
+                     and prm_of(r, "mode") == "batch"]
+                for tg in targets:
+                    ok = [r for r in b if fnum(r["recall"]) >= tg]
+                    if not ok:
+                        out.append(f"| {ds} | {tg} | {via} | not reached | best "
+                                   f"{max([fnum(r['recall']) for r in b] or [0]):.4f} | | | | | | |")
+                        continue
+                    best = max(ok, key=lambda r: fnum(r["qps"]))
+                    pp, rr, served = prm_of(best, "probes"), prm_of(best, "rerank"), prm_of(best, "served")
+                    single = [r for r in iv if r["dataset"] == ds and prm_of(r, "via") == via
+                              and prm_of(r, "mode") == "single" and prm_of(r, "probes") == pp
+                              and prm_of(r, "rerank") == rr]
+                    single.sort(key=lambda r: int(r["clients"]))
+                    fv = "backend" if served == "backend" else ("worker", "worker(cpu)")
+                    flat = [r for r in rows if r["index"] == "vs_flat" and r["dataset"] == ds
+                            and prm_of(r, "via") in (fv if isinstance(fv, tuple) else (fv,))]
+                    fb = [r for r in flat if prm_of(r, "mode") == "batch"]
+                    fs = sorted([r for r in flat if prm_of(r, "mode") == "single"], key=lambda r: int(r["clients"]))
+                    srec = f" / {fnum(single[0]['recall']):.4f}" if single else ""
+                    s1 = f"{num(single[0]['qps'], 0)}" if single else ""
+                    sN = f"{num(single[-1]['qps'], 0)} ({single[-1]['clients']})" if len(single) > 1 else ""
+                    f1 = f"{num(fs[0]['qps'], 0)}" if fs else ""
+                    fN = f"{num(fs[-1]['qps'], 0)} ({fs[-1]['clients']})" if len(fs) > 1 else ""
+                    fbq = f"{num(fb[0]['qps'], 0)} (batch {prm_of(fb[0], 'batch')})" if fb else ""
+                    out.append(f"| {ds} | ≥ {tg} | {via} → {served} | {pp} / {rr} | {fnum(best['recall']):.4f}{srec} | "
+                               f"{num(best['qps'], 0)} (batch {prm_of(best, 'batch')}) | {s1} | {sN} | {fbq} | {f1} | {fN} |")
+    ev = [r for r in rows if r["index"] == "engine-ivfpq" and fnum(r["recall"]) is not None and fnum(r["qps"])]
+    if ev:
+        out += ["", "The engine's IVF-PQ (gpu/bench `--mode ivfpq`, its clustered data; 40 candidates re-ranked "
+                "exactly): the nprobe of highest QPS reaching each target, against the engine's exact kNN of "
+                "the same shape (its Gaussian data) and the other backend at the same nprobe.", "",
+                "| data | device | build s | bytes / vector | target | nprobe | recall@10 | QPS (batch) "
+                "| exact kNN QPS, same device | other device, same nprobe: QPS (recall) |",
+                "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+        for ds in dict.fromkeys(r["dataset"] for r in ev):
+            for dev in dict.fromkeys(r["device"] for r in ev if r["dataset"] == ds):
+                e = [r for r in ev if r["dataset"] == ds and r["device"] == dev]
+                exact = [r for r in rows if r["index"] == "engine" and r["dataset"] == ds.replace("-ivfpq", "")
+                         and r["device"] == dev and re.search(r"case=knn nq=\d+ k=10 L2", r["params"])]
+                exact.sort(key=lambda r: -int(re.search(r"nq=(\d+)", r["params"]).group(1)))
+                for tg in targets[:2]:
+                    ok = [r for r in e if fnum(r["recall"]) >= tg]
+                    if not ok:
+                        out.append(f"| {ds} | {dev} | {num(e[0]['build_s'], 2)} | {num(e[0]['bytes_per_vector'], 0)} "
+                                   f"| ≥ {tg} | not reached (best {max(fnum(r['recall']) for r in e):.4f}) | | | | |")
+                        continue
+                    best = max(ok, key=lambda r: fnum(r["qps"]))
+                    other = [r for r in ev if r["dataset"] == ds and r["device"] != dev
+                             and prm_of(r, "probes") == prm_of(best, "probes")]
+                    oth = f"{other[0]['device']}: {num(other[0]['qps'], 0)} ({fnum(other[0]['recall']):.4f})" if other else ""
+                    out.append(f"| {ds} | {dev} | {num(best['build_s'], 2)} | {num(best['bytes_per_vector'], 0)} | "
+                               f"≥ {tg} | {prm_of(best, 'probes')} | {fnum(best['recall']):.4f} | "
+                               f"{num(best['qps'], 0)} (batch {prm_of(best, 'batch')}) | "
+                               f"{num(exact[0]['qps'], 0) if exact else ''} | {oth} |")
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def num(v, nd):
@@ -742,6 +1154,10 @@ def main(argv):
     ap.add_argument("--deadline", type=float, help="epoch seconds: optional phases stop before it")
     ap.add_argument("--no-engine", action="store_true")
     ap.add_argument("--datasets", help="comma-separated dataset names (replaces the plan's)")
+    ap.add_argument("--paths", help="comma-separated SQL paths to run (gpu, worker-cpu, cpu, seqscan, "
+                    "ivfpq-cpu, ivfpq-auto; default: the plan's)")
+    ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
+    ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
     a = ap.parse_args(argv)
     return Harness(a.mode, a.outdir, a).run()
 
