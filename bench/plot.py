@@ -2,8 +2,11 @@
 """Plots of a benchmark CSV (bench/harness.py's results.csv), with matplotlib's Agg backend:
 
     recall_qps.png       recall@k against queries per second, one panel per dataset (log x): every
-                         path and mode; the points of one index/device/mode are joined, so parameter
-                         sweeps of approximate indexes show as curves
+                         path and mode; vs_ivfpq's batch sweep as one curve over probes per rerank
+                         (points labelled by probes), its single-query runs as points labelled
+                         c<clients> p<probes>/r<rerank>; the engine's IVF-PQ as a curve over nprobe;
+                         vs_flat and the seq scan as points (exact: recall 1); thin lines at 0.9,
+                         0.95, 0.99
     clients.png          p50 (solid) and p99 (dashed) latency and QPS against concurrent clients,
                          one row of panels per dataset (pgbench single-query runs)
     engine.png           the engine directly against PyTorch brute force, QPS per case (when the
@@ -51,7 +54,18 @@ def label(row):
     via = prm(row, "via")
     if row["index"] == "vs_flat":
         return f"vs_flat {via}" if via else "vs_flat"
+    if row["index"] == "vs_ivfpq":
+        served = prm(row, "served")
+        return f"vs_ivfpq {via}→{served}" if served and served != via else f"vs_ivfpq {via}"
     return row["index"]
+
+
+def sweep_key(row):
+    """Rows of a parameter sweep are drawn as one curve per fixed parameter: vs_ivfpq's batch rows
+    per rerank (a curve over probes), the engine's IVF-PQ rows as one curve over nprobe."""
+    if row["index"] == "vs_ivfpq" and prm(row, "mode") == "batch":
+        return f"rerank={prm(row, 'rerank')}"
+    return ""
 
 
 def read(path):
@@ -76,25 +90,42 @@ def plot_recall_qps(rows, out):
             if r["dataset"] != ds or f(r["recall"]) is None or not f(r["qps"]):
                 continue
             mode = prm(r, "mode")
-            key = (label(r), r["device"], mode)
+            key = (label(r), r["device"], mode, sweep_key(r))
             groups.setdefault(key, []).append(r)
-        for (lab, dev, mode), rs in sorted(groups.items()):
-            # one point per run; single-query runs are labelled by client count
-            pts = sorted(((f(r["qps"]), f(r["recall"]), r) for r in rs), key=lambda p: p[0])
+        styles = ["-", "--", ":", "-."]
+        for (lab, dev, mode, sk), rs in sorted(groups.items()):
+            sweep = prm(rs[0], "probes") != ""
+            if sweep:
+                # a sweep: one curve over probes (nprobe), each point labelled by it
+                pts = sorted(((f(r["qps"]), f(r["recall"]), r) for r in rs), key=lambda p: int(prm(p[2], "probes")))
+            else:
+                # one point per run; single-query runs are labelled by client count
+                pts = sorted(((f(r["qps"]), f(r["recall"]), r) for r in rs), key=lambda p: p[0])
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            # single-query runs differ by client count only: points, not a curve
-            ax.plot(xs, ys, marker=MARKERS.get(mode, "o"), color=color(lab, dev),
-                    linestyle="-" if mode != "single" else "none", alpha=0.85,
-                    label=f"{lab} [{dev}] {mode}")
+            ls = "none" if mode == "single" else "-"
+            if sk:
+                reranks = sorted({prm(r, "rerank") for r in rows if r["dataset"] == ds and r["index"] == "vs_ivfpq"},
+                                 key=lambda v: int(v or 0))
+                ls = styles[reranks.index(sk.split("=")[1]) % len(styles)] if sk.split("=")[1] in reranks else "-"
+            ax.plot(xs, ys, marker=MARKERS.get(mode, "o"), color=color(lab, dev), markersize=4 if sweep else 6,
+                    linestyle=ls, alpha=0.85, label=f"{lab} [{dev}] {mode}" + (f" {sk}" if sk else ""))
             if mode == "single":
                 for x, y, r in pts:
-                    ax.annotate(f"c{r['clients']}", (x, y), fontsize=6, xytext=(2, 3),
+                    tag = f"c{r['clients']}" + (f" p{prm(r, 'probes')}/r{prm(r, 'rerank')}" if sweep else "")
+                    ax.annotate(tag, (x, y), fontsize=5 if sweep else 6, xytext=(2, 3),
                                 textcoords="offset points")
+            elif sweep:
+                for x, y, r in pts:
+                    ax.annotate(prm(r, "probes"), (x, y), fontsize=5, xytext=(2, -7),
+                                textcoords="offset points", color=color(lab, dev))
         ax.set_xscale("log")
         ax.set_xlabel("queries per second (log)")
         ax.set_ylabel(f"recall@{rows[0]['k'] or 10}")
         lo = min(f(r["recall"]) for r in rows if r["dataset"] == ds and f(r["recall"]) is not None)
-        ax.set_ylim(min(0.9, lo - 0.02), 1.01)
+        ax.set_ylim(max(0.0, min(0.9, lo - 0.02)), 1.01)
+        for tg in (0.9, 0.95, 0.99):
+            if lo < tg:
+                ax.axhline(tg, color="k", linewidth=0.4, alpha=0.4)
         ax.set_title(title_of(rows, ds), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, loc="lower left")
