@@ -463,10 +463,9 @@ cmp_round_hit(const void *a, const void *b)
 static void
 ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 {
-	VsIvfpqCached *c = vs_ivfpq_get_cached(&bc->ref);
-	int			lists = c->ivf ? (int) c->meta.lists : 0;
-	int64		npending = c->npending;
-	int64	   *pending = NULL;
+	int			lists = (int) bc->ref.ivf_lists;
+	int64		npending = 0;
+	int64	   *pending = vs_ivfpq_pending_ids(&bc->ref, &npending);
 	int			probes = Max(vs_ivfpq_probes, 1);
 	int			rerank = Max(vs_ivfpq_rerank, 1);
 	int64		maxk = (int64) bc->ref.ntuples + 1;
@@ -474,11 +473,6 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 	RoundKey   *keys = palloc(sizeof(RoundKey) * bc->nq);
 	int			active = bc->nq;
 
-	if (npending > 0)
-	{
-		pending = palloc_extended(sizeof(int64) * npending, MCXT_ALLOC_HUGE);
-		memcpy(pending, c->pending_ids, sizeof(int64) * npending);
-	}
 	for (int q = 0; q < bc->nq; q++)
 		st[q].first = true;
 

@@ -205,6 +205,12 @@ extern void vs_ivfpq_page_set_items(Page page, int nitems);
 extern int	vs_ivfpq_default_m(int dim);
 extern bytea *vs_ivfpq_options(Datum reloptions, bool validate);
 extern void vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, VsIvfpqContents *out);
+extern void (*vs_ivfpq_read_progress) (void);
+struct vs_context;
+struct vs_ivfpq;
+extern int	vs_ivfpq_contents_object(struct vs_context *ctx, const VsIvfpqContents *contents,
+									 struct vs_ivfpq **out);
+extern Size vs_ivfpq_object_bytes(const VsIvfpqMetaPageData *meta, int64 n);
 extern void vs_ivfpq_read_floats(Relation index, BlockNumber start, uint32 npages, float *dst,
 								 Size nfloats);
 extern void vs_ivfpq_ref(Relation index, VsIndexRef *ref, VsIvfpqMetaPageData *meta);
@@ -259,6 +265,7 @@ extern void vs_ivfpq_endscan(IndexScanDesc scan);
 extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									   int probe_offset, int nprobe, int k, int64 *ids,
 									   float *dists, int64 *counts);
+extern int64 *vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n);
 extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									  int nprobe, double radius, VsRangeResult *out);
 

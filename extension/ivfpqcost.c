@@ -9,13 +9,16 @@
  * or a selective filter) goes on through every list: the run cost covers re-ranking every row.
  *
  *   startup = probed pages * seq_page_cost + lists * distance_cost
- *             + probed rows * distance_cost / 4 + rerank * (distance_cost + cpu_tuple_cost)
+ *             + probed rows * distance_cost / 4 + rerank * (exact_cost + cpu_tuple_cost)
  *             + heap pages read by the re-rank (index_pages_fetched: with caching) *
  *               random_page_cost + search overhead
- *   total   = startup + (rows - rerank) * (distance_cost + cpu_tuple_cost + fetch share)
+ *   total   = startup + (rows - rerank) * (distance_cost / 4 + exact_cost + cpu_tuple_cost
+ *                                          + fetch share)
  *             + rows returned * cpu_index_tuple_cost
  *
- * distance_cost = cpu_operator_cost * vs_search_distance_cost(index) (search.h).
+ * distance_cost = cpu_operator_cost * vs_search_distance_cost(index) (search.h): less when the GPU
+ * worker serves, which finds the candidates; exact_cost = cpu_operator_cost, since the re-rank (and
+ * the pending rows of an index without a quantizer) is always computed in the backend.
  */
 #include "postgres.h"
 
@@ -43,7 +46,10 @@ vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	double		rows = Max(index->tuples, 1.0);
 	int			nranges = list_length(path->indexclauses);
 	bool		ordered = path->indexorderbys != NIL;
+	/* estimates: where the candidates are searched (the GPU worker, when it serves) */
 	double		distance_cost = cpu_operator_cost * vs_search_distance_cost(index->indexoid);
+	/* exact distances of the re-rank: always in this backend */
+	double		exact_cost = cpu_operator_cost;
 	double		spc_seq_page_cost;
 	double		spc_random_page_cost;
 	VsIvfpqMetaPageData meta;
@@ -83,8 +89,9 @@ vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	}
 	else
 	{
-		frac = 1.0;				/* pending rows: every one is re-ranked */
+		frac = 1.0;				/* pending rows: every one is re-ranked, in the backend */
 		rerank = rows;
+		distance_cost = exact_cost;
 	}
 	if (nranges > 0)
 		rerank = Max(rows * costs.indexSelectivity, 1.0);
@@ -95,12 +102,12 @@ vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	startup = index->pages * frac * spc_seq_page_cost +
 		meta.lists * distance_cost +
 		rows * frac * distance_cost * 0.25 +
-		rerank * (distance_cost + cpu_tuple_cost) +
+		rerank * (exact_cost + cpu_tuple_cost) +
 		fetch_pages * spc_random_page_cost +
 		VS_IVFPQ_SEARCH_OVERHEAD * spc_seq_page_cost * Max(nranges + (ordered ? 1 : 0), 1);
 	total = startup;
 	if (ordered && nranges == 0 && rows > rerank)
-		total += (rows - rerank) * (distance_cost * 1.25 + cpu_tuple_cost) +
+		total += (rows - rerank) * (distance_cost * 0.25 + exact_cost + cpu_tuple_cost) +
 			(meta.store_vectors ? 0.0 : (heap_pages - fetch_pages) * spc_random_page_cost) +
 			index->pages * (1.0 - frac) * spc_seq_page_cost;
 	total += rows * costs.indexSelectivity * cpu_index_tuple_cost;

@@ -44,6 +44,7 @@
 
 #include "ivfpq.h"
 #include "vsearch/engine.h"
+#include "worker.h"
 
 #define VS_IVFPQ_GROWTH		4
 
@@ -106,16 +107,28 @@ range_alloc(void *arg, size_t bytes)
 /*
  * The k entries with the smallest estimated distance in lists ranked [probe_offset,
  * probe_offset + nprobe) of each query (ids/dists nq x k, counts nq).  Pending entries are not
- * included.  The cached object stays until the caller's vs_ivfpq_trim_cache().
+ * included (vs_ivfpq_pending_ids).  The GPU worker answers when it serves (worker.h, with
+ * vs_flat's fallback rules); otherwise the backend's cached object, which stays until the caller's
+ * vs_ivfpq_trim_cache().  Both return the same candidates (the engine's backends agree by
+ * contract, and both objects are built from the pages by vs_ivfpq_contents_object).
  */
 void
 vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
 						   int nprobe, int k, int64 *ids, float *dists, int64 *counts)
 {
-	VsIvfpqCached *c = vs_ivfpq_get_cached(ref);
+	VsIvfpqCached *c;
 	int			retries = 0;
 
-	if (c->ivf == NULL || k <= 0 || probe_offset >= (int) c->meta.lists)
+	if (ref->ivf_lists == 0 || k <= 0 || probe_offset < 0 || probe_offset >= (int) ref->ivf_lists)
+	{
+		for (int q = 0; q < nq; q++)
+			counts[q] = 0;
+		return;
+	}
+	if (vs_worker_ivfpq_knn(ref, queries, nq, probe_offset, nprobe, k, ids, dists, counts))
+		return;
+	c = vs_ivfpq_get_cached(ref);
+	if (c->ivf == NULL)
 	{
 		for (int q = 0; q < nq; q++)
 			counts[q] = 0;
@@ -135,18 +148,51 @@ vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, 
 	}
 }
 
+/*
+ * The pending (unquantized) entries of the index as of ref: *n ids, palloc'd in the current context
+ * (NULL when none).  Only an index without a quantizer has any (inserts into a trained index go to
+ * its lists), so they come from the backend's cached copy, which for such an index holds nothing
+ * else; the GPU worker never sees them.  Entries inserted after ref was taken are invisible to
+ * the scan's snapshot, so ref's pending count decides whether there are any to take.
+ */
+int64 *
+vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n)
+{
+	VsIvfpqCached *c;
+	int64	   *ids;
+
+	*n = 0;
+	if (ref->ivf_npending == 0)
+		return NULL;
+	c = vs_ivfpq_get_cached(ref);
+	if (c->npending == 0)
+		return NULL;
+	ids = palloc_extended(sizeof(int64) * c->npending, MCXT_ALLOC_HUGE);
+	memcpy(ids, c->pending_ids, sizeof(int64) * c->npending);
+	*n = c->npending;
+	return ids;
+}
+
 /* Every entry of the first nprobe lists whose estimate is <= radius, and every pending entry. */
 void
 vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq, int nprobe,
 						  double radius, VsRangeResult *out)
 {
-	VsIvfpqCached *c = vs_ivfpq_get_cached(ref);
 	vs_range_result res;
+	VsRangeResult wres;
+	bool		from_worker = false;
 	int			retries = 0;
 	float		fr;
 	int64		total;
+	int64		npending = 0;
+	int64	   *pending;
+	const int64 *roff = NULL;
+	const int64 *rids = NULL;
+	const float *rdist = NULL;
+	int64		rtotal = 0;
 
 	memset(&res, 0, sizeof(res));
+	memset(&wres, 0, sizeof(wres));
 	/* the smallest float >= radius: a candidate superset */
 	if (radius >= (double) FLT_MAX)
 		fr = INFINITY;
@@ -159,28 +205,51 @@ vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq, i
 			fr = nextafterf(fr, INFINITY);
 	}
 
-	if (c->ivf != NULL)
+	if (ref->ivf_lists > 0 && nq > 0)
 	{
-		for (;;)
+		if (vs_worker_ivfpq_range(ref, queries, nq, 0, nprobe, fr, &wres))
 		{
-			vs_status	st = vs_ivfpq_range(vs_backend_engine(), c->ivf, queries, (size_t) nq, 0,
-											(size_t) nprobe, fr, range_alloc, NULL, &res);
+			from_worker = true;
+			roff = wres.offsets;
+			rids = wres.ids;
+			rdist = wres.distances;
+			rtotal = wres.total;
+		}
+		else
+		{
+			VsIvfpqCached *c = vs_ivfpq_get_cached(ref);
 
-			if (st == VS_OK)
-				break;
-			if (st == VS_OUT_OF_MEMORY)
-				ereport(ERROR,
-						(errcode(ERRCODE_OUT_OF_MEMORY),
-						 errmsg("out of memory"),
-						 errdetail("vsearch engine: %s", vs_last_error(vs_backend_engine()))));
-			if (st != VS_CANCELLED)
-				vs_engine_error(st);
-			vs_engine_cancelled(&retries);
+			if (c->ivf != NULL)
+			{
+				for (;;)
+				{
+					vs_status	st = vs_ivfpq_range(vs_backend_engine(), c->ivf, queries,
+													(size_t) nq, 0, (size_t) nprobe, fr,
+													range_alloc, NULL, &res);
+
+					if (st == VS_OK)
+						break;
+					if (st == VS_OUT_OF_MEMORY)
+						ereport(ERROR,
+								(errcode(ERRCODE_OUT_OF_MEMORY),
+								 errmsg("out of memory"),
+								 errdetail("vsearch engine: %s",
+										   vs_last_error(vs_backend_engine()))));
+					if (st != VS_CANCELLED)
+						vs_engine_error(st);
+					vs_engine_cancelled(&retries);
+				}
+				roff = (const int64 *) res.offsets;
+				rids = (const int64 *) res.ids;
+				rdist = res.distances;
+				rtotal = (int64) res.total;
+			}
 		}
 	}
+	pending = vs_ivfpq_pending_ids(ref, &npending);
 
 	/* add the pending entries to every query */
-	total = (int64) res.total + (int64) nq * c->npending;
+	total = rtotal + (int64) nq * npending;
 	out->nq = nq;
 	out->total = total;
 	out->offsets = palloc(sizeof(int64) * (nq + 1));
@@ -191,22 +260,30 @@ vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq, i
 	{
 		int64		o = out->offsets[q];
 
-		if (c->ivf != NULL)
+		if (roff != NULL)
 		{
-			int64		from = res.offsets[q];
-			int64		n = res.offsets[q + 1] - from;
+			int64		from = roff[q];
+			int64		n = roff[q + 1] - from;
 
-			memcpy(out->ids + o, res.ids + from, sizeof(int64) * n);
-			memcpy(out->distances + o, res.distances + from, sizeof(float) * n);
+			memcpy(out->ids + o, rids + from, sizeof(int64) * n);
+			memcpy(out->distances + o, rdist + from, sizeof(float) * n);
 			o += n;
 		}
-		for (int64 i = 0; i < c->npending; i++)
+		for (int64 i = 0; i < npending; i++)
 		{
-			out->ids[o] = c->pending_ids[i];
+			out->ids[o] = pending[i];
 			out->distances[o] = NAN;
 			o++;
 		}
 		out->offsets[q + 1] = o;
+	}
+	if (pending)
+		pfree(pending);
+	if (from_worker)
+	{
+		pfree(wres.offsets);
+		pfree(wres.ids);
+		pfree(wres.distances);
 	}
 	if (res.offsets)
 		pfree(res.offsets);
@@ -588,7 +665,7 @@ next_round(IndexScanDesc scan)
 	while (!so->last_round)
 	{
 		MemoryContext old = MemoryContextSwitchTo(so->cxt);
-		VsIvfpqCached *c = vs_ivfpq_get_cached(&so->ref);
+		int			lists = (int) so->ref.ivf_lists;
 		int64	   *newids;
 		int64		nnew = 0;
 		int64		cap;
@@ -596,11 +673,14 @@ next_round(IndexScanDesc scan)
 		int64		count = 0;
 		int64	   *ids = NULL;
 		float	   *dists = NULL;
-		int64		entries = c->ivf ? (int64) vs_ivfpq_size(c->ivf) : 0;
+		int64	   *pending = NULL;
+		int64		npending = 0;
+		/* more than the index held when the scan began: the window is exhausted below k */
+		int64		entries = (int64) Min(so->ref.ntuples, (uint64) INT_MAX);
 		bool		window_done = true;
 
 		CHECK_FOR_INTERRUPTS();
-		if (c->ivf != NULL && so->offset < (int) c->meta.lists)
+		if (lists > 0 && so->offset < lists)
 		{
 			k = so->stage_k == 0 ? so->rerank : so->stage_k * VS_IVFPQ_GROWTH;
 			k = Min(k, entries + 1);
@@ -612,19 +692,20 @@ next_round(IndexScanDesc scan)
 			count = Min(count, k);
 			window_done = count < k;
 		}
-		cap = count + (so->first_round ? c->npending : 0);
-		newids = palloc_extended(sizeof(int64) * Max(cap, 1), MCXT_ALLOC_HUGE);
 		if (so->first_round)
+			pending = vs_ivfpq_pending_ids(&so->ref, &npending);
+		cap = count + npending;
+		newids = palloc_extended(sizeof(int64) * Max(cap, 1), MCXT_ALLOC_HUGE);
+		for (int64 i = 0; i < npending; i++)
 		{
-			for (int64 i = 0; i < c->npending; i++)
-			{
-				bool		found;
+			bool		found;
 
-				hash_search(so->seen, &c->pending_ids[i], HASH_ENTER, &found);
-				if (!found)
-					newids[nnew++] = c->pending_ids[i];
-			}
+			hash_search(so->seen, &pending[i], HASH_ENTER, &found);
+			if (!found)
+				newids[nnew++] = pending[i];
 		}
+		if (pending)
+			pfree(pending);
 		for (int64 i = 0; i < count; i++)
 		{
 			bool		found;
@@ -640,7 +721,7 @@ next_round(IndexScanDesc scan)
 		{
 			so->offset += so->probes;
 			so->stage_k = 0;
-			if (c->ivf == NULL || so->offset >= (int) c->meta.lists)
+			if (lists == 0 || so->offset >= lists)
 				so->last_round = true;
 		}
 		else

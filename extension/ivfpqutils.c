@@ -303,6 +303,8 @@ vs_ivfpq_ref(Relation index, VsIndexRef *ref, VsIvfpqMetaPageData *meta)
 	ref->dim = meta->dim;
 	ref->generation = meta->generation;
 	ref->ntuples = meta->ntuples;
+	ref->ivf_lists = meta->trained ? meta->lists : 0;
+	ref->ivf_npending = meta->npending;
 }
 
 /*
@@ -482,6 +484,9 @@ dedupe_range(EntryBuf *b, int64 from)
 	pfree(rows);
 }
 
+/* Called for every list or pending page read (the GPU worker advances its heartbeat). */
+void		(*vs_ivfpq_read_progress) (void) = NULL;
+
 /* Appends the entries of one chain (newest page first) to b. */
 static void
 read_chain(const VsIndexRef *ref, Relation rel, BufferAccessStrategy bas, BlockNumber blkno,
@@ -496,6 +501,8 @@ read_chain(const VsIndexRef *ref, Relation rel, BufferAccessStrategy bas, BlockN
 		ItemPointerData *tids;
 
 		CHECK_FOR_INTERRUPTS();
+		if (vs_ivfpq_read_progress)
+			vs_ivfpq_read_progress();
 		buf = vs_index_read_block(ref, rel, blkno, bas);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
@@ -770,6 +777,57 @@ create_object(const VsIvfpqMetaPageData *meta, const float *centroids, const flo
 	return ivf;
 }
 
+/*
+ * The engine object of an index read by vs_ivfpq_read_index (trained): its quantizer and every list
+ * entry, in engine context ctx.  Shared by the backends' cache (below) and the GPU worker's
+ * (worker_main.c), so both search the same object.  Returns the engine's status (VS_OK with *out
+ * set; otherwise *out is NULL and nothing is left behind) and never raises an error, so the worker
+ * can evict and retry on VS_OUT_OF_MEMORY.
+ */
+int
+vs_ivfpq_contents_object(struct vs_context *ctx, const VsIvfpqContents *contents,
+						 struct vs_ivfpq **out)
+{
+	vs_ivfpq_params params;
+	vs_ivfpq   *ivf = NULL;
+	vs_status	st;
+
+	*out = NULL;
+	if (!contents->meta.trained)
+		return VS_INVALID_ARGUMENT;
+	engine_params(&contents->meta, &params);
+	st = vs_ivfpq_create(ctx, &params, contents->centroids, contents->codebooks, &ivf);
+	if (st != VS_OK)
+		return st;
+	for (uint32 l = 0; l < contents->meta.lists; l++)
+	{
+		int64		from = contents->list_start[l];
+		int64		n = contents->list_start[l + 1] - from;
+
+		if (n == 0)
+			continue;
+		st = vs_ivfpq_add(ctx, ivf, l, (const int64_t *) contents->ids + from,
+						  contents->codes + from * contents->meta.code_size, (size_t) n);
+		if (st != VS_OK)
+		{
+			vs_ivfpq_destroy(ctx, ivf);
+			return st;
+		}
+	}
+	*out = ivf;
+	return VS_OK;
+}
+
+/* Bytes accounted for an engine object of n entries: ids and codes, centroids and codebooks. */
+Size
+vs_ivfpq_object_bytes(const VsIvfpqMetaPageData *meta, int64 n)
+{
+	if (!meta->trained)
+		return 0;
+	return (Size) n * (sizeof(int64) + meta->code_size) +
+		sizeof(float) * (Size) meta->dim * (meta->lists + ((Size) 1 << meta->nbits));
+}
+
 /* Builds the cache entry's object and arrays from the index's pages. */
 static void
 load_entry(CacheEntry *e, const VsIndexRef *ref)
@@ -785,23 +843,11 @@ load_entry(CacheEntry *e, const VsIndexRef *ref)
 	e->bytes = 0;
 	if (contents.meta.trained)
 	{
-		e->c.ivf = create_object(&contents.meta, contents.centroids, contents.codebooks);
-		for (uint32 l = 0; l < contents.meta.lists; l++)
-		{
-			int64		from = contents.list_start[l];
-			int64		n = contents.list_start[l + 1] - from;
-			vs_status	st;
+		int			st = vs_ivfpq_contents_object(ctx, &contents, &e->c.ivf);
 
-			if (n == 0)
-				continue;
-			st = vs_ivfpq_add(ctx, e->c.ivf, l, (const int64_t *) contents.ids + from,
-							  contents.codes + from * contents.meta.code_size, (size_t) n);
-			if (st != VS_OK)
-				vs_engine_error(st);
-		}
-		e->bytes += (Size) contents.n * (sizeof(int64) + contents.meta.code_size) +
-			sizeof(float) * (Size) contents.meta.dim *
-			(contents.meta.lists + ((Size) contents.meta.m << contents.meta.nbits) / Max(contents.meta.m, 1));
+		if (st != VS_OK)
+			vs_engine_error(st);
+		e->bytes += vs_ivfpq_object_bytes(&contents.meta, contents.n);
 		pfree(contents.centroids);
 		pfree(contents.codebooks);
 		if (contents.codes)

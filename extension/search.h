@@ -45,6 +45,9 @@ typedef struct VsIndexRef
 	uint64		ntuples;		/* index entries when the ref was taken (dead ones included) */
 	double		max_norm;		/* >= every indexed vector's L2 norm */
 	double		min_norm;		/* <= every non-zero indexed vector's L2 norm (0: unknown) */
+	/* vs_ivfpq only (from the metapage): lists of the quantizer (0: none) and pending entries */
+	uint32		ivf_lists;
+	uint64		ivf_npending;
 } VsIndexRef;
 
 /* Range results: CSR in the caller's memory context. */

@@ -16,4 +16,16 @@ extern bool vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, i
 extern bool vs_worker_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
 							VsRangeResult *out);
 
+/*
+ * vs_ivfpq candidates (ivfpqscan.c): the engine's vs_ivfpq_search / vs_ivfpq_range on the worker's
+ * copy of the index, over the probe window [probe_offset, probe_offset + nprobe) of list ranks.
+ * Estimated distances; the caller re-ranks exactly.  Same return convention as above.
+ */
+extern bool vs_worker_ivfpq_knn(const VsIndexRef *ref, const float *queries, int nq,
+								int probe_offset, int nprobe, int k, int64 *ids,
+								float *distances, int64 *counts);
+extern bool vs_worker_ivfpq_range(const VsIndexRef *ref, const float *queries, int nq,
+								  int probe_offset, int nprobe, float radius,
+								  VsRangeResult *out);
+
 #endif							/* VSEARCH_WORKER_H */

@@ -271,7 +271,8 @@ get_segment(Size size)
  */
 static bool
 worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq, int k,
-			double radius, VsSink *sink, char *reason, Size reasonlen)
+			double radius, int probe_offset, int nprobe, VsSink *sink, char *reason,
+			Size reasonlen)
 {
 	VsWorkerShared *s = vs_worker_shared;
 	VsWorkerState state;
@@ -359,6 +360,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	req->nq = nq;
 	req->k = op == VS_OP_KNN ? k : 0;
 	req->radius = op == VS_OP_RANGE ? radius : 0;
+	req->probe_offset = ref->kind == VS_INDEX_IVFPQ ? (uint32) probe_offset : 0;
+	req->nprobe = ref->kind == VS_INDEX_IVFPQ ? (uint32) nprobe : 0;
 	req->generation = ref->generation;
 	req->ntuples = ref->ntuples;
 	req->dbid = ref->dbid;
@@ -605,9 +608,9 @@ worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)
 	return true;
 }
 
-bool
-vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
-			  int64 *ids, float *distances, int64 *counts)
+static bool
+knn_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset, int nprobe, int k,
+		 int maxk, int64 *ids, float *distances, int64 *counts)
 {
 	char		reason[300];
 	VsSink		sink;
@@ -616,7 +619,7 @@ vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
 		return false;
 	if (!worker_usable(ref, nq, reason, sizeof(reason)))
 		return worker_unavailable(reason);
-	if (k > VS_MAX_K)
+	if (k > maxk || (uint64) nq * k > VS_MAX_KNN_RESULTS)
 		return worker_unavailable("k is larger than the worker accepts");
 
 	memset(&sink, 0, sizeof(sink));
@@ -626,7 +629,8 @@ vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
 	sink_add(&sink, counts, (uint64) nq * sizeof(int64));
 	sink_add(&sink, ids, (uint64) nq * k * sizeof(int64));
 	sink_add(&sink, distances, (uint64) nq * k * sizeof(float));
-	if (!worker_call(ref, VS_OP_KNN, queries, nq, k, 0.0, &sink, reason, sizeof(reason)))
+	if (!worker_call(ref, VS_OP_KNN, queries, nq, k, 0.0, probe_offset, nprobe, &sink, reason,
+					 sizeof(reason)))
 		return worker_unavailable(reason);
 	if (sink.stream_len != (uint64) nq * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
 		elog(ERROR, "vsearch worker: kNN answer has the wrong length");
@@ -637,8 +641,26 @@ vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
 }
 
 bool
-vs_worker_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
-				VsRangeResult *out)
+vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
+			  int64 *ids, float *distances, int64 *counts)
+{
+	return knn_call(ref, queries, nq, 0, 0, k, VS_MAX_K, ids, distances, counts);
+}
+
+bool
+vs_worker_ivfpq_knn(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
+					int nprobe, int k, int64 *ids, float *distances, int64 *counts)
+{
+	Assert(ref->kind == VS_INDEX_IVFPQ);
+	if (probe_offset < 0 || probe_offset >= VS_MAX_IVFPQ_LISTS || nprobe < 1)
+		return false;
+	return knn_call(ref, queries, nq, probe_offset, Min(nprobe, VS_MAX_IVFPQ_LISTS), k,
+					VS_MAX_IVFPQ_K, ids, distances, counts);
+}
+
+static bool
+range_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset, int nprobe,
+		   double radius, VsRangeResult *out)
 {
 	char		reason[300];
 	VsSink		sink;
@@ -654,7 +676,8 @@ vs_worker_range(const VsIndexRef *ref, const float *queries, int nq, double radi
 	sink.range = out;
 	sink.result_cxt = CurrentMemoryContext;
 	sink_add(&sink, &sink.total, sizeof(int64));
-	if (!worker_call(ref, VS_OP_RANGE, queries, nq, 0, radius, &sink, reason, sizeof(reason)))
+	if (!worker_call(ref, VS_OP_RANGE, queries, nq, 0, radius, probe_offset, nprobe, &sink,
+					 reason, sizeof(reason)))
 	{
 		/* a partly received answer: free what was allocated */
 		if (sink.nregions > 1)
@@ -667,4 +690,22 @@ vs_worker_range(const VsIndexRef *ref, const float *queries, int nq, double radi
 		return worker_unavailable(reason);
 	}
 	return true;
+}
+
+bool
+vs_worker_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
+				VsRangeResult *out)
+{
+	return range_call(ref, queries, nq, 0, 0, radius, out);
+}
+
+bool
+vs_worker_ivfpq_range(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
+					  int nprobe, float radius, VsRangeResult *out)
+{
+	Assert(ref->kind == VS_INDEX_IVFPQ);
+	if (probe_offset < 0 || probe_offset >= VS_MAX_IVFPQ_LISTS || nprobe < 1)
+		return false;
+	return range_call(ref, queries, nq, probe_offset, Min(nprobe, VS_MAX_IVFPQ_LISTS),
+					  (double) radius, out);
 }

@@ -100,7 +100,7 @@ extern VsWorkerShared *vs_worker_shared;
 /* ---- the request segment ------------------------------------------------------------------ */
 
 #define VS_REQUEST_MAGIC		0x56535251	/* "VSRQ" */
-#define VS_REQUEST_PROTOCOL		1
+#define VS_REQUEST_PROTOCOL		2
 
 typedef enum VsRequestOp
 {
@@ -120,6 +120,12 @@ typedef enum VsAnswerStatus
 /* Most queries and neighbours one request may carry (the worker rejects more). */
 #define VS_MAX_REQUEST_QUERIES	(1 << 24)
 #define VS_MAX_K				(1 << 20)
+/* vs_ivfpq candidate searches: k grows with the scan's rounds (up to the index's entries) */
+#define VS_MAX_IVFPQ_K			(1 << 26)
+/* Most (query, neighbour) pairs of one kNN request. */
+#define VS_MAX_KNN_RESULTS		((uint64) 1 << 28)
+/* Most lists of a vs_ivfpq index (VS_IVFPQ_MAX_LISTS). */
+#define VS_MAX_IVFPQ_LISTS		65536
 #define VS_MIN_AREA				4096
 
 typedef struct VsRequest
@@ -134,7 +140,9 @@ typedef struct VsRequest
 	uint32		dim;
 	uint32		nq;
 	uint32		k;				/* VS_OP_KNN */
-	double		radius;			/* VS_OP_RANGE */
+	double		radius;			/* VS_OP_RANGE (vs_ivfpq: on the estimates, a float value) */
+	uint32		probe_offset;	/* vs_ivfpq: first list rank of the probe window (else 0) */
+	uint32		nprobe;			/* vs_ivfpq: lists in the window (else 0) */
 	uint64		generation;
 	uint64		ntuples;		/* index entries the backend saw (sizes the load) */
 	Oid			dbid;

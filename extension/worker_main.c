@@ -37,6 +37,7 @@
 #include "vsearch/engine.h"
 
 #include "guc.h"
+#include "ivfpq.h"
 #include "vector.h"
 #include "worker_internal.h"
 
@@ -99,6 +100,7 @@ typedef struct VsCacheEntry
 	uint64	   *hashes;			/* hash of each row's vector (change detection) */
 	Size		bytes;			/* accounted device bytes */
 	uint64		last_used;
+	vs_ivfpq   *ivf;			/* VS_INDEX_IVFPQ: the engine object (quantizer and lists) */
 } VsCacheEntry;
 
 /* A mapped request segment, kept for the backend's next request. */
@@ -401,18 +403,31 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 		snprintf(why, whylen, "protocol %u, the worker speaks %u", r->protocol, VS_REQUEST_PROTOCOL);
 	else if (r->op != VS_OP_KNN && r->op != VS_OP_RANGE)
 		snprintf(why, whylen, "unknown operation %u", r->op);
-	else if (r->kind != VS_INDEX_FLAT)
+	else if (r->kind != VS_INDEX_FLAT && r->kind != VS_INDEX_IVFPQ)
 		snprintf(why, whylen, "unknown index kind %u", r->kind);
-	else if (r->metric >= VS_METRIC_COUNT)
+	else if (r->metric >= VS_METRIC_COUNT ||
+			 (r->kind == VS_INDEX_IVFPQ && r->metric == VS_METRIC_L1))
 		snprintf(why, whylen, "unknown metric %u", r->metric);
 	else if (r->dim < 1 || r->dim > VECTOR_MAX_DIM)
 		snprintf(why, whylen, "dimension %u out of range", r->dim);
 	else if (r->nq < 1 || r->nq > VS_MAX_REQUEST_QUERIES)
 		snprintf(why, whylen, "%u queries out of range", r->nq);
-	else if (r->op == VS_OP_KNN && (r->k < 1 || r->k > VS_MAX_K))
+	else if (r->op == VS_OP_KNN &&
+			 (r->k < 1 || r->k > (r->kind == VS_INDEX_IVFPQ ? VS_MAX_IVFPQ_K : VS_MAX_K)))
 		snprintf(why, whylen, "k = %u out of range", r->k);
+	else if (r->op == VS_OP_KNN && (uint64) r->nq * r->k > VS_MAX_KNN_RESULTS)
+		snprintf(why, whylen, "%u queries x k = %u is too many results", r->nq, r->k);
 	else if (r->op == VS_OP_RANGE && isnan(r->radius))
 		snprintf(why, whylen, "radius is NaN");
+	else if (r->kind == VS_INDEX_FLAT && (r->probe_offset != 0 || r->nprobe != 0))
+		snprintf(why, whylen, "probe window on a vs_flat request");
+	else if (r->kind == VS_INDEX_IVFPQ &&
+			 (r->nprobe < 1 || r->nprobe > VS_MAX_IVFPQ_LISTS ||
+			  r->probe_offset >= VS_MAX_IVFPQ_LISTS))
+		snprintf(why, whylen, "probe window [%u, +%u) out of range", r->probe_offset, r->nprobe);
+	else if (r->kind == VS_INDEX_IVFPQ && r->op == VS_OP_RANGE &&
+			 (double) (float) r->radius != r->radius && !isinf(r->radius))
+		snprintf(why, whylen, "vs_ivfpq radius is not a float value");
 	else if (r->relpersistence != RELPERSISTENCE_PERMANENT &&
 			 r->relpersistence != RELPERSISTENCE_UNLOGGED)
 		snprintf(why, whylen, "relpersistence '%c' cannot be served", r->relpersistence);
@@ -596,6 +611,9 @@ cache_drop_data(VsCacheEntry *e)
 	if (e->ds)
 		vs_dataset_destroy(engine, e->ds);
 	e->ds = NULL;
+	if (e->ivf)
+		vs_ivfpq_destroy(engine, e->ivf);
+	e->ivf = NULL;
 	if (e->ids)
 		pfree(e->ids);
 	if (e->hashes)
@@ -969,6 +987,135 @@ cache_sync(VsCacheEntry *e, const VsRequest *req, uint64 generation, char *err, 
 	return true;
 }
 
+static void
+request_ref(const VsRequest *req, uint64 generation, VsIndexRef *ref)
+{
+	memset(ref, 0, sizeof(*ref));
+	ref->dbid = req->dbid;
+	ref->indexrelid = req->indexrelid;
+	ref->locator = req->locator;
+	ref->relpersistence = req->relpersistence;
+	ref->kind = (VsIndexKind) req->kind;
+	ref->metric = (vs_metric) req->metric;
+	ref->dim = req->dim;
+	ref->generation = generation;
+}
+
+/*
+ * (Re)builds the engine object of a vs_ivfpq index: reads the whole index with the backends' reader
+ * (vs_ivfpq_read_index, by locator, no relcache) and builds the object with the backends' builder
+ * (vs_ivfpq_contents_object), so both paths search the same entries.  There is no incremental
+ * refresh: a newer generation reads the index again.  Pending (unquantized) entries are not
+ * loaded: the backends take them from the metapage's pending chain themselves (only an index
+ * without a quantizer has any, and such an index sends no request).
+ */
+static bool
+ivfpq_sync(VsCacheEntry *e, const VsRequest *req, uint64 generation, char *err, Size errlen)
+{
+	VsIndexRef	ref;
+	VsIvfpqContents contents;
+	bool		first = !e->valid;
+	bool		failed = false;
+	Size		need = 0;
+	vs_ivfpq   *ivf = NULL;
+	int			rc = VS_OK;
+
+	/* entries are at least 8 bytes of id: refuse what cannot fit before reading it */
+	if (cache_limit > 0 && req->ntuples * sizeof(int64) > cache_limit)
+	{
+		snprintf(err, errlen, "index %u needs more than the worker's cache may hold (%zu MB)",
+				 req->indexrelid, cache_limit >> 20);
+		return false;
+	}
+	request_ref(req, generation, &ref);
+	memset(&contents, 0, sizeof(contents));
+
+	CurrentResourceOwner = load_owner;
+	PG_TRY();
+	{
+		MemoryContext old = MemoryContextSwitchTo(read_cxt);
+
+		vs_ivfpq_read_index(&ref, false, &contents);
+		MemoryContextSwitchTo(old);
+	}
+	PG_CATCH();
+	{
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		ErrorData  *edata = CopyErrorData();
+
+		MemoryContextSwitchTo(old);
+		FlushErrorState();
+		load_cleanup(true);
+		snprintf(err, errlen, "reading index %u failed: %s", req->indexrelid, edata->message);
+		ereport(LOG, (errmsg("vsearch worker: %s", err)));
+		failed = true;
+	}
+	PG_END_TRY();
+	if (failed)
+	{
+		MemoryContextReset(read_cxt);
+		return false;
+	}
+	load_cleanup(false);
+	heartbeat();
+
+	if (!contents.meta.trained || contents.meta.dim != req->dim ||
+		contents.meta.metric != req->metric || contents.meta.lists < 1)
+	{
+		snprintf(err, errlen, "index %u is not a trained vs_ivfpq index of dimension %u and metric %u",
+				 req->indexrelid, req->dim, req->metric);
+		failed = true;
+	}
+	else
+	{
+		need = vs_ivfpq_object_bytes(&contents.meta, contents.n);
+		if (cache_limit > 0 && need > cache_limit)
+		{
+			snprintf(err, errlen, "index %u needs %zu MB, more than the worker's cache may hold (%zu MB)",
+					 req->indexrelid, need >> 20, cache_limit >> 20);
+			failed = true;
+		}
+	}
+	if (!failed)
+	{
+		/* the old object goes first: the new one replaces it */
+		cache_drop_data(e);
+		while (cache_limit > 0 && cache_total + need > cache_limit)
+			if (!cache_evict_one(e))
+				break;
+		for (;;)
+		{
+			rc = vs_ivfpq_contents_object(engine, &contents, &ivf);
+			if (rc == VS_OUT_OF_MEMORY && cache_evict_one(e))
+				continue;
+			break;
+		}
+		if (rc != VS_OK)
+		{
+			snprintf(err, errlen, "loading index %u failed: %s: %s", req->indexrelid,
+					 vs_status_name((vs_status) rc), vs_last_error(engine));
+			failed = true;
+		}
+	}
+	MemoryContextReset(read_cxt);
+	heartbeat();
+	if (failed)
+		return false;
+
+	e->ivf = ivf;
+	e->nrows = (Size) contents.n;
+	e->bytes = need;
+	cache_total += need;
+	e->dim = req->dim;
+	e->valid = true;
+	e->generation = Max(contents.meta.generation, generation);
+	pg_atomic_fetch_add_u64(first ? &shared->loads : &shared->refreshes, 1);
+	elog(DEBUG1, "vsearch worker: %s vs_ivfpq index %u: %lld entries",
+		 first ? "loaded" : "reloaded", req->indexrelid, (long long) contents.n);
+	update_cache_stats();
+	return true;
+}
+
 /* The cached copy of the request's index, at least as new as generation; NULL with err. */
 static VsCacheEntry *
 cache_prepare(const VsRequest *req, uint64 generation, char *err, Size errlen)
@@ -994,7 +1141,8 @@ cache_prepare(const VsRequest *req, uint64 generation, char *err, Size errlen)
 	e->last_used = ++lru_clock;
 	if (e->valid && e->generation >= generation)
 		return e;
-	if (!cache_sync(e, req, generation, err, errlen))
+	if (!(req->kind == VS_INDEX_IVFPQ ? ivfpq_sync(e, req, generation, err, errlen)
+		  : cache_sync(e, req, generation, err, errlen)))
 	{
 		cache_remove(e);
 		return NULL;
@@ -1041,6 +1189,10 @@ request_cmp(const void *pa, const void *pb)
 		return a->metric < b->metric ? -1 : 1;
 	if (a->op == VS_OP_RANGE && a->radius != b->radius)
 		return a->radius < b->radius ? -1 : 1;
+	if (a->probe_offset != b->probe_offset)
+		return a->probe_offset < b->probe_offset ? -1 : 1;
+	if (a->nprobe != b->nprobe)
+		return a->nprobe < b->nprobe ? -1 : 1;
 	return 0;
 }
 
@@ -1185,8 +1337,12 @@ process_group(VsActive **reqs, int n)
 		buf->counts = MemoryContextAllocHuge(result_cxt, nq * sizeof(int64));
 		for (;;)
 		{
-			rc = vs_knn(engine, entry->ds, queries, nq, kmax, (vs_metric) r0->metric, NULL,
-						buf->ids, buf->distances, buf->counts);
+			if (r0->kind == VS_INDEX_IVFPQ)
+				rc = vs_ivfpq_search(engine, entry->ivf, queries, nq, r0->probe_offset,
+									 r0->nprobe, kmax, buf->ids, buf->distances, buf->counts);
+			else
+				rc = vs_knn(engine, entry->ds, queries, nq, kmax, (vs_metric) r0->metric, NULL,
+							buf->ids, buf->distances, buf->counts);
 			if (rc == VS_OUT_OF_MEMORY && cache_evict_one(entry))
 				continue;
 			break;
@@ -1196,8 +1352,12 @@ process_group(VsActive **reqs, int n)
 	{
 		for (;;)
 		{
-			rc = vs_range(engine, entry->ds, queries, nq, (float) r0->radius,
-						  (vs_metric) r0->metric, NULL, NULL, NULL, &buf->range);
+			if (r0->kind == VS_INDEX_IVFPQ)
+				rc = vs_ivfpq_range(engine, entry->ivf, queries, nq, r0->probe_offset,
+									r0->nprobe, (float) r0->radius, NULL, NULL, &buf->range);
+			else
+				rc = vs_range(engine, entry->ds, queries, nq, (float) r0->radius,
+							  (vs_metric) r0->metric, NULL, NULL, NULL, &buf->range);
 			if (rc != VS_OK)
 				vs_range_result_free(&buf->range);
 			if (rc == VS_OUT_OF_MEMORY && cache_evict_one(entry))
@@ -1397,6 +1557,7 @@ worker_init(void)
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	vs_ivfpq_read_progress = heartbeat;
 	BackgroundWorkerUnblockSignals();
 
 	shared = vs_worker_shared;
