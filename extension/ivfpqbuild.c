@@ -6,8 +6,9 @@
  *   2. A heap scan counts the non-NULL rows and keeps a seeded reservoir sample of them (with their
  *      tids: when the whole table fits the sample, it is the table and no second scan is needed).
  *   3. lists defaults to round(sqrt(rows)) clamped to [1, rows]; the quantizer is trained on the
- *      sample with the engine (vs_ivfpq_train) in this backend's CPU engine context.  Training
- *      through the GPU worker is a later step: train_quantizer() is the one place to add it.
+ *      sample with the engine (vs_ivfpq_train): in the GPU worker when it serves (the sample goes
+ *      through the backend's DSM segment, at most 256 MB), else in this backend's CPU engine
+ *      context (train_quantizer()).  Encoding stays in the backend for now.
  *   4. Every row is encoded (vs_ivfpq_encode, in chunks) and appended to its list's page, which is
  *      written (a full-image Generic WAL record) when full; pages of a list link to their
  *      predecessor.  Then the centroids, codebooks and the directory are written, and the
@@ -33,6 +34,7 @@
 #include "flat.h"
 #include "ivfpq.h"
 #include "vsearch/engine.h"
+#include "worker.h"
 
 #define VS_IVFPQ_SEED			UINT64CONST(0x5653495650510001)
 #define VS_IVFPQ_ENCODE_CHUNK	4096
@@ -349,13 +351,29 @@ check_dim_options(const VsIvfpqOptions *opts, uint32 dim, int code_size)
 	}
 }
 
-/* Trains the quantizer on the sample.  (The place to send training to the GPU worker.) */
+/*
+ * Trains the quantizer on the sample: in the GPU worker when it serves (worker.h; the sample goes
+ * through this backend's DSM segment), else in this backend's CPU engine, with the same seed.
+ */
 static void
-train_quantizer(const vs_ivfpq_params *params, const float *sample, int64 n, float *centroids,
-				float *codebooks)
+train_quantizer(Relation index, const vs_ivfpq_params *params, const float *sample, int64 n,
+				float *centroids, float *codebooks)
 {
 	vs_ivfpq_train_params train;
 	int			retries = 0;
+	VsIndexRef	ref;
+
+	memset(&ref, 0, sizeof(ref));
+	ref.dbid = MyDatabaseId;
+	ref.indexrelid = RelationGetRelid(index);
+	ref.locator = VsRelationGetLocator(index);
+	ref.relpersistence = index->rd_rel->relpersistence;
+	ref.kind = VS_INDEX_IVFPQ;
+	ref.metric = params->metric;
+	ref.dim = (uint32) params->dim;
+	if (vs_worker_ivfpq_train(&ref, (int) params->nlist, (int) params->m, params->nbits,
+							  VS_IVFPQ_SEED, sample, n, centroids, codebooks))
+		return;
 
 	vs_ivfpq_train_params_init(&train);
 	train.seed = VS_IVFPQ_SEED;
@@ -568,7 +586,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		ncode = (Size) m * ((Size) 1 << opts.nbits) * (s.dim / m);
 		centroids = palloc_extended(sizeof(float) * s.lists * (Size) s.dim, MCXT_ALLOC_HUGE);
 		codebooks = palloc_extended(sizeof(float) * ncode, MCXT_ALLOC_HUGE);
-		train_quantizer(&params, s.sample, s.nsample, centroids, codebooks);
+		train_quantizer(index, &params, s.sample, s.nsample, centroids, codebooks);
 		{
 			vs_status	st = vs_ivfpq_create(vs_backend_engine(), &params, centroids, codebooks,
 											 &s.ivf);

@@ -28,4 +28,9 @@ extern bool vs_worker_ivfpq_range(const VsIndexRef *ref, const float *queries, i
 								  int probe_offset, int nprobe, float radius,
 								  VsRangeResult *out);
 
+/* Trains a vs_ivfpq quantizer in the worker (CREATE INDEX); false: train in the backend. */
+extern bool vs_worker_ivfpq_train(const VsIndexRef *ref, int lists, int m, int nbits,
+								  uint64 seed, const float *sample, int64 n, float *centroids,
+								  float *codebooks);
+
 #endif							/* VSEARCH_WORKER_H */

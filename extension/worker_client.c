@@ -248,6 +248,9 @@ get_segment(Size size)
 	alloc = VS_MIN_SEGMENT;
 	while (alloc < size)
 		alloc *= 2;
+	/* large one-off segments (training samples) take what they need, in whole MB */
+	if (alloc > VS_KEEP_SEGMENT_MAX)
+		alloc = TYPEALIGN((Size) 1024 * 1024, size);
 	/* session lifetime: not owned by the current resource owner */
 	save = CurrentResourceOwner;
 	CurrentResourceOwner = NULL;
@@ -269,10 +272,19 @@ get_segment(Size size)
  * Sends a request and waits for the answer, writing it through the sink.  Returns true on
  * success; false with a reason when the worker could not answer (the caller falls back).
  */
+/* What a training request carries besides the sample (VS_OP_IVFPQ_TRAIN). */
+typedef struct VsTrainArgs
+{
+	uint32		lists;
+	uint32		m;
+	uint32		nbits;
+	uint64		seed;
+} VsTrainArgs;
+
 static bool
 worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq, int k,
-			double radius, int probe_offset, int nprobe, VsSink *sink, char *reason,
-			Size reasonlen)
+			double radius, int probe_offset, int nprobe, const VsTrainArgs *train,
+			VsSink *sink, char *reason, Size reasonlen)
 {
 	VsWorkerShared *s = vs_worker_shared;
 	VsWorkerState state;
@@ -336,6 +348,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	qbytes = MAXALIGN((Size) nq * ref->dim * sizeof(float));
 	if (op == VS_OP_KNN)
 		area = (Size) nq * (sizeof(int64) + (Size) k * (sizeof(int64) + sizeof(float)));
+	else if (op == VS_OP_IVFPQ_TRAIN)
+		area = ((Size) train->lists + ((Size) 1 << train->nbits)) * ref->dim * sizeof(float);
 	else
 		area = VS_RANGE_AREA;
 	area = MAXALIGN(Max(Min(area, VS_MAX_AREA), VS_MIN_AREA));
@@ -362,6 +376,13 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	req->radius = op == VS_OP_RANGE ? radius : 0;
 	req->probe_offset = ref->kind == VS_INDEX_IVFPQ ? (uint32) probe_offset : 0;
 	req->nprobe = ref->kind == VS_INDEX_IVFPQ ? (uint32) nprobe : 0;
+	if (train)
+	{
+		req->train_lists = train->lists;
+		req->train_m = train->m;
+		req->train_nbits = train->nbits;
+		req->train_seed = train->seed;
+	}
 	req->generation = ref->generation;
 	req->ntuples = ref->ntuples;
 	req->dbid = ref->dbid;
@@ -629,7 +650,7 @@ knn_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset, 
 	sink_add(&sink, counts, (uint64) nq * sizeof(int64));
 	sink_add(&sink, ids, (uint64) nq * k * sizeof(int64));
 	sink_add(&sink, distances, (uint64) nq * k * sizeof(float));
-	if (!worker_call(ref, VS_OP_KNN, queries, nq, k, 0.0, probe_offset, nprobe, &sink, reason,
+	if (!worker_call(ref, VS_OP_KNN, queries, nq, k, 0.0, probe_offset, nprobe, NULL, &sink, reason,
 					 sizeof(reason)))
 		return worker_unavailable(reason);
 	if (sink.stream_len != (uint64) nq * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
@@ -676,7 +697,7 @@ range_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset
 	sink.range = out;
 	sink.result_cxt = CurrentMemoryContext;
 	sink_add(&sink, &sink.total, sizeof(int64));
-	if (!worker_call(ref, VS_OP_RANGE, queries, nq, 0, radius, probe_offset, nprobe, &sink,
+	if (!worker_call(ref, VS_OP_RANGE, queries, nq, 0, radius, probe_offset, nprobe, NULL, &sink,
 					 reason, sizeof(reason)))
 	{
 		/* a partly received answer: free what was allocated */
@@ -708,4 +729,47 @@ vs_worker_ivfpq_range(const VsIndexRef *ref, const float *queries, int nq, int p
 		return false;
 	return range_call(ref, queries, nq, probe_offset, Min(nprobe, VS_MAX_IVFPQ_LISTS),
 					  (double) radius, out);
+}
+
+/*
+ * Trains a vs_ivfpq quantizer in the worker (CREATE INDEX): the n x dim sample goes through this
+ * backend's DSM segment (at most VS_MAX_TRAIN_SAMPLE_BYTES; a larger sample, like every failure,
+ * returns false and the caller trains on its CPU), the worker runs vs_ivfpq_train with the same
+ * seed and returns the centroids (lists x dim) and codebooks (2^nbits x dim floats).  The engine's
+ * CPU and CUDA backends are each deterministic for a seed, but do not promise the same quantizer.
+ */
+bool
+vs_worker_ivfpq_train(const VsIndexRef *ref, int lists, int m, int nbits, uint64 seed,
+					  const float *sample, int64 n, float *centroids, float *codebooks)
+{
+	char		reason[300];
+	VsSink		sink;
+	VsTrainArgs train;
+	Size		ncent = (Size) lists * ref->dim;
+	Size		ncode = ((Size) 1 << nbits) * ref->dim;
+
+	if (vs_device_mode == VS_DEVICE_CPU || n <= 0 || ref->dim == 0)
+		return false;
+	if (!vs_worker_shared)
+		return worker_unavailable("vsearch is not in shared_preload_libraries, so no worker runs");
+	if (n > VS_MAX_REQUEST_QUERIES ||
+		(uint64) n * ref->dim * sizeof(float) > VS_MAX_TRAIN_SAMPLE_BYTES)
+		return worker_unavailable("the training sample is larger than the worker accepts");
+
+	memset(&train, 0, sizeof(train));
+	train.lists = (uint32) lists;
+	train.m = (uint32) m;
+	train.nbits = (uint32) nbits;
+	train.seed = seed;
+	memset(&sink, 0, sizeof(sink));
+	sink.op = VS_OP_IVFPQ_TRAIN;
+	sink.nq = (int) n;
+	sink_add(&sink, centroids, (uint64) ncent * sizeof(float));
+	sink_add(&sink, codebooks, (uint64) ncode * sizeof(float));
+	if (!worker_call(ref, VS_OP_IVFPQ_TRAIN, sample, (int) n, 0, 0.0, 0, 0, &train, &sink,
+					 reason, sizeof(reason)))
+		return worker_unavailable(reason);
+	if (sink.stream_len != (uint64) (ncent + ncode) * sizeof(float))
+		elog(ERROR, "vsearch worker: training answer has the wrong length");
+	return true;
 }

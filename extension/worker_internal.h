@@ -105,7 +105,8 @@ extern VsWorkerShared *vs_worker_shared;
 typedef enum VsRequestOp
 {
 	VS_OP_KNN = 1,
-	VS_OP_RANGE = 2
+	VS_OP_RANGE = 2,
+	VS_OP_IVFPQ_TRAIN = 3		/* train a vs_ivfpq quantizer on the "queries" (the sample) */
 } VsRequestOp;
 
 /* Status of an answer, set by the worker before the slot becomes DONE. */
@@ -143,6 +144,10 @@ typedef struct VsRequest
 	double		radius;			/* VS_OP_RANGE (vs_ivfpq: on the estimates, a float value) */
 	uint32		probe_offset;	/* vs_ivfpq: first list rank of the probe window (else 0) */
 	uint32		nprobe;			/* vs_ivfpq: lists in the window (else 0) */
+	uint32		train_lists;	/* VS_OP_IVFPQ_TRAIN: coarse centroids */
+	uint32		train_m;		/* ... sub-quantizers (divides dim) */
+	uint32		train_nbits;	/* ... 4 or 8 */
+	uint64		train_seed;
 	uint64		generation;
 	uint64		ntuples;		/* index entries the backend saw (sizes the load) */
 	Oid			dbid;
@@ -167,7 +172,10 @@ typedef struct VsRequest
  * The answer stream.
  *   kNN:   int64 counts[nq] | int64 ids[nq * k] | float4 distances[nq * k]
  *   range: int64 total | int64 offsets[nq + 1] | int64 ids[total] | float4 distances[total]
+ *   train: float4 centroids[lists * dim] | float4 codebooks[2^nbits * dim]
  */
+/* Largest training sample sent to the worker (bytes of vectors); a larger one trains in the backend. */
+#define VS_MAX_TRAIN_SAMPLE_BYTES	((Size) 256 * 1024 * 1024)
 
 /* Wakes the worker, if one runs. */
 extern void vs_worker_wake(void);

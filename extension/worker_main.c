@@ -401,8 +401,18 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 
 	if (r->protocol != VS_REQUEST_PROTOCOL)
 		snprintf(why, whylen, "protocol %u, the worker speaks %u", r->protocol, VS_REQUEST_PROTOCOL);
-	else if (r->op != VS_OP_KNN && r->op != VS_OP_RANGE)
+	else if (r->op != VS_OP_KNN && r->op != VS_OP_RANGE && r->op != VS_OP_IVFPQ_TRAIN)
 		snprintf(why, whylen, "unknown operation %u", r->op);
+	else if (r->op == VS_OP_IVFPQ_TRAIN &&
+			 (r->kind != VS_INDEX_IVFPQ || r->dim < 1 || r->dim > VECTOR_MAX_DIM ||
+			  r->train_lists < 1 || r->train_lists > VS_MAX_IVFPQ_LISTS ||
+			  (r->train_nbits != 4 && r->train_nbits != 8) ||
+			  r->train_m < 1 || r->train_m > r->dim || r->dim % r->train_m != 0 ||
+			  r->nq < r->train_lists || r->nq < (1u << r->train_nbits) ||
+			  r->metric >= VS_METRIC_COUNT || r->metric == VS_METRIC_L1 ||
+			  (uint64) r->nq * r->dim * sizeof(float) > VS_MAX_TRAIN_SAMPLE_BYTES))
+		snprintf(why, whylen, "invalid training request (lists %u, m %u, nbits %u, %u x %u sample)",
+				 r->train_lists, r->train_m, r->train_nbits, r->nq, r->dim);
 	else if (r->kind != VS_INDEX_FLAT && r->kind != VS_INDEX_IVFPQ)
 		snprintf(why, whylen, "unknown index kind %u", r->kind);
 	else if (r->metric >= VS_METRIC_COUNT ||
@@ -421,14 +431,14 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 		snprintf(why, whylen, "radius is NaN");
 	else if (r->kind == VS_INDEX_FLAT && (r->probe_offset != 0 || r->nprobe != 0))
 		snprintf(why, whylen, "probe window on a vs_flat request");
-	else if (r->kind == VS_INDEX_IVFPQ &&
+	else if (r->kind == VS_INDEX_IVFPQ && r->op != VS_OP_IVFPQ_TRAIN &&
 			 (r->nprobe < 1 || r->nprobe > VS_MAX_IVFPQ_LISTS ||
 			  r->probe_offset >= VS_MAX_IVFPQ_LISTS))
 		snprintf(why, whylen, "probe window [%u, +%u) out of range", r->probe_offset, r->nprobe);
 	else if (r->kind == VS_INDEX_IVFPQ && r->op == VS_OP_RANGE &&
 			 (double) (float) r->radius != r->radius && !isinf(r->radius))
 		snprintf(why, whylen, "vs_ivfpq radius is not a float value");
-	else if (r->relpersistence != RELPERSISTENCE_PERMANENT &&
+	else if (r->op != VS_OP_IVFPQ_TRAIN && r->relpersistence != RELPERSISTENCE_PERMANENT &&
 			 r->relpersistence != RELPERSISTENCE_UNLOGGED)
 		snprintf(why, whylen, "relpersistence '%c' cannot be served", r->relpersistence);
 	else
@@ -1278,6 +1288,66 @@ start_answer(VsActive *a, VsResultBuf *buf, uint32 kmax)
 	stream_chunk(active_index(a));
 }
 
+/*
+ * Trains a vs_ivfpq quantizer (CREATE INDEX) on the sample in the request's segment: one engine
+ * call, not cached, never grouped.  The answer is the centroids and the codebooks.
+ */
+static void
+process_train(VsActive *a)
+{
+	const VsRequest *r = &a->req;
+	vs_ivfpq_params params;
+	vs_ivfpq_train_params train;
+	Size		ncent = (Size) r->train_lists * r->dim;
+	Size		ncode = ((Size) 1 << r->train_nbits) * r->dim;
+	float	   *out;
+	vs_status	rc;
+	char		err[256];
+	VsActive   *group[1];
+
+	memset(&params, 0, sizeof(params));
+	params.dim = r->dim;
+	params.nlist = r->train_lists;
+	params.m = r->train_m;
+	params.nbits = (int) r->train_nbits;
+	params.metric = (vs_metric) r->metric;
+	vs_ivfpq_train_params_init(&train);
+	train.seed = r->train_seed;
+	train.sample_size = 0;		/* the backend drew the sample */
+
+	out = MemoryContextAllocHuge(result_cxt, (ncent + ncode) * sizeof(float));
+	group[0] = a;
+	cancel_group = group;
+	cancel_group_n = 1;
+	/* the sample is read in place: a backend that scribbles on it only spoils its own index */
+	rc = vs_ivfpq_train(engine, &params, &train,
+						(const float *) ((char *) a->hdr + r->queries_off), r->nq,
+						out, out + ncent);
+	cancel_group_n = 0;
+	pg_atomic_fetch_add_u64(&shared->batches, 1);
+	pg_atomic_fetch_add_u64(&shared->batch_queries, r->nq);
+	update_cache_stats();
+	if (rc != VS_OK)
+	{
+		snprintf(err, sizeof(err), "training: %s: %s", vs_status_name(rc), vs_last_error(engine));
+		if (rc != VS_CANCELLED)
+			ereport(LOG, (errmsg("vsearch worker: %s", err)));
+		pfree(out);
+		fail_group(group, 1, err);
+		device_errors = rc == VS_DEVICE_ERROR ? device_errors + 1 : 0;
+		return;
+	}
+	device_errors = 0;
+	a->out.owned = (char *) out;
+	a->out.iov_base[0] = (const char *) out;
+	a->out.iov_len[0] = (uint64) (ncent + ncode) * sizeof(float);
+	a->out.niov = 1;
+	a->out.len = a->out.iov_len[0];
+	a->out.pos = 0;
+	a->out.produced = 0;
+	stream_chunk(active_index(a));
+}
+
 /* One engine call for requests on the same index, metric and operation. */
 static void
 process_group(VsActive **reqs, int n)
@@ -1305,6 +1375,12 @@ process_group(VsActive **reqs, int n)
 	if (n == 0)
 		return;
 	r0 = &reqs[0]->req;
+	if (r0->op == VS_OP_IVFPQ_TRAIN)
+	{
+		for (int r = 0; r < n; r++)
+			process_train(reqs[r]);
+		return;
+	}
 	for (int r = 0; r < n; r++)
 	{
 		generation = Max(generation, reqs[r]->req.generation);
@@ -1429,7 +1505,8 @@ process_batch(VsActive **list, int n)
 		int			end = start + 1;
 		Size		nq = list[start]->req.nq;
 
-		while (end < n && request_cmp(&list[start], &list[end]) == 0 &&
+		while (end < n && list[start]->req.op != VS_OP_IVFPQ_TRAIN &&
+			   request_cmp(&list[start], &list[end]) == 0 &&
 			   nq + list[end]->req.nq <= (Size) vs_batch_max)
 			nq += list[end++]->req.nq;
 		process_group_guarded(list + start, end - start);
