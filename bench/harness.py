@@ -505,8 +505,12 @@ class Harness:
                 SELECT b.query, t.id, b.distance FROM vsearch_knn_batch('{idx}', {arr}, {k}) b
                   JOIN {t} t ON t.ctid = b.row_ctid ORDER BY 1, 3, 2""", S)
             rec = self.recall_of(rows, B, gt_ids, gt_dist, k)
-            times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{idx}', {arr}, {k})", S, reps)
-            served, st = self.served(1 + reps)
+            # each psql session is a new backend: one untimed 1-query call first loads the index
+            # into its cache (the in-backend path's per-backend copy), so the timings are steady
+            warm = f"SELECT count(*) FROM vsearch_knn_batch('{idx}', ARRAY(SELECT v FROM {t}_q WHERE qid = 1), {k});"
+            times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{idx}', {arr}, {k})", S, reps,
+                                  setup=warm)
+            served, st = self.served(2 + reps)
             times.sort()
             med = times[len(times) // 2]
             prm = dict({"mode": "batch", "via": IVFPQ_PATHS[path]["via"], "served": served,
