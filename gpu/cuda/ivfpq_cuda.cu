@@ -3,15 +3,20 @@
 //     one thread per (vector, code byte) picks the nearest codewords of the residual.
 //   search: per block of queries, exact coarse keys of every (query, list) pair and a CUB
 //     segmented sort give each query's probe window; queries are then taken in chunks whose
-//     candidates fit the scratch limit: one block per (query, probed list) builds the lookup
-//     table in shared memory and writes (estimate, scan position) keys and ids of the list's
-//     entries; a segmented sort per query and a top-k kernel that resolves equal estimates by
-//     (id, scan position) give the k best.
-//   range: the same candidates, flagged against the radius and compacted with CUB; the host
-//     orders each query's matches by (id, scan position).
+//     candidates fit the scratch limit.  k <= kPqSelectMax (fused): one block per (query,
+//     probed list) builds the lookup table in shared memory, scans the list's search layout
+//     (entries sorted by id, codes interleaved per 32 entries and read as uint4) and keeps
+//     the list's min(len, k) best (estimate, slot) keys in per-warp WarpTopK selectors merged
+//     by warp 0; those np x k candidates per query (keys (estimate, segment slot) and ids)
+//     are then sorted per query and pq_topk_kernel resolves equal estimates by id.  Larger k:
+//     every entry of the probed lists is a candidate (estimate, scan position), same sort and
+//     top-k kernel.
+//   range: every candidate (append-order layout), flagged against the radius and compacted
+//     with CUB; the host orders each query's matches by (id, scan position).
 // Every estimate uses the arithmetic of engine/ivfpq_math.h, so results equal the CPU backend's.
 #include "cuda/ivfpq_cuda.cuh"
 
+#include "cuda/impl/ivfpq_select.cuh"
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/error.cuh"
 #include "engine/host_common.h"
@@ -19,6 +24,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,9 +40,15 @@ class CudaIvfpq final : public Ivfpq
 public:
     struct List
     {
-        DeviceArray<uint8_t> codes;
+        DeviceArray<uint8_t> codes; // append order (the range pipeline scans this)
         DeviceArray<int64_t> ids;
         size_t len = 0, cap = 0;
+        // Search layout of the fused k-NN pipeline (launch_pq_interleave): entries sorted by
+        // (id, append position), codes interleaved per 32 entries; rebuilt after adds.
+        std::vector<int64_t> host_ids;
+        DeviceArray<uint4> codes4;
+        DeviceArray<int64_t> sorted_ids;
+        bool layout_stale = true;
     };
 
     CudaIvfpq(const IvfpqDevice &dev, const vs_ivfpq_params &p, const float *c, const float *cb)
@@ -44,6 +56,7 @@ public:
     {
         params_ = p;
         code_size = (p.m * p.nbits + 7) / 8;
+        wq = (code_size + 15) / 16;
         const size_t ksub = size_t{1} << p.nbits;
         centroids = DeviceArray<float>(dev.pool, p.nlist * p.dim, dev.stream);
         codebooks = DeviceArray<float>(dev.pool, ksub * p.dim, dev.stream);
@@ -81,9 +94,12 @@ public:
         VS_CUDA_CHECK(cudaMemcpyAsync(L.ids.get() + L.len, ids, n * sizeof(int64_t),
                                       cudaMemcpyHostToDevice, dev.stream));
         VS_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+        L.host_ids.insert(L.host_ids.end(), ids, ids + n);
         L.len += n;
         size_ += n;
         tables_stale = true;
+        L.layout_stale = true;
+        layouts_stale = true;
     }
 
     // Device tables of list pointers and lengths, refreshed after adds.
@@ -117,13 +133,84 @@ public:
         tables_stale = false;
     }
 
-    size_t code_size = 0;
+    // Search layouts of the lists changed since the last search, and their device tables.
+    void refresh_layouts(const IvfpqDevice &dev) const
+    {
+        if (!layouts_stale)
+            return;
+        const size_t nlist = params_.nlist;
+        for (size_t l = 0; l < nlist; l++)
+        {
+            List &L = const_cast<List &>(lists[l]);
+            if (!L.layout_stale)
+                continue;
+            check_cancel(dev.cfg);
+            L.codes4.reset();
+            L.sorted_ids.reset();
+            const size_t groups = (L.len + 31) / 32;
+            L.codes4 = DeviceArray<uint4>(dev.pool, std::max<size_t>(groups * 32 * wq, 1), dev.stream);
+            L.sorted_ids = DeviceArray<int64_t>(dev.pool, std::max<size_t>(L.len, 1), dev.stream);
+            if (L.len)
+            {
+                // (id, append position) order: a stable sort of the positions by id.
+                std::vector<uint32_t> perm(L.len);
+                for (size_t i = 0; i < L.len; i++)
+                    perm[i] = static_cast<uint32_t>(i);
+                const bool sorted = std::is_sorted(L.host_ids.begin(), L.host_ids.end());
+                if (!sorted)
+                    std::stable_sort(perm.begin(), perm.end(), [&](uint32_t x, uint32_t y) {
+                        return L.host_ids[x] < L.host_ids[y];
+                    });
+                std::vector<int64_t> sids(L.len);
+                for (size_t i = 0; i < L.len; i++)
+                    sids[i] = L.host_ids[perm[i]];
+                VS_CUDA_CHECK(cudaMemcpyAsync(L.sorted_ids.get(), sids.data(), L.len * sizeof(int64_t),
+                                              cudaMemcpyHostToDevice, dev.stream));
+                DeviceArray<uint32_t> dperm;
+                if (!sorted)
+                {
+                    dperm = DeviceArray<uint32_t>(dev.pool, L.len, dev.stream);
+                    VS_CUDA_CHECK(cudaMemcpyAsync(dperm.get(), perm.data(), L.len * sizeof(uint32_t),
+                                                  cudaMemcpyHostToDevice, dev.stream));
+                }
+                launch_pq_interleave(L.codes.get(), static_cast<int>(code_size), dperm.get(),
+                                     static_cast<uint32_t>(L.len), static_cast<int>(wq),
+                                     L.codes4.get(), dev.stream);
+                // The host vectors and dperm go out of scope: wait for the copies and the kernel.
+                VS_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+            }
+            L.layout_stale = false;
+        }
+        std::vector<const uint4 *> pc(nlist);
+        std::vector<const int64_t *> pi(nlist);
+        for (size_t l = 0; l < nlist; l++)
+        {
+            pc[l] = lists[l].codes4.get();
+            pi[l] = lists[l].sorted_ids.get();
+        }
+        if (t_codes4.size() != nlist)
+        {
+            t_codes4 = DeviceArray<const uint4 *>(dev.pool, nlist, dev.stream);
+            t_sids = DeviceArray<const int64_t *>(dev.pool, nlist, dev.stream);
+        }
+        VS_CUDA_CHECK(cudaMemcpyAsync(t_codes4.get(), pc.data(), nlist * sizeof(void *),
+                                      cudaMemcpyHostToDevice, dev.stream));
+        VS_CUDA_CHECK(cudaMemcpyAsync(t_sids.get(), pi.data(), nlist * sizeof(void *),
+                                      cudaMemcpyHostToDevice, dev.stream));
+        VS_CUDA_CHECK(cudaStreamSynchronize(dev.stream));
+        layouts_stale = false;
+    }
+
+    size_t code_size = 0, wq = 0;
     DeviceArray<float> centroids, codebooks;
     std::vector<List> lists;
     mutable DeviceArray<const uint8_t *> t_codes;
     mutable DeviceArray<const int64_t *> t_ids;
     mutable DeviceArray<uint32_t> t_len;
     mutable bool tables_stale = true;
+    mutable DeviceArray<const uint4 *> t_codes4;
+    mutable DeviceArray<const int64_t *> t_sids;
+    mutable bool layouts_stale = true;
 };
 
 const CudaIvfpq &as_cuda(const Ivfpq *ivf)
@@ -189,9 +276,17 @@ struct Candidates
     size_t total = 0;
 };
 
+// Fused selection (select_warps > 0): each probed list contributes its min(len, k) best
+// (launch_pq_scan_select); otherwise every entry is a candidate (launch_pq_scan).
+struct ScanMode
+{
+    size_t k = SIZE_MAX; // candidates per probed list at most
+    int select_warps = 0;
+};
+
 void scan_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *dq, size_t qa,
                 size_t qb, size_t np, const std::vector<int32_t> &probes,
-                const std::vector<float> &coarse, Candidates &c)
+                const std::vector<float> &coarse, const ScanMode &mode, Candidates &c)
 {
     const vs_ivfpq_params &p = ivf.params();
     const size_t qn = qb - qa;
@@ -203,7 +298,7 @@ void scan_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *dq, s
         for (size_t r = 0; r < np; r++)
         {
             const int32_t list = probes[(qa + i) * np + r];
-            const size_t len = ivf.lists[list].len;
+            const size_t len = std::min(ivf.lists[list].len, mode.k);
             if (len == 0)
                 continue;
             pairs.push_back(PqPair{static_cast<int32_t>(i), list,
@@ -218,6 +313,28 @@ void scan_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *dq, s
     c.ids = DeviceArray<int64_t>(dev.pool, std::max<size_t>(c.total, 1), dev.stream);
     c.seg = device_copy(dev, c.host_seg.data(), qn + 1);
     DeviceArray<PqPair> dpairs = device_copy(dev, pairs.data(), pairs.size());
+    if (mode.select_warps > 0)
+    {
+        PqSelectArgs s{};
+        s.pairs = dpairs.get();
+        s.queries = dq + qa * p.dim;
+        s.centroids = ivf.centroids.get();
+        s.codebooks = ivf.codebooks.get();
+        s.list_codes4 = ivf.t_codes4.get();
+        s.list_sorted_ids = ivf.t_sids.get();
+        s.list_len = ivf.t_len.get();
+        s.d = static_cast<int>(p.dim);
+        s.m = static_cast<int>(p.m);
+        s.nbits = p.nbits;
+        s.wq = static_cast<int>(ivf.wq);
+        s.metric = p.metric;
+        s.k = static_cast<int>(mode.k);
+        s.nwarps = mode.select_warps;
+        s.keys = c.keys.get();
+        s.ids = c.ids.get();
+        launch_pq_scan_select(s, static_cast<int>(pairs.size()), dev.stream);
+        return;
+    }
     PqScanArgs a{};
     a.pairs = dpairs.get();
     a.queries = dq + qa * p.dim;
@@ -240,13 +357,16 @@ void scan_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *dq, s
 // then per chunk [qa, qb) of the block whose candidates (and k outputs) fit the scratch limit.
 template <typename Chunk>
 void for_each_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *queries, size_t nq,
-                    size_t first, size_t np, size_t per_query_out, Chunk &&chunk)
+                    size_t first, size_t np, size_t per_query_out, const ScanMode &mode,
+                    Chunk &&chunk)
 {
     const vs_ivfpq_params &p = ivf.params();
     if (pq_scan_smem_bytes(static_cast<int>(p.m), p.nbits, static_cast<int>(p.dim)) > dev.smem_optin)
         throw Error(VS_UNSUPPORTED, "the lookup table (m x 2^nbits floats) and the query do not "
                                     "fit in the GPU's shared memory");
     ivf.refresh_tables(dev);
+    if (mode.select_warps > 0)
+        ivf.refresh_layouts(dev);
     // Scratch per candidate: key, sorted key, id (24 bytes) plus sort temporaries.
     const size_t limit =
         std::min<size_t>(INT32_MAX, std::max<size_t>(size_t{1} << 20, dev.pool.available() / 64));
@@ -266,7 +386,7 @@ void for_each_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *q
             {
                 size_t c = 0;
                 for (size_t r = 0; r < np; r++)
-                    c += ivf.lists[probes[qb * np + r]].len;
+                    c += std::min(ivf.lists[probes[qb * np + r]].len, mode.k);
                 if (qb > qa && (cand + c > limit || (qb - qa + 1) * (np + per_query_out) > limit))
                     break;
                 if (c > INT32_MAX)
@@ -275,7 +395,7 @@ void for_each_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *q
                 qb++;
             }
             Candidates c;
-            scan_chunk(dev, ivf, dq.get(), qa, qb, np, probes, coarse, c);
+            scan_chunk(dev, ivf, dq.get(), qa, qb, np, probes, coarse, mode, c);
             chunk(b0 + qa, qb - qa, c);
             qa = qb;
         }
@@ -330,7 +450,18 @@ void ivfpq_search(const IvfpqDevice &dev, const Ivfpq *ivf_, const float *querie
                   int64_t *out_counts)
 {
     const CudaIvfpq &ivf = as_cuda(ivf_);
-    for_each_chunk(dev, ivf, queries, nq, probe_first, nprobe, k, [&](size_t q0, size_t qn, Candidates &c) {
+    const vs_ivfpq_params &p = ivf.params();
+    // Fused selection for k <= kPqSelectMax (when its selectors fit in shared memory): a probed
+    // list then yields at most k candidates, so the per-query sort below is over np x k keys.
+    ScanMode mode;
+    if (k <= static_cast<size_t>(kPqSelectMax))
+    {
+        mode.select_warps = pq_select_warps(static_cast<int>(p.m), p.nbits, static_cast<int>(p.dim),
+                                            static_cast<int>(k), dev.smem_optin);
+        if (mode.select_warps > 0)
+            mode.k = k;
+    }
+    for_each_chunk(dev, ivf, queries, nq, probe_first, nprobe, k, mode, [&](size_t q0, size_t qn, Candidates &c) {
         DeviceArray<uint64_t> sorted(dev.pool, std::max<size_t>(c.total, 1), dev.stream);
         segmented_sort_keys64(dev.pool, c.keys.get(), sorted.get(), static_cast<int>(c.total),
                               static_cast<int>(qn), c.seg.get(), dev.stream);
@@ -350,7 +481,7 @@ void ivfpq_range(const IvfpqDevice &dev, const Ivfpq *ivf_, const float *queries
                  size_t probe_first, size_t nprobe, float radius, RangeCollector *collector)
 {
     const CudaIvfpq &ivf = as_cuda(ivf_);
-    for_each_chunk(dev, ivf, queries, nq, probe_first, nprobe, 0, [&](size_t q0, size_t qn, Candidates &c) {
+    for_each_chunk(dev, ivf, queries, nq, probe_first, nprobe, 0, ScanMode{}, [&](size_t q0, size_t qn, Candidates &c) {
         DeviceArray<uint8_t> flags(dev.pool, std::max<size_t>(c.total, 1), dev.stream);
         DeviceArray<uint32_t> sel(dev.pool, std::max<size_t>(c.total, 1), dev.stream);
         launch_pq_range_flags(c.keys.get(), c.total, radius, flags.get(), dev.stream);

@@ -1,10 +1,13 @@
 // IVF-PQ kernels: exact coarse distances (list ranking and assignment), residual PQ encoding,
-// the list scan (lookup table in shared memory per (query, probe), estimates summed over the
-// m tables in order, engine/ivfpq_math.h) and the per-query top-k over sorted candidate keys
-// with ties resolved by (id, scan position).  The arithmetic is the CPU backend's, so both
-// return the same candidates.
+// the list scans (lookup table in shared memory per (query, probe), estimates summed over the
+// m tables in order, engine/ivfpq_math.h): writing every candidate, or fused with a per-list
+// WarpTopK selection over the id-sorted search layout; and the per-query top-k over sorted
+// candidate keys with ties resolved by (id, scan position).  The arithmetic is the CPU
+// backend's, so both return the same candidates.
+#include "cuda/impl/ivfpq_select.cuh"
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/exact_warp.cuh"
+#include "cuda/utils/select.cuh"
 #include "engine/ivfpq_math.h"
 
 namespace vs::cuda {
@@ -139,6 +142,127 @@ __global__ void pq_scan_kernel(PqScanArgs a)
         const size_t at = p.out + e;
         a.keys[at] = make_key(pq_finish(a.metric, acc), p.pos0 + e);
         a.ids[at] = ids[e];
+    }
+}
+
+// Fused scan + selection: one block per (query, probe), nwarps warps.  The lookup table is
+// built in shared memory as in pq_scan_kernel; warp w then takes the groups of 32 entries
+// w, w + nwarps, ... of the list's search layout (lane t = entry 32g + t, codes read as uint4,
+// coalesced) and feeds the keys (estimate, slot) to its WarpTopK selector of kp = min(k, len);
+// warp 0 merges the other warps' sorted lists into its own and writes the pair's kp best with
+// their ids.  Slots are in (id, append position) order, so within a list (estimate, slot) is
+// (estimate, id) order and a pair's kp best contain every entry of the list that belongs to the
+// query's k best (the per-query sort + pq_topk_kernel resolve ties across lists by id).
+template <int NBITS> __global__ void pq_scan_select_kernel(PqSelectArgs a)
+{
+    extern __shared__ __align__(16) unsigned char pq_sel_smem[];
+    __shared__ const uint64_t *tops[8];
+    constexpr int ksub = 1 << NBITS, per_word = 32 / NBITS;
+    const int dsub = a.d / a.m;
+    const int bcap = warp_topk_bcap(a.k);
+    const int stride = warp_topk_words(a.k, bcap);
+    uint64_t *sel = reinterpret_cast<uint64_t *>(pq_sel_smem);
+    float *lut = reinterpret_cast<float *>(sel + static_cast<size_t>(a.nwarps) * stride);
+    float *qv = lut + static_cast<size_t>(a.m) * ksub;
+    const PqPair p = a.pairs[blockIdx.x];
+    if (p.list < 0)
+        return;
+    const bool inner = pq_inner_product(a.metric);
+    const float *q = a.queries + static_cast<size_t>(p.query) * a.d;
+    const float *c = a.centroids + static_cast<size_t>(p.list) * a.d;
+    for (int t = threadIdx.x; t < a.d; t += blockDim.x)
+        qv[t] = inner ? q[t] : pq_sub(q[t], c[t]);
+    __syncthreads();
+    for (int e = threadIdx.x; e < a.m * ksub; e += blockDim.x)
+    {
+        const int j = e / ksub;
+        const float *cw = a.codebooks + static_cast<size_t>(e) * dsub;
+        lut[e] = inner ? pq_dot(qv + j * dsub, cw, dsub) : pq_l2(qv + j * dsub, cw, dsub);
+    }
+    __syncthreads();
+    const uint32_t len = a.list_len[p.list];
+    const int kp = static_cast<int>(len < static_cast<uint32_t>(a.k) ? len : a.k);
+    if (kp == 0)
+        return; // (the host makes no pairs of empty lists)
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    WarpTopK t;
+    t.init(sel + static_cast<size_t>(warp) * stride, kp, bcap, kNoKey, lane);
+    const uint4 *codes4 = a.list_codes4[p.list];
+    const uint32_t groups = (len + 31) / 32;
+    for (uint32_t g = warp; g < groups; g += a.nwarps)
+    {
+        const uint32_t e = g * 32 + lane;
+        const uint4 *cp = codes4 + static_cast<size_t>(g) * a.wq * 32 + lane;
+        float acc = p.term;
+        int j = 0;
+        for (int w = 0; w < a.wq; w++)
+        {
+            const uint4 v = cp[static_cast<size_t>(w) * 32];
+            const uint32_t word[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int h = 0; h < 4; h++)
+#pragma unroll
+                for (int n = 0; n < per_word; n++)
+                {
+                    // Sub-quantizers in order j = 0 .. m-1 (byte j, or nibble j: low first).
+                    if (j < a.m)
+                        acc = pq_add(acc, lut[j * ksub + ((word[h] >> (n * NBITS)) & (ksub - 1))]);
+                    j++;
+                }
+        }
+        t.add(e < len ? make_key(pq_finish(a.metric, acc), e) : kNoKey, lane);
+    }
+    t.flush(lane);
+    if (lane == 0)
+        tops[warp] = t.top;
+    __syncthreads();
+    if (warp != 0)
+        return;
+    for (int w = 1; w < a.nwarps; w++)
+    {
+        const uint64_t *o = tops[w];
+        for (int i0 = 0; i0 < kp; i0 += 32)
+        {
+            const uint64_t key = i0 + lane < kp ? o[i0 + lane] : kNoKey;
+            if (!__any_sync(kFullMask, key < t.thr))
+                break; // o is sorted: nothing further passes either
+            t.add(key, lane);
+        }
+    }
+    t.flush(lane);
+    const int64_t *ids = a.list_sorted_ids[p.list];
+    for (int i = lane; i < kp; i += 32)
+    {
+        const uint64_t key = t.top[i];
+        a.keys[p.out + i] = (key & 0xFFFFFFFF00000000ull) | (p.pos0 + static_cast<uint32_t>(i));
+        a.ids[p.out + i] = ids[key_row(key)];
+    }
+}
+
+// codes4 of a list's search layout: one thread per (entry slot, 16-byte word).
+__global__ void pq_interleave_kernel(const uint8_t *raw, int code_size, const uint32_t *perm,
+                                     uint32_t len, int wq, uint4 *codes4)
+{
+    const size_t slots = static_cast<size_t>((len + 31) / 32) * 32;
+    const size_t items = slots * wq;
+    for (size_t t = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < items;
+         t += static_cast<size_t>(gridDim.x) * blockDim.x)
+    {
+        const size_t e = t / wq;
+        const int w = static_cast<int>(t % wq);
+        uint32_t word[4] = {0, 0, 0, 0};
+        if (e < len)
+        {
+            const uint8_t *code = raw + static_cast<size_t>(perm ? perm[e] : e) * code_size;
+            for (int b = 0; b < 16; b++)
+            {
+                const int at = w * 16 + b;
+                if (at < code_size)
+                    word[b >> 2] |= static_cast<uint32_t>(code[at]) << (8 * (b & 3));
+            }
+        }
+        const size_t g = e / 32, lane = e % 32;
+        codes4[(g * wq + w) * 32 + lane] = make_uint4(word[0], word[1], word[2], word[3]);
     }
 }
 
@@ -297,6 +421,45 @@ void launch_pq_scan(const PqScanArgs &a, int npairs, cudaStream_t s)
         VS_CUDA_CHECK(cudaFuncSetAttribute(pq_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem)));
     pq_scan_kernel<<<npairs, 256, smem, s>>>(a);
+    VS_LAUNCH_CHECK();
+}
+
+size_t pq_select_smem_bytes(int m, int nbits, int d, int k, int nwarps)
+{
+    const size_t words = static_cast<size_t>(warp_topk_words(k, warp_topk_bcap(k)));
+    return static_cast<size_t>(nwarps) * words * sizeof(uint64_t) + pq_scan_smem_bytes(m, nbits, d);
+}
+
+int pq_select_warps(int m, int nbits, int d, int k, size_t smem_limit)
+{
+    if (k < 1 || k > kPqSelectMax || (nbits != 4 && nbits != 8))
+        return 0;
+    for (int w = 8; w >= 1; w >>= 1)
+        if (pq_select_smem_bytes(m, nbits, d, k, w) + 8 * sizeof(void *) <= smem_limit) // + tops
+            return w;
+    return 0;
+}
+
+void launch_pq_scan_select(const PqSelectArgs &a, int npairs, cudaStream_t s)
+{
+    if (npairs == 0)
+        return;
+    const size_t smem = pq_select_smem_bytes(a.m, a.nbits, a.d, a.k, a.nwarps);
+    auto kernel = a.nbits == 8 ? pq_scan_select_kernel<8> : pq_scan_select_kernel<4>;
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    kernel<<<npairs, 32 * a.nwarps, smem, s>>>(a);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_pq_interleave(const uint8_t *raw, int code_size, const uint32_t *perm, uint32_t len,
+                          int wq, uint4 *codes4, cudaStream_t s)
+{
+    if (len == 0)
+        return;
+    const size_t items = static_cast<size_t>((len + 31) / 32) * 32 * wq;
+    pq_interleave_kernel<<<grid_for(items, 256), 256, 0, s>>>(raw, code_size, perm, len, wq, codes4);
     VS_LAUNCH_CHECK();
 }
 
