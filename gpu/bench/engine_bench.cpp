@@ -5,10 +5,16 @@
 //   vsearch_engine_bench [--backend cuda|cpu] [--n 1000000] [--d 128] [--nq 10000]
 //                        [--data DIR] [--quick] [--skip-kmeans-cpu] [--out results.json]
 //                        [--mode exact|ivfpq] [--nlist 1024] [--m 32] [--nbits 8]
+//                        [--clustered | --gaussian]
 //
-// --mode ivfpq: seeded clustered data; IVF-PQ train, encode (+ add) seconds, then search QPS of
-// the whole batch at nprobe 1, 4, 16, 64 with k = 40 candidates, and recall@10 after an exact
-// re-rank of those candidates (on the host, outside the timing) against vs_knn's exact top 10.
+// --mode ivfpq: seeded data; IVF-PQ train, encode (+ add) seconds, then search QPS of the whole
+// batch at nprobe 1, 4, 16, 64 with k = 40 candidates, and recall@10 after an exact re-rank of
+// the first 10, 40, 100 and 400 candidates (one untimed k = 400 search: its prefixes are the
+// smaller k's results) on the host against vs_knn's exact top 10.  Data: by default 1000
+// well-separated centers (N(0, 4^2) coordinates) with N(0, 1) noise (so inside a cluster the
+// points are plain isotropic Gaussian noise); --clustered: a Gaussian mixture of sqrt(n)
+// centers (N(0, 1) coordinates) with a per-cluster spread drawn in [0.2, 0.6] (clusters of
+// different tightness that overlap a little); --gaussian: N(0, 1), no structure at all.
 //
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
@@ -110,6 +116,34 @@ std::vector<float> clustered(size_t n, size_t d, size_t nc, uint64_t seed)
     return x;
 }
 
+// n points of a Gaussian mixture: nc centers with N(0, 1) coordinates, cluster c with spread
+// s_c uniform in [0.2, 0.6] (x = center + s_c N(0, 1)).
+std::vector<float> mixture(size_t n, size_t d, size_t nc, uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::uniform_real_distribution<float> u(0.2f, 0.6f);
+    std::vector<float> centers(nc * d), spread(nc), x(n * d);
+    for (auto &v : centers)
+        v = g(rng);
+    for (auto &v : spread)
+        v = u(rng);
+    for (size_t i = 0; i < n; i++)
+    {
+        size_t c = rng() % nc;
+        for (size_t j = 0; j < d; j++)
+            x[i * d + j] = centers[c * d + j] + spread[c] * g(rng);
+    }
+    return x;
+}
+
+enum class IvfpqData
+{
+    Legacy,
+    Clustered,
+    Gaussian
+};
+
 struct IvfpqShape
 {
     size_t nlist, m;
@@ -117,11 +151,17 @@ struct IvfpqShape
 };
 
 std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, IvfpqShape shape,
-                             bool quick)
+                             bool quick, IvfpqData data)
 {
     std::vector<Row> rows;
     // One draw: the first n points are the set, the rest the queries (same distribution).
-    std::vector<float> x = clustered(n + nq, d, 1000, 42);
+    std::vector<float> x;
+    if (data == IvfpqData::Clustered)
+        x = mixture(n + nq, d, std::max<size_t>(1, static_cast<size_t>(std::lround(std::sqrt(double(n))))), 42);
+    else if (data == IvfpqData::Gaussian)
+        x = gaussian((n + nq) * d, 42);
+    else
+        x = clustered(n + nq, d, 1000, 42);
     std::vector<float> q(x.begin() + n * d, x.end());
     x.resize(n * d);
     vs_ivfpq_params p{};
@@ -136,7 +176,7 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
     std::vector<float> cent(p.nlist * d), books((size_t{1} << p.nbits) * d);
     double t0 = now();
     check(vs_ivfpq_train(ctx, &p, &tp, x.data(), n, cent.data(), books.data()), ctx, "ivfpq_train");
-    char note[160];
+    char note[256];
     std::snprintf(note, sizeof note, "nlist %zu m %zu nbits %d sample %zu, 20 + 25 iterations",
                   p.nlist, p.m, p.nbits, tp.sample_size);
     rows.push_back({"ivfpq train", now() - t0, 0, note});
@@ -179,8 +219,9 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
               ctx, "knn");
         vs_dataset_destroy(ctx, ds);
     }
-    std::vector<int64_t> oid(nq * kc);
-    std::vector<float> od(nq * kc);
+    const size_t kmax = 400;
+    std::vector<int64_t> oid(nq * kc), rid(nq * kmax);
+    std::vector<float> od(nq * kc), rd(nq * kmax);
     for (size_t nprobe : {size_t{1}, size_t{4}, size_t{16}, size_t{64}})
     {
         if (nprobe > p.nlist)
@@ -189,23 +230,38 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
             check(vs_ivfpq_search(ctx, ivf, q.data(), nq, 0, nprobe, kc, oid.data(), od.data(), nullptr),
                   ctx, "ivfpq_search");
         });
-        size_t hits = 0;
-        for (size_t i = 0; i < nq; i++)
-        {
-            std::vector<std::pair<float, int64_t>> rr;
+        // Recall@10 after an exact re-rank of the first kr candidates of a k = 400 search.
+        check(vs_ivfpq_search(ctx, ivf, q.data(), nq, 0, nprobe, kmax, rid.data(), rd.data(), nullptr),
+              ctx, "ivfpq_search");
+        bool prefix = true; // the k = 40 result is the k = 400 result's prefix
+        for (size_t i = 0; i < nq && prefix; i++)
             for (size_t j = 0; j < kc; j++)
+                prefix = prefix && oid[i * kc + j] == rid[i * kmax + j];
+        std::string recalls;
+        for (size_t kr : {size_t{10}, size_t{40}, size_t{100}, size_t{400}})
+        {
+            size_t hits = 0;
+            for (size_t i = 0; i < nq; i++)
             {
-                int64_t id = oid[i * kc + j];
-                if (id >= 0)
-                    rr.emplace_back(vs_l2sq_f32(&q[i * d], &x[static_cast<size_t>(id) * d], d), id);
+                std::vector<std::pair<float, int64_t>> rr;
+                for (size_t j = 0; j < kr; j++)
+                {
+                    int64_t id = rid[i * kmax + j];
+                    if (id >= 0)
+                        rr.emplace_back(vs_l2sq_f32(&q[i * d], &x[static_cast<size_t>(id) * d], d), id);
+                }
+                std::sort(rr.begin(), rr.end());
+                for (size_t j = 0; j < std::min(k, rr.size()); j++)
+                    for (size_t t2 = 0; t2 < k; t2++)
+                        hits += truth[i * k + t2] == rr[j].second;
             }
-            std::sort(rr.begin(), rr.end());
-            for (size_t j = 0; j < std::min(k, rr.size()); j++)
-                for (size_t t2 = 0; t2 < k; t2++)
-                    hits += truth[i * k + t2] == rr[j].second;
+            char one[48];
+            std::snprintf(one, sizeof one, "%s%zu:%.4f", recalls.empty() ? "" : " ", kr,
+                          static_cast<double>(hits) / (nq * k));
+            recalls += one;
         }
-        std::snprintf(note, sizeof note, "k=%zu, recall@10 after exact re-rank %.4f", kc,
-                      static_cast<double>(hits) / (nq * k));
+        std::snprintf(note, sizeof note, "k=%zu; recall@10 after exact re-rank of kr candidates %s%s",
+                      kc, recalls.c_str(), prefix ? "" : " (k=40 result is NOT the k=400 prefix)");
         rows.push_back({"ivfpq search nq=" + std::to_string(nq) + " nprobe=" + std::to_string(nprobe),
                         t, nq / t, note});
     }
@@ -242,6 +298,7 @@ int main(int argc, char **argv)
     size_t n = 1000000, d = 128, nq = 10000;
     IvfpqShape shape{1024, 32, 8};
     bool quick = false, kmeans_cpu = true;
+    IvfpqData ivfpq_data = IvfpqData::Legacy;
     for (int i = 1; i < argc; i++)
     {
         std::string a = argv[i];
@@ -260,6 +317,10 @@ int main(int argc, char **argv)
             out_json = next();
         else if (a == "--quick")
             quick = true;
+        else if (a == "--clustered")
+            ivfpq_data = IvfpqData::Clustered;
+        else if (a == "--gaussian")
+            ivfpq_data = IvfpqData::Gaussian;
         else if (a == "--skip-kmeans-cpu")
             kmeans_cpu = false;
         else if (a == "--mode")
@@ -298,7 +359,7 @@ int main(int argc, char **argv)
 
     if (mode == "ivfpq")
     {
-        report(ivfpq_bench(ctx, n, d, nq, shape, quick), out_json, info.device_name, n, d, nq);
+        report(ivfpq_bench(ctx, n, d, nq, shape, quick, ivfpq_data), out_json, info.device_name, n, d, nq);
         vs_context_destroy(ctx);
         return 0;
     }
