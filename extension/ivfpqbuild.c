@@ -30,14 +30,19 @@
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "flat.h"
+#include "guc.h"
 #include "ivfpq.h"
 #include "vsearch/engine.h"
 #include "worker.h"
 
 #define VS_IVFPQ_SEED			UINT64CONST(0x5653495650510001)
 #define VS_IVFPQ_ENCODE_CHUNK	4096
+/* rows per encode request to the worker: at most this many, and at most 32 MB of vectors */
+#define VS_IVFPQ_WORKER_CHUNK	65536
+#define VS_IVFPQ_WORKER_CHUNK_BYTES	((Size) 32 * 1024 * 1024)
 /* training sample: at least this many rows per centroid / per codeword when the table has them */
 #define VS_IVFPQ_SAMPLE_PER_LIST	64
 #define VS_IVFPQ_SAMPLE_MIN		32768
@@ -78,9 +83,19 @@ typedef struct IvfpqBuildState
 	float	   *chunk;
 	ItemPointerData *chunk_tids;
 	int			chunk_n;
+	int			chunk_cap;		/* rows per chunk */
 	int32	   *chunk_lists;
 	uint8	   *chunk_codes;
 	int64		nindexed;
+
+	/* encoding through the worker (until it fails once: then in this backend) */
+	bool		use_worker;
+	VsIndexRef	ref;
+	uint64		build_id;
+	uint32		m;
+	int			nbits;
+	const float *centroids;
+	const float *codebooks;
 } IvfpqBuildState;
 
 Buffer
@@ -163,7 +178,12 @@ flush_chunk(IvfpqBuildState *s)
 	{
 		int			retries = 0;
 
-		for (;;)
+		if (s->use_worker &&
+			!vs_worker_ivfpq_encode(&s->ref, (int) s->lists, (int) s->m, s->nbits, s->build_id,
+									s->centroids, s->codebooks, s->chunk, s->chunk_n,
+									s->chunk_lists, s->chunk_codes))
+			s->use_worker = false;	/* counted as a fallback; the rest encodes here */
+		for (; !s->use_worker;)
 		{
 			vs_status	st = vs_ivfpq_encode(vs_backend_engine(), s->ivf, s->chunk,
 											 (size_t) s->chunk_n, s->chunk_lists, s->chunk_codes);
@@ -200,7 +220,7 @@ stage_row(IvfpqBuildState *s, ItemPointer tid, const float *x)
 	memcpy(s->chunk + (Size) s->chunk_n * s->dim, x, sizeof(float) * s->dim);
 	s->chunk_tids[s->chunk_n] = *tid;
 	s->chunk_n++;
-	if (s->chunk_n >= VS_IVFPQ_ENCODE_CHUNK)
+	if (s->chunk_n >= s->chunk_cap)
 		flush_chunk(s);
 }
 
@@ -282,9 +302,11 @@ encode_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bo
 	MemoryContextSwitchTo(old);
 	if (s->chunk == NULL)
 	{
-		s->chunk = MemoryContextAlloc(s->buildcxt, sizeof(float) * s->dim * VS_IVFPQ_ENCODE_CHUNK);
-		s->chunk_tids = MemoryContextAlloc(s->buildcxt,
-										   sizeof(ItemPointerData) * VS_IVFPQ_ENCODE_CHUNK);
+		if (s->chunk_cap == 0)
+			s->chunk_cap = VS_IVFPQ_ENCODE_CHUNK;	/* no row in the first pass: untrained */
+		s->chunk = MemoryContextAllocHuge(s->buildcxt, sizeof(float) * s->dim * s->chunk_cap);
+		s->chunk_tids = MemoryContextAllocHuge(s->buildcxt,
+											   sizeof(ItemPointerData) * s->chunk_cap);
 	}
 	stage_row(s, tid, vec->x);
 	MemoryContextReset(s->tmpcxt);
@@ -355,6 +377,20 @@ check_dim_options(const VsIvfpqOptions *opts, uint32 dim, int code_size)
  * Trains the quantizer on the sample: in the GPU worker when it serves (worker.h; the sample goes
  * through this backend's DSM segment), else in this backend's CPU engine, with the same seed.
  */
+/* The index, as the worker's build requests name it. */
+static void
+build_ref(Relation index, const vs_ivfpq_params *params, VsIndexRef *ref)
+{
+	memset(ref, 0, sizeof(*ref));
+	ref->dbid = MyDatabaseId;
+	ref->indexrelid = RelationGetRelid(index);
+	ref->locator = VsRelationGetLocator(index);
+	ref->relpersistence = index->rd_rel->relpersistence;
+	ref->kind = VS_INDEX_IVFPQ;
+	ref->metric = params->metric;
+	ref->dim = (uint32) params->dim;
+}
+
 static void
 train_quantizer(Relation index, const vs_ivfpq_params *params, const float *sample, int64 n,
 				float *centroids, float *codebooks)
@@ -363,14 +399,7 @@ train_quantizer(Relation index, const vs_ivfpq_params *params, const float *samp
 	int			retries = 0;
 	VsIndexRef	ref;
 
-	memset(&ref, 0, sizeof(ref));
-	ref.dbid = MyDatabaseId;
-	ref.indexrelid = RelationGetRelid(index);
-	ref.locator = VsRelationGetLocator(index);
-	ref.relpersistence = index->rd_rel->relpersistence;
-	ref.kind = VS_INDEX_IVFPQ;
-	ref.metric = params->metric;
-	ref.dim = (uint32) params->dim;
+	build_ref(index, params, &ref);
 	if (vs_worker_ivfpq_train(&ref, (int) params->nlist, (int) params->m, params->nbits,
 							  VS_IVFPQ_SEED, sample, n, centroids, codebooks))
 		return;
@@ -597,8 +626,26 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		s.lb = palloc0(sizeof(ListBuild) * s.lists);
 		for (uint32 l = 0; l < s.lists; l++)
 			s.lb[l].first = s.lb[l].last = InvalidBlockNumber;
-		s.chunk_lists = palloc(sizeof(int32) * VS_IVFPQ_ENCODE_CHUNK);
-		s.chunk_codes = palloc(Max((Size) code_size, 1) * VS_IVFPQ_ENCODE_CHUNK);
+
+		/* encode through the worker in large chunks unless vsearch.device = cpu */
+		s.use_worker = vs_device_mode != VS_DEVICE_CPU;
+		s.chunk_cap = VS_IVFPQ_ENCODE_CHUNK;
+		if (s.use_worker)
+		{
+			build_ref(index, &params, &s.ref);
+			s.build_id = ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp();
+			if (s.build_id == 0)
+				s.build_id = 1;
+			s.m = m;
+			s.nbits = opts.nbits;
+			s.centroids = centroids;
+			s.codebooks = codebooks;
+			s.chunk_cap = (int) Min((Size) VS_IVFPQ_WORKER_CHUNK,
+									Max(VS_IVFPQ_WORKER_CHUNK_BYTES / (sizeof(float) * s.dim),
+										(Size) 1));
+		}
+		s.chunk_lists = palloc_extended(sizeof(int32) * s.chunk_cap, MCXT_ALLOC_HUGE);
+		s.chunk_codes = palloc_extended(Max((Size) code_size, 1) * s.chunk_cap, MCXT_ALLOC_HUGE);
 	}
 	s.pending.first = s.pending.last = InvalidBlockNumber;
 	vs_ivfpq_layout(code_size, s.store_vectors ? (int) s.dim : 0, &s.layout);
@@ -607,10 +654,12 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	/* Pass 2: encode every row (from the sample when it holds the whole table). */
 	PG_TRY();
 	{
+		if (s.chunk_cap == 0)
+			s.chunk_cap = VS_IVFPQ_ENCODE_CHUNK;
 		if (s.nrows > 0 && s.nsample == s.nrows)
 		{
-			s.chunk = palloc(sizeof(float) * s.dim * VS_IVFPQ_ENCODE_CHUNK);
-			s.chunk_tids = palloc(sizeof(ItemPointerData) * VS_IVFPQ_ENCODE_CHUNK);
+			s.chunk = palloc_extended(sizeof(float) * s.dim * s.chunk_cap, MCXT_ALLOC_HUGE);
+			s.chunk_tids = palloc_extended(sizeof(ItemPointerData) * s.chunk_cap, MCXT_ALLOC_HUGE);
 			for (int64 i = 0; i < s.nsample; i++)
 			{
 				CHECK_FOR_INTERRUPTS();
@@ -631,9 +680,11 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	{
 		if (s.ivf != NULL)
 			vs_ivfpq_destroy(vs_backend_engine(), s.ivf);
+		vs_worker_ivfpq_encode_end();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	vs_worker_ivfpq_encode_end();
 	if (s.ivf != NULL)
 		vs_ivfpq_destroy(vs_backend_engine(), s.ivf);
 	s.ivf = NULL;

@@ -33,4 +33,15 @@ extern bool vs_worker_ivfpq_train(const VsIndexRef *ref, int lists, int m, int n
 								  uint64 seed, const float *sample, int64 n, float *centroids,
 								  float *codebooks);
 
+/*
+ * Assigns and encodes n rows of a vs_ivfpq build in the worker (CREATE INDEX): out_lists[n] and
+ * out_codes[n x code_size]; false: encode in the backend.  build_id names the build (the worker
+ * keeps its engine object for the next chunks); vs_worker_ivfpq_encode_end after the last chunk.
+ */
+extern bool vs_worker_ivfpq_encode(const VsIndexRef *ref, int lists, int m, int nbits,
+								   uint64 build_id, const float *centroids,
+								   const float *codebooks, const float *rows, int n,
+								   int32 *out_lists, uint8 *out_codes);
+extern void vs_worker_ivfpq_encode_end(void);
+
 #endif							/* VSEARCH_WORKER_H */

@@ -272,13 +272,17 @@ get_segment(Size size)
  * Sends a request and waits for the answer, writing it through the sink.  Returns true on
  * success; false with a reason when the worker could not answer (the caller falls back).
  */
-/* What a training request carries besides the sample (VS_OP_IVFPQ_TRAIN). */
+/* What a training or encode request carries besides its rows (VS_OP_IVFPQ_TRAIN / _ENCODE). */
 typedef struct VsTrainArgs
 {
 	uint32		lists;
 	uint32		m;
 	uint32		nbits;
-	uint64		seed;
+	uint64		seed;			/* train */
+	uint64		build_id;		/* encode: the quantizer follows the rows in the segment */
+	const float *centroids;		/* encode: lists x dim */
+	const float *codebooks;		/* encode: 2^nbits x dim */
+	bool		keep_segment;	/* keep a large segment for the next request of the build */
 } VsTrainArgs;
 
 static bool
@@ -293,6 +297,7 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	dsm_segment *seg;
 	VsRequest  *req;
 	Size		qbytes,
+				zbytes = 0,
 				area,
 				header,
 				total;
@@ -350,10 +355,16 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 		area = (Size) nq * (sizeof(int64) + (Size) k * (sizeof(int64) + sizeof(float)));
 	else if (op == VS_OP_IVFPQ_TRAIN)
 		area = ((Size) train->lists + ((Size) 1 << train->nbits)) * ref->dim * sizeof(float);
+	else if (op == VS_OP_IVFPQ_ENCODE)
+	{
+		zbytes = MAXALIGN(((Size) train->lists + ((Size) 1 << train->nbits)) * ref->dim *
+						  sizeof(float));
+		area = (Size) nq * (sizeof(int32) + (train->m * train->nbits + 7) / 8);
+	}
 	else
 		area = VS_RANGE_AREA;
 	area = MAXALIGN(Max(Min(area, VS_MAX_AREA), VS_MIN_AREA));
-	total = header + qbytes + area;
+	total = header + qbytes + zbytes + area;
 	seg = get_segment(total);
 	if (!seg)
 	{
@@ -382,6 +393,7 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 		req->train_m = train->m;
 		req->train_nbits = train->nbits;
 		req->train_seed = train->seed;
+		req->build_id = train->build_id;
 	}
 	req->generation = ref->generation;
 	req->ntuples = ref->ntuples;
@@ -390,7 +402,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	req->locator = ref->locator;
 	req->relpersistence = ref->relpersistence;
 	req->queries_off = header;
-	req->area_off = header + qbytes;
+	req->quantizer_off = zbytes > 0 ? header + qbytes : 0;
+	req->area_off = header + qbytes + zbytes;
 	req->area_len = dsm_segment_map_length(seg) - req->area_off;
 	if (req->area_len > VS_MAX_AREA)
 		req->area_len = VS_MAX_AREA;
@@ -398,6 +411,14 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	pg_atomic_init_u64(&req->produced, 0);
 	pg_atomic_init_u64(&req->consumed, 0);
 	memcpy((char *) req + header, queries, (Size) nq * ref->dim * sizeof(float));
+	if (zbytes > 0)
+	{
+		Size		ncent = (Size) train->lists * ref->dim;
+
+		memcpy((char *) req + req->quantizer_off, train->centroids, ncent * sizeof(float));
+		memcpy((char *) req + req->quantizer_off + ncent * sizeof(float), train->codebooks,
+			   ((Size) 1 << train->nbits) * ref->dim * sizeof(float));
+	}
 
 	submitted = GetCurrentTimestamp();
 	SpinLockAcquire(&slot->mutex);
@@ -550,7 +571,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 		pg_atomic_fetch_add_u64(&s->wait_us, (uint64) secs * 1000000 + usecs);
 	}
 	/* keep no huge segment around (the worker unmaps it when it sees the slot forget it) */
-	if (client_seg && dsm_segment_map_length(client_seg) > VS_KEEP_SEGMENT_MAX)
+	if (client_seg && dsm_segment_map_length(client_seg) > VS_KEEP_SEGMENT_MAX &&
+		!(ok && train && train->keep_segment))
 		drop_segment();
 	(void) gen;
 	return ok;
@@ -772,4 +794,61 @@ vs_worker_ivfpq_train(const VsIndexRef *ref, int lists, int m, int nbits, uint64
 	if (sink.stream_len != (uint64) (ncent + ncode) * sizeof(float))
 		elog(ERROR, "vsearch worker: training answer has the wrong length");
 	return true;
+}
+
+/*
+ * Assigns and encodes n rows of a vs_ivfpq build in the worker (VS_OP_IVFPQ_ENCODE): the rows and
+ * the quantizer (centroids: lists x dim, codebooks: 2^nbits x dim floats) go through this
+ * backend's DSM segment; the worker keeps an engine object per build_id for the build's later
+ * chunks (it compares the quantizer each time, so a stale one is never used).  out_lists gets n
+ * list numbers (not checked here: the caller does), out_codes n x code_size bytes.  A segment
+ * larger than the kept size stays mapped for the next chunk; vs_worker_ivfpq_encode_end drops it.
+ * Same return convention as the searches.
+ */
+bool
+vs_worker_ivfpq_encode(const VsIndexRef *ref, int lists, int m, int nbits, uint64 build_id,
+					   const float *centroids, const float *codebooks, const float *rows,
+					   int n, int32 *out_lists, uint8 *out_codes)
+{
+	char		reason[300];
+	VsSink		sink;
+	VsTrainArgs args;
+	Size		code_size = ((Size) m * nbits + 7) / 8;
+	Size		qzbytes = ((Size) lists + ((Size) 1 << nbits)) * ref->dim * sizeof(float);
+
+	if (vs_device_mode == VS_DEVICE_CPU || n <= 0 || ref->dim == 0)
+		return false;
+	if (!vs_worker_shared)
+		return worker_unavailable("vsearch is not in shared_preload_libraries, so no worker runs");
+	if (n > VS_MAX_ENCODE_ROWS ||
+		(uint64) n * ref->dim * sizeof(float) + qzbytes > VS_MAX_ENCODE_BYTES)
+		return worker_unavailable("the rows and quantizer are larger than the worker accepts");
+
+	memset(&args, 0, sizeof(args));
+	args.lists = (uint32) lists;
+	args.m = (uint32) m;
+	args.nbits = (uint32) nbits;
+	args.build_id = build_id;
+	args.centroids = centroids;
+	args.codebooks = codebooks;
+	args.keep_segment = true;
+	memset(&sink, 0, sizeof(sink));
+	sink.op = VS_OP_IVFPQ_ENCODE;
+	sink.nq = n;
+	sink_add(&sink, out_lists, (uint64) n * sizeof(int32));
+	sink_add(&sink, out_codes, (uint64) n * code_size);
+	if (!worker_call(ref, VS_OP_IVFPQ_ENCODE, rows, n, 0, 0.0, 0, 0, &args, &sink,
+					 reason, sizeof(reason)))
+		return worker_unavailable(reason);
+	if (sink.stream_len != (uint64) n * (sizeof(int32) + code_size))
+		elog(ERROR, "vsearch worker: encode answer has the wrong length");
+	return true;
+}
+
+/* After a build's last encode request: drop the segment if it is larger than the kept size. */
+void
+vs_worker_ivfpq_encode_end(void)
+{
+	if (client_seg && dsm_segment_map_length(client_seg) > VS_KEEP_SEGMENT_MAX)
+		drop_segment();
 }

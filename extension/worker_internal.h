@@ -100,13 +100,14 @@ extern VsWorkerShared *vs_worker_shared;
 /* ---- the request segment ------------------------------------------------------------------ */
 
 #define VS_REQUEST_MAGIC		0x56535251	/* "VSRQ" */
-#define VS_REQUEST_PROTOCOL		2
+#define VS_REQUEST_PROTOCOL		3
 
 typedef enum VsRequestOp
 {
 	VS_OP_KNN = 1,
 	VS_OP_RANGE = 2,
-	VS_OP_IVFPQ_TRAIN = 3		/* train a vs_ivfpq quantizer on the "queries" (the sample) */
+	VS_OP_IVFPQ_TRAIN = 3,		/* train a vs_ivfpq quantizer on the "queries" (the sample) */
+	VS_OP_IVFPQ_ENCODE = 4		/* assign and encode the "queries" (rows) with a quantizer */
 } VsRequestOp;
 
 /* Status of an answer, set by the worker before the slot becomes DONE. */
@@ -144,10 +145,12 @@ typedef struct VsRequest
 	double		radius;			/* VS_OP_RANGE (vs_ivfpq: on the estimates, a float value) */
 	uint32		probe_offset;	/* vs_ivfpq: first list rank of the probe window (else 0) */
 	uint32		nprobe;			/* vs_ivfpq: lists in the window (else 0) */
-	uint32		train_lists;	/* VS_OP_IVFPQ_TRAIN: coarse centroids */
+	uint32		train_lists;	/* VS_OP_IVFPQ_TRAIN and _ENCODE: coarse centroids */
 	uint32		train_m;		/* ... sub-quantizers (divides dim) */
 	uint32		train_nbits;	/* ... 4 or 8 */
-	uint64		train_seed;
+	uint64		train_seed;		/* VS_OP_IVFPQ_TRAIN */
+	uint64		build_id;		/* VS_OP_IVFPQ_ENCODE: the build (keys the worker's encoder) */
+	uint64		quantizer_off;	/* ... centroids[lists * dim] | codebooks[2^nbits * dim] */
 	uint64		generation;
 	uint64		ntuples;		/* index entries the backend saw (sizes the load) */
 	Oid			dbid;
@@ -173,9 +176,13 @@ typedef struct VsRequest
  *   kNN:   int64 counts[nq] | int64 ids[nq * k] | float4 distances[nq * k]
  *   range: int64 total | int64 offsets[nq + 1] | int64 ids[total] | float4 distances[total]
  *   train: float4 centroids[lists * dim] | float4 codebooks[2^nbits * dim]
+ *   encode: int32 lists[nq] | uint8 codes[nq * code_size]   (code_size = ceil(m * nbits / 8))
  */
 /* Largest training sample sent to the worker (bytes of vectors); a larger one trains in the backend. */
 #define VS_MAX_TRAIN_SAMPLE_BYTES	((Size) 256 * 1024 * 1024)
+/* Most rows of one encode request, and most bytes of its rows plus its quantizer. */
+#define VS_MAX_ENCODE_ROWS			(1 << 20)
+#define VS_MAX_ENCODE_BYTES			((Size) 256 * 1024 * 1024)
 
 /* Wakes the worker, if one runs. */
 extern void vs_worker_wake(void);

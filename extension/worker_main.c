@@ -394,6 +394,20 @@ pump_streams(void)
 
 /* ---- taking requests ---------------------------------------------------------------------- */
 
+/* Requests of a CREATE INDEX: they carry their data and read no index. */
+static inline bool
+is_build_op(uint32 op)
+{
+	return op == VS_OP_IVFPQ_TRAIN || op == VS_OP_IVFPQ_ENCODE;
+}
+
+/* Bytes of an encode request's quantizer (fields validated first: no overflow). */
+static inline uint64
+quantizer_bytes(const VsRequest *r)
+{
+	return ((uint64) r->train_lists + ((uint64) 1 << r->train_nbits)) * r->dim * sizeof(float);
+}
+
 static bool
 validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 {
@@ -401,7 +415,8 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 
 	if (r->protocol != VS_REQUEST_PROTOCOL)
 		snprintf(why, whylen, "protocol %u, the worker speaks %u", r->protocol, VS_REQUEST_PROTOCOL);
-	else if (r->op != VS_OP_KNN && r->op != VS_OP_RANGE && r->op != VS_OP_IVFPQ_TRAIN)
+	else if (r->op != VS_OP_KNN && r->op != VS_OP_RANGE && r->op != VS_OP_IVFPQ_TRAIN &&
+			 r->op != VS_OP_IVFPQ_ENCODE)
 		snprintf(why, whylen, "unknown operation %u", r->op);
 	else if (r->op == VS_OP_IVFPQ_TRAIN &&
 			 (r->kind != VS_INDEX_IVFPQ || r->dim < 1 || r->dim > VECTOR_MAX_DIM ||
@@ -413,6 +428,26 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 			  (uint64) r->nq * r->dim * sizeof(float) > VS_MAX_TRAIN_SAMPLE_BYTES))
 		snprintf(why, whylen, "invalid training request (lists %u, m %u, nbits %u, %u x %u sample)",
 				 r->train_lists, r->train_m, r->train_nbits, r->nq, r->dim);
+	else if (r->op == VS_OP_IVFPQ_ENCODE &&
+			 (r->kind != VS_INDEX_IVFPQ || r->dim < 1 || r->dim > VECTOR_MAX_DIM ||
+			  r->train_lists < 1 || r->train_lists > VS_MAX_IVFPQ_LISTS ||
+			  (r->train_nbits != 4 && r->train_nbits != 8) ||
+			  r->train_m < 1 || r->train_m > r->dim || r->dim % r->train_m != 0 ||
+			  r->nq < 1 || r->nq > VS_MAX_ENCODE_ROWS ||
+			  r->metric >= VS_METRIC_COUNT || r->metric == VS_METRIC_L1 ||
+			  ((uint64) r->nq + r->train_lists + (1u << r->train_nbits)) * r->dim * sizeof(float) >
+			  VS_MAX_ENCODE_BYTES))
+		snprintf(why, whylen, "invalid encode request (lists %u, m %u, nbits %u, %u x %u rows)",
+				 r->train_lists, r->train_m, r->train_nbits, r->nq, r->dim);
+	else if (r->op == VS_OP_IVFPQ_ENCODE &&
+			 (r->quantizer_off < sizeof(VsRequest) || r->quantizer_off % sizeof(float) != 0 ||
+			  r->quantizer_off > seg_len ||
+			  quantizer_bytes(r) > seg_len - r->quantizer_off ||
+			  !(r->quantizer_off >= r->queries_off + (uint64) r->nq * r->dim * sizeof(float) ||
+				r->queries_off >= r->quantizer_off + quantizer_bytes(r)) ||
+			  !(r->quantizer_off >= r->area_off + r->area_len ||
+				r->area_off >= r->quantizer_off + quantizer_bytes(r))))
+		snprintf(why, whylen, "quantizer lies outside the segment or overlaps another part");
 	else if (r->kind != VS_INDEX_FLAT && r->kind != VS_INDEX_IVFPQ)
 		snprintf(why, whylen, "unknown index kind %u", r->kind);
 	else if (r->metric >= VS_METRIC_COUNT ||
@@ -431,14 +466,14 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 		snprintf(why, whylen, "radius is NaN");
 	else if (r->kind == VS_INDEX_FLAT && (r->probe_offset != 0 || r->nprobe != 0))
 		snprintf(why, whylen, "probe window on a vs_flat request");
-	else if (r->kind == VS_INDEX_IVFPQ && r->op != VS_OP_IVFPQ_TRAIN &&
+	else if (r->kind == VS_INDEX_IVFPQ && !is_build_op(r->op) &&
 			 (r->nprobe < 1 || r->nprobe > VS_MAX_IVFPQ_LISTS ||
 			  r->probe_offset >= VS_MAX_IVFPQ_LISTS))
 		snprintf(why, whylen, "probe window [%u, +%u) out of range", r->probe_offset, r->nprobe);
 	else if (r->kind == VS_INDEX_IVFPQ && r->op == VS_OP_RANGE &&
 			 (double) (float) r->radius != r->radius && !isinf(r->radius))
 		snprintf(why, whylen, "vs_ivfpq radius is not a float value");
-	else if (r->op != VS_OP_IVFPQ_TRAIN && r->relpersistence != RELPERSISTENCE_PERMANENT &&
+	else if (!is_build_op(r->op) && r->relpersistence != RELPERSISTENCE_PERMANENT &&
 			 r->relpersistence != RELPERSISTENCE_UNLOGGED)
 		snprintf(why, whylen, "relpersistence '%c' cannot be served", r->relpersistence);
 	else
@@ -1348,6 +1383,177 @@ process_train(VsActive *a)
 	stream_chunk(active_index(a));
 }
 
+/*
+ * Encoders of CREATE INDEX builds (VS_OP_IVFPQ_ENCODE): an engine object per build, made from the
+ * quantizer of its first chunk and kept for the next ones.  Every request carries the quantizer
+ * again, and an encoder is used only when its copy equals it byte for byte, so a stale or
+ * mismatched one is never used (a worker restart just creates it again).  The least recently
+ * used one makes room; one idle for VS_ENCODER_IDLE_MS is dropped (the build ended or died).
+ */
+#define VS_ENCODERS				4
+#define VS_ENCODER_IDLE_MS		60000
+
+typedef struct VsEncoder
+{
+	uint64		build_id;		/* 0: unused */
+	vs_ivfpq_params params;
+	float	   *quantizer;		/* centroids | codebooks, as received */
+	Size		qbytes;
+	vs_ivfpq   *ivf;
+	TimestampTz last_used;
+} VsEncoder;
+
+static VsEncoder encoders[VS_ENCODERS];
+
+static void
+encoder_drop(VsEncoder *e)
+{
+	if (e->ivf && engine)
+		vs_ivfpq_destroy(engine, e->ivf);
+	if (e->quantizer)
+		pfree(e->quantizer);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Drops the encoders idle for VS_ENCODER_IDLE_MS (all of them when all is set). */
+static void
+encoders_expire(bool all)
+{
+	TimestampTz now = 0;
+
+	for (int i = 0; i < VS_ENCODERS; i++)
+	{
+		if (encoders[i].build_id == 0)
+			continue;
+		if (!all && now == 0)
+			now = GetCurrentTimestamp();
+		if (all || TimestampDifferenceExceeds(encoders[i].last_used, now, VS_ENCODER_IDLE_MS))
+			encoder_drop(&encoders[i]);
+	}
+}
+
+/* The encoder of this request's build and quantizer, created when there is none. */
+static VsEncoder *
+encoder_get(const VsRequest *r, const vs_ivfpq_params *params, const float *quantizer,
+			char *err, Size errlen)
+{
+	Size		qbytes = (Size) quantizer_bytes(r);
+	Size		ncent = (Size) r->train_lists * r->dim;
+	VsEncoder  *e = NULL;
+	vs_status	rc;
+
+	for (int i = 0; i < VS_ENCODERS; i++)
+	{
+		VsEncoder  *c = &encoders[i];
+
+		if (c->build_id != r->build_id || c->build_id == 0)
+			continue;
+		if (c->qbytes == qbytes && memcmp(&c->params, params, sizeof(*params)) == 0 &&
+			memcmp(c->quantizer, quantizer, qbytes) == 0)
+		{
+			c->last_used = GetCurrentTimestamp();
+			return c;
+		}
+		encoder_drop(c);		/* the same build with another quantizer: replace it */
+	}
+	/* a free entry, else the least recently used */
+	for (int i = 0; i < VS_ENCODERS; i++)
+	{
+		if (encoders[i].build_id == 0)
+		{
+			e = &encoders[i];
+			break;
+		}
+		if (!e || encoders[i].last_used < e->last_used)
+			e = &encoders[i];
+	}
+	encoder_drop(e);
+	/* the engine works on a private copy: the backend may rewrite its segment meanwhile */
+	e->quantizer = MemoryContextAllocHuge(cache_cxt, qbytes);
+	memcpy(e->quantizer, quantizer, qbytes);
+	e->qbytes = qbytes;
+	e->params = *params;
+	rc = vs_ivfpq_create(engine, params, e->quantizer, e->quantizer + ncent, &e->ivf);
+	if (rc != VS_OK)
+	{
+		snprintf(err, errlen, "encode: %s: %s", vs_status_name(rc), vs_last_error(engine));
+		e->ivf = NULL;
+		encoder_drop(e);
+		if (rc == VS_DEVICE_ERROR)
+			device_errors++;
+		return NULL;
+	}
+	e->build_id = r->build_id ? r->build_id : 1;
+	e->last_used = GetCurrentTimestamp();
+	return e;
+}
+
+/*
+ * Assigns and encodes the rows of a CREATE INDEX chunk (VS_OP_IVFPQ_ENCODE) with the request's
+ * quantizer: never grouped.  The answer is the list numbers and the codes.
+ */
+static void
+process_encode(VsActive *a)
+{
+	const VsRequest *r = &a->req;
+	vs_ivfpq_params params;
+	VsEncoder  *e;
+	Size		code_size;
+	char	   *out;
+	vs_status	rc;
+	char		err[256];
+	VsActive   *group[1];
+
+	memset(&params, 0, sizeof(params));
+	params.dim = r->dim;
+	params.nlist = r->train_lists;
+	params.m = r->train_m;
+	params.nbits = (int) r->train_nbits;
+	params.metric = (vs_metric) r->metric;
+	code_size = vs_ivfpq_code_size(&params);
+	group[0] = a;
+
+	e = encoder_get(r, &params, (const float *) ((char *) a->hdr + r->quantizer_off), err,
+					sizeof(err));
+	if (!e)
+	{
+		ereport(LOG, (errmsg("vsearch worker: %s", err)));
+		fail_group(group, 1, err);
+		return;
+	}
+	out = MemoryContextAllocHuge(result_cxt, (Size) r->nq * (sizeof(int32) + code_size));
+	cancel_group = group;
+	cancel_group_n = 1;
+	/* the rows are read in place: a backend that scribbles on them only spoils its own index */
+	rc = vs_ivfpq_encode(engine, e->ivf, (const float *) ((char *) a->hdr + r->queries_off),
+						 r->nq, (int32_t *) out, (uint8_t *) out + (Size) r->nq * sizeof(int32));
+	cancel_group_n = 0;
+	pg_atomic_fetch_add_u64(&shared->batches, 1);
+	pg_atomic_fetch_add_u64(&shared->batch_queries, r->nq);
+	update_cache_stats();
+	if (rc != VS_OK)
+	{
+		snprintf(err, sizeof(err), "encode: %s: %s", vs_status_name(rc), vs_last_error(engine));
+		if (rc != VS_CANCELLED)
+			ereport(LOG, (errmsg("vsearch worker: %s", err)));
+		pfree(out);
+		if (rc == VS_DEVICE_ERROR)
+			encoder_drop(e);
+		fail_group(group, 1, err);
+		device_errors = rc == VS_DEVICE_ERROR ? device_errors + 1 : 0;
+		return;
+	}
+	device_errors = 0;
+	a->out.owned = out;
+	a->out.iov_base[0] = out;
+	a->out.iov_len[0] = (uint64) r->nq * (sizeof(int32) + code_size);
+	a->out.niov = 1;
+	a->out.len = a->out.iov_len[0];
+	a->out.pos = 0;
+	a->out.produced = 0;
+	stream_chunk(active_index(a));
+}
+
 /* One engine call for requests on the same index, metric and operation. */
 static void
 process_group(VsActive **reqs, int n)
@@ -1379,6 +1585,12 @@ process_group(VsActive **reqs, int n)
 	{
 		for (int r = 0; r < n; r++)
 			process_train(reqs[r]);
+		return;
+	}
+	if (r0->op == VS_OP_IVFPQ_ENCODE)
+	{
+		for (int r = 0; r < n; r++)
+			process_encode(reqs[r]);
 		return;
 	}
 	for (int r = 0; r < n; r++)
@@ -1505,7 +1717,7 @@ process_batch(VsActive **list, int n)
 		int			end = start + 1;
 		Size		nq = list[start]->req.nq;
 
-		while (end < n && list[start]->req.op != VS_OP_IVFPQ_TRAIN &&
+		while (end < n && !is_build_op(list[start]->req.op) &&
 			   request_cmp(&list[start], &list[end]) == 0 &&
 			   nq + list[end]->req.nq <= (Size) vs_batch_max)
 			nq += list[end++]->req.nq;
@@ -1538,6 +1750,7 @@ refuse_all(VsActive **list, int n, const char *why)
 static void
 engine_stop(void)
 {
+	encoders_expire(true);
 	cache_clear();
 	if (engine)
 		vs_context_destroy(engine);
@@ -1754,6 +1967,7 @@ vs_worker_main(Datum arg)
 		}
 
 		sweep_attachments();
+		encoders_expire(false);
 		MemoryContextReset(batch_cxt);
 		if (!did)
 		{
