@@ -8,8 +8,10 @@
  *   3. lists defaults to round(sqrt(rows)) clamped to [1, rows]; the quantizer is trained on the
  *      sample with the engine (vs_ivfpq_train): in the GPU worker when it serves (the sample goes
  *      through the backend's DSM segment, at most 256 MB), else in this backend's CPU engine
- *      context (train_quantizer()).  Encoding stays in the backend for now.
- *   4. Every row is encoded (vs_ivfpq_encode, in chunks) and appended to its list's page, which is
+ *      context (train_quantizer()).
+ *   4. Every row is encoded (vs_ivfpq_encode, in chunks: up to 64k rows per request through the
+ *      worker with the quantizer, else 4096 at a time here; flush_chunk()), and appended, here and
+ *      in heap order, to its list's page, which is
  *      written (a full-image Generic WAL record) when full; pages of a list link to their
  *      predecessor.  Then the centroids, codebooks and the directory are written, and the
  *      metapage is filled in.
