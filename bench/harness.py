@@ -233,6 +233,20 @@ def fmt(v, nd=4):
     return str(v)
 
 
+def engine_ivfpq_recall(note):
+    """recall@10 from an engine bench --mode ivfpq note: "recall@10 after exact re-rank 0.98", or
+    "k=40; recall@10 after exact re-rank of kr candidates 10:0.70 40:0.98 ..." (the value at kr = k,
+    the candidates the search returned)."""
+    m = re.search(r"recall@10 after exact re-rank ([0-9.]+)", note)
+    if m:
+        return float(m.group(1))
+    k = re.search(r"k=(\d+)", note)
+    per = dict(re.findall(r"(\d+):([0-9.]+)", note.split("candidates", 1)[-1]))
+    if k and k.group(1) in per:
+        return float(per[k.group(1)])
+    return None
+
+
 def ivfpq_default_m(d):
     """vs_ivfpq's default m (docs/INDEXES.md): the largest divisor of d with d / m >= 4 and
     m <= 64, 1 below 8 dimensions."""
@@ -883,15 +897,15 @@ class Harness:
             mm = re.match(r"ivfpq search nq=(\d+) nprobe=(\d+)", r["case"])
             if not mm:
                 continue
-            rm = re.search(r"recall@10 after exact re-rank ([0-9.]+)", r.get("note", ""))
+            rm = engine_ivfpq_recall(r.get("note", ""))
             prm = dict({"mode": "engine", "case": r["case"], "batch": mm.group(1), "probes": mm.group(2),
                         "candidates": 40, "note": r.get("note", "").replace(";", ",")}, **shape)
             self.add(dataset=name, n=e["n"], dim=e["d"], index="engine-ivfpq", device=device, clients=1,
-                     k=10, params=params_str(prm), recall=float(rm.group(1)) if rm else None,
+                     k=10, params=params_str(prm), recall=rm,
                      qps=r["qps"] if r["qps"] else None, p50_ms=r["seconds"] * 1e3, build_s=build,
                      bytes_per_vector=bpv, gpu_mem_mb=gpu_mb)
             self.log(f"engine ivfpq {device} nprobe={mm.group(2)}: {r['qps']:.0f} QPS, "
-                     f"recall@10 {rm.group(1) if rm else '?'}")
+                     f"recall@10 {rm if rm is not None else '?'}")
 
     def run_torch(self, e, work, ej, name, eng):
         tj = os.path.join(work, "torch.json")

@@ -146,7 +146,8 @@ def plot_clients(rows, out):
         groups = {}
         for r in single:
             if r["dataset"] == ds:
-                groups.setdefault((label(r), r["device"]), []).append(r)
+                pt = f" p{prm(r, 'probes')}/r{prm(r, 'rerank')}" if prm(r, "probes") else ""
+                groups.setdefault((label(r) + pt, r["device"]), []).append(r)
         for (lab, dev), rs in sorted(groups.items()):
             rs.sort(key=lambda r: f(r["clients"]))
             c = [f(r["clients"]) for r in rs]
