@@ -3,8 +3,11 @@
  *
  * Bulk delete visits every data page once, removes the items whose heap tid the callback reports
  * dead and compacts the page in place (one Generic WAL record per changed page); items never move
- * to another page, so a concurrent reader never sees one twice.  The metapage then gets the new
- * row count and generation, and tighter norm bounds when no insert ran meanwhile.  Empty pages stay
+ * to another page, so a concurrent reader never sees one twice.  Before the first page changes,
+ * the metapage's epoch moves (bump_epoch): a reader catching up from a position on a page
+ * (search.c) rechecks the epoch after its read, so it never trusts a position that compaction
+ * shifted under it.  The metapage then gets the new row count and generation, and tighter norm
+ * bounds when no insert ran meanwhile.  Empty pages stay
  * in the index (inserts only append at the end); REINDEX returns the space.
  */
 #include "postgres.h"
@@ -15,6 +18,24 @@
 #include "storage/bufmgr.h"
 
 #include "flat.h"
+
+/* New epoch and generation, WAL-logged; called holding no data page lock (inserts lock the
+ * metapage first). */
+static void
+bump_epoch(Relation index)
+{
+	Buffer		metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
+	GenericXLogState *xlog;
+	VsFlatMetaPage meta;
+
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	xlog = GenericXLogStart(index);
+	meta = VsFlatPageGetMeta(GenericXLogRegisterBuffer(xlog, metabuf, 0));
+	meta->generation++;
+	meta->epoch++;
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(metabuf);
+}
 
 IndexBulkDeleteResult *
 vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
@@ -29,6 +50,7 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	Buffer		metabuf;
 	GenericXLogState *xlog;
 	VsFlatMetaPage newmeta;
+	bool		epoch_bumped = false;
 
 	if (stats == NULL)
 		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
@@ -48,6 +70,7 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 		vacuum_delay_point();
 		buf = ReadBufferExtended(index, MAIN_FORKNUM, blkno, RBM_NORMAL, info->strategy);
+again:
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		page = BufferGetPage(buf);
 		if (!VsFlatIsDataPage(page))
@@ -56,10 +79,19 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 			continue;
 		}
 		nitems = VsFlatPageGetOpaque(page)->nitems;
+		any_dead = false;
 		for (int i = 0; i < nitems; i++)
 		{
 			dead[i] = callback(&VsFlatPageGetItem(page, meta.dim, i)->heap_tid, callback_state);
 			any_dead |= dead[i];
+		}
+		if (any_dead && !epoch_bumped)
+		{
+			/* readers must learn that items move before the first one does */
+			LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+			bump_epoch(index);
+			epoch_bumped = true;
+			goto again;
 		}
 
 		if (any_dead)

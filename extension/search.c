@@ -223,6 +223,23 @@ read_flat_items(const VsIndexRef *ref, const FlatMark *from, FlatMark *to,
 	if (n > 0)
 		consume(arg, vectors, ids, n);
 
+	/*
+	 * A VACUUM that started compacting pages after we read the metapage has moved its epoch
+	 * (flatvacuum.c bumps it before changing any page): the rows skipped on from's page may then
+	 * have shifted below the skip, so this catch-up cannot be trusted.
+	 */
+	if (from != NULL)
+	{
+		uint64		epoch;
+
+		buf = vs_index_read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, bas);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		epoch = vs_flat_page_meta(BufferGetPage(buf))->epoch;
+		UnlockReleaseBuffer(buf);
+		if (epoch != meta.epoch)
+			ok = false;
+	}
+
 done:
 	if (vectors)
 		pfree(vectors);
