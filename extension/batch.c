@@ -36,6 +36,7 @@
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
+#include "portability/instr_time.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -73,6 +74,11 @@ typedef struct BatchContext
 	Snapshot	snapshot;
 	HTAB	   *rows;			/* id -> RowInfo */
 	MemoryContext rowcxt;		/* the rows' vectors */
+
+	/* where the time went (reported at DEBUG1) */
+	int			rounds;			/* engine calls */
+	instr_time	search_time;	/* in the search layer: the worker or the backend's engine */
+	instr_time	heap_time;		/* reading and checking candidate rows */
 } BatchContext;
 
 typedef struct RowInfo
@@ -303,6 +309,17 @@ sql_distance(BatchContext *bc, const RowInfo *row, int q)
 						   bc->ref.dim);
 }
 
+/* At DEBUG1, where a batch call spent its time: SET client_min_messages = debug1 shows it. */
+static void
+report_times(const BatchContext *bc, const char *fn)
+{
+	ereport(DEBUG1,
+			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, %ld candidate rows read and checked %.1f ms",
+							 fn, bc->nq, bc->rounds, INSTR_TIME_GET_MILLISEC(bc->search_time),
+							 bc->rows ? hash_get_num_entries(bc->rows) : 0L,
+							 INSTR_TIME_GET_MILLISEC(bc->heap_time))));
+}
+
 /* ---------------------------------------------------------------------------------------------
  * kNN
  */
@@ -384,6 +401,78 @@ cmp_engine(float d1, int64 id1, float d2, int64 id2)
 	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
 }
 
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * Reads the rows of n ids (the array is sorted in place) into bc->rows in heap order.  Ids are
+ * heap tids, so sorted ids visit the heap's pages in storage order, each once, instead of one
+ * random page per candidate in distance order; the passes that use the rows then find them in
+ * bc->rows and still decide, with their exact rules, which rows count.
+ */
+static void
+prefetch_ids(BatchContext *bc, int64 *ids, Size n)
+{
+	if (n > 1)
+		qsort(ids, n, sizeof(int64), cmp_int64);
+	for (Size i = 0; i < n; i++)
+		if (ids[i] >= 0 && (i == 0 || ids[i] != ids[i - 1]))
+			(void) fetch_row(bc, ids[i]);
+}
+
+/*
+ * The rows a vs_flat kNN pass over one round of engine candidates most likely needs: per query
+ * the candidates after the last one it used, as many as it still lacks, plus those within a
+ * relative 1e-5 of the last of them (near ties, where the stop rule may ask for more).
+ */
+static void
+prefetch_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int ntodo, int kq,
+					const int64 *ids, const float *dists, const int64 *counts, int64 kk)
+{
+	int64	   *want = NULL;
+	Size		n = 0,
+				cap = 0;
+
+	for (int t = 0; t < ntodo; t++)
+	{
+		const QueryState *s = &qs[todo[t]];
+		int64		count = Min(counts[t], kk);
+		const int64 *qids = ids + (Size) t * kk;
+		const float *qd = dists + (Size) t * kk;
+		int64		j = 0,
+					need = Max(kq - s->n, 1),
+					taken = 0;
+		float		last = 0;
+
+		if (s->have_last)
+			while (j < count && cmp_engine(qd[j], qids[j], s->last_dist, s->last_id) <= 0)
+				j++;
+		for (; j < count; j++)
+		{
+			if (taken >= need && !(qd[j] <= last + fabsf(last) * 1e-5f))
+				break;
+			if (n == cap)
+			{
+				cap = Max(cap * 2, (Size) ntodo * (need + 2));
+				want = want ? repalloc_huge(want, sizeof(int64) * cap)
+					: palloc_extended(sizeof(int64) * cap, MCXT_ALLOC_HUGE);
+			}
+			want[n++] = qids[j];
+			last = qd[j];
+			taken++;
+		}
+	}
+	prefetch_ids(bc, want, n);
+	if (want)
+		pfree(want);
+}
+
 static void
 emit(Tuplestorestate *store, TupleDesc desc, int q, const Hit *hit)
 {
@@ -460,6 +549,41 @@ cmp_round_hit(const void *a, const void *b)
 	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
 }
 
+/* The rows one group of a vs_ivfpq round re-ranks: its new candidates (and, in a query's first
+ * round, the pending entries), every one of which the round reads. */
+static void
+prefetch_ivfpq_group(BatchContext *bc, const IvfpqQuery *st, const RoundKey *keys, int ng, int64 k,
+					 const int64 *ids, const int64 *counts, const int64 *pending, int64 npending)
+{
+	int64	   *want;
+	Size		n = 0,
+				total = 0;
+
+	for (int i = 0; i < ng; i++)
+	{
+		const IvfpqQuery *s = &st[keys[i].q];
+		int64		count = k > 0 ? Min(counts[i], k) : 0;
+
+		total += (count - (k > 0 ? Min(s->prev, count) : 0)) + (s->first ? npending : 0);
+	}
+	if (total == 0)
+		return;
+	want = palloc_extended(sizeof(int64) * total, MCXT_ALLOC_HUGE);
+	for (int i = 0; i < ng; i++)
+	{
+		const IvfpqQuery *s = &st[keys[i].q];
+		int64		count = k > 0 ? Min(counts[i], k) : 0;
+
+		for (int64 j = k > 0 ? Min(s->prev, count) : 0; j < count; j++)
+			want[n++] = ids[(Size) i * k + j];
+		if (s->first)
+			for (int64 j = 0; j < npending; j++)
+				want[n++] = pending[j];
+	}
+	prefetch_ids(bc, want, n);
+	pfree(want);
+}
+
 static void
 ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 {
@@ -472,6 +596,8 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 	IvfpqQuery *st = palloc0(sizeof(IvfpqQuery) * bc->nq);
 	RoundKey   *keys = palloc(sizeof(RoundKey) * bc->nq);
 	int			active = bc->nq;
+	instr_time	t0,
+				t1;
 
 	for (int q = 0; q < bc->nq; q++)
 		st[q].first = true;
@@ -522,10 +648,17 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 						   sizeof(float) * bc->ref.dim);
 				ids = palloc_extended(sizeof(int64) * ng * k, MCXT_ALLOC_HUGE);
 				dists = palloc_extended(sizeof(float) * ng * k, MCXT_ALLOC_HUGE);
+				INSTR_TIME_SET_CURRENT(t0);
 				vs_ivfpq_search_candidates(&bc->ref, queries, ng, keys[g].offset, probes, (int) k,
 										   ids, dists, counts);
+				INSTR_TIME_SET_CURRENT(t1);
+				INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
+				bc->rounds++;
 				pfree(queries);
 			}
+			else
+				INSTR_TIME_SET_CURRENT(t1);
+			prefetch_ivfpq_group(bc, st, keys + g, ng, k, ids, counts, pending, npending);
 
 			for (int i = 0; i < ng; i++)
 			{
@@ -591,6 +724,8 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 				pfree(dists);
 			}
 			pfree(counts);
+			INSTR_TIME_SET_CURRENT(t0);
+			INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
 			g = h;
 		}
 		vs_ivfpq_trim_cache();
@@ -615,6 +750,8 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	int64		kk;
 	int		   *todo;
 	int			ntodo;
+	instr_time	t0,
+				t1;
 
 	if (k < 1)
 		ereport(ERROR,
@@ -651,6 +788,7 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	{
 		/* the rows the index scan would return first, in its order (ivfpq_knn_rounds) */
 		ivfpq_knn_rounds(&bc, kq, qs);
+		report_times(&bc, "vsearch_knn_batch");
 		end_fetch(&bc);
 		for (int q = 0; q < bc.nq; q++)
 		{
@@ -685,7 +823,11 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 		dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
 		counts = palloc(sizeof(int64) * ntodo);
 
+		INSTR_TIME_SET_CURRENT(t0);
 		vs_search_knn(&bc.ref, queries, ntodo, (int) kk, ids, dists, counts);
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_ACCUM_DIFF(bc.search_time, t1, t0);
+		prefetch_flat_round(&bc, qs, todo, ntodo, kq, ids, dists, counts, kk);
 
 		for (int t = 0; t < ntodo; t++)
 		{
@@ -737,6 +879,9 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 				todo[next++] = q;
 		}
 		ntodo = next;
+		INSTR_TIME_SET_CURRENT(t0);
+		INSTR_TIME_ACCUM_DIFF(bc.heap_time, t0, t1);
+		bc.rounds++;
 		pfree(queries);
 		pfree(ids);
 		pfree(dists);
@@ -754,6 +899,7 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 		else
 			kk *= 4;
 	}
+	report_times(&bc, "vsearch_knn_batch");
 	end_fetch(&bc);
 
 	for (int q = 0; q < bc.nq; q++)
@@ -786,6 +932,8 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	VsRangeResult result;
 	Hit		   *hits = NULL;
 	int64		maxhits = 0;
+	instr_time	t0,
+				t1;
 
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&bc, 0, sizeof(bc));
@@ -795,6 +943,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	if (bc.nq == 0 || bc.ref.dim == 0 || bc.ref.ntuples == 0)
 		goto done;
 
+	INSTR_TIME_SET_CURRENT(t0);
 	if (bc.ref.kind == VS_INDEX_IVFPQ)
 	{
 		/* candidates: estimates within the radius in the probed lists (approximate) */
@@ -809,6 +958,9 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 			search_radius = Max(search_radius, vs_radius_upper(&bc.slack[q], radius));
 		vs_search_range(&bc.ref, bc.queries, bc.nq, search_radius, &result);
 	}
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(bc.search_time, t1, t0);
+	bc.rounds = 1;
 
 	begin_fetch(&bc);
 	for (int q = 0; q < bc.nq; q++)
@@ -844,6 +996,9 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 		for (int64 i = 0; i < n; i++)
 			emit(rsinfo->setResult, rsinfo->setDesc, q, &hits[i]);
 	}
+	INSTR_TIME_SET_CURRENT(t0);
+	INSTR_TIME_ACCUM_DIFF(bc.heap_time, t0, t1);
+	report_times(&bc, "vsearch_range_batch");
 	end_fetch(&bc);
 
 done:
