@@ -522,20 +522,21 @@ class Harness:
             # each psql session is a new backend: one untimed 1-query call first loads the index
             # into its cache (the in-backend path's per-backend copy), so the timings are steady
             warm = f"SELECT count(*) FROM vsearch_knn_batch('{idx}', ARRAY(SELECT v FROM {t}_q WHERE qid = 1), {k});"
-            times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{idx}', {arr}, {k})", S, reps,
-                                  setup=warm)
+            times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{idx}', {arr}, {k})",
+                                  dict(S, client_min_messages="debug1"), reps, setup=warm)
             served, st = self.served(2 + reps)
-            times.sort()
-            med = times[len(times) // 2]
             prm = dict({"mode": "batch", "via": IVFPQ_PATHS[path]["via"], "served": served,
                         "probes": probes, "rerank": rerank, "batch": B, "reps": reps}, **shape)
+            split = self.batch_split(times, prm)
+            times.sort()
+            med = times[len(times) // 2]
             if served == "worker":
                 prm["mean_batch"] = f"{float(st.get('mean_batch_size') or 0):.2f}"
             self.add(**common, device=self.served_device(served), params=params_str(prm), clients=1,
                      recall=rec, qps=B / med, p50_ms=med * 1e3, p99_ms=times[-1] * 1e3,
                      gpu_mem_mb=self.gpu_mem() if served == "worker" and self.mode == "gpu" else None)
             self.log(f"{ds['name']} {path} probes={probes} rerank={rerank} batch of {B}: recall@{k} "
-                     f"{rec:.4f}, {B / med:.0f} QPS ({med * 1e3:.0f} ms per batch; served by {served})")
+                     f"{rec:.4f}, {B / med:.0f} QPS ({med * 1e3:.0f} ms per batch; served by {served}){split}")
             return rec, B / med, served
 
         def batch_size(path):
@@ -732,11 +733,13 @@ class Harness:
         brec = self.recall_of(rows, B, gt_ids, gt_dist, k)
         self.reset_stats()
         reps = p["batch_reps"]
-        times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{t}_idx', {arr}, {k})", S, reps)
+        times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{t}_idx', {arr}, {k})",
+                              dict(S, client_min_messages="debug1"), reps)
         ws = self.worker_check(path, reps, quiet=True)  # one request per batch
+        prm = dict({"mode": "batch", "batch": B, "reps": reps}, **extra)
+        ws += self.batch_split(times, prm)
         times.sort()
         med = times[len(times) // 2]
-        prm = dict({"mode": "batch", "batch": B, "reps": reps}, **extra)
         if P["via"].startswith("worker"):
             prm["mean_batch"] = f"{float(self.last_stat.get('mean_batch_size') or 0):.2f}"
         self.add(**common, params=params_str(prm), clients=1, recall=brec, qps=B / med,
@@ -745,6 +748,16 @@ class Harness:
                  f"({med * 1e3:.0f} ms per batch){ws}")
         if brec < 1.0:
             self.check_failures.append(f"{ds['name']} {path} batch: recall@{k} = {brec:.4f} < 1")
+
+    def batch_split(self, times, prm):
+        """Adds the median run's DEBUG1 split (engine calls, their time, candidate rows read and the
+        time reading and checking them) to prm; times is in run order."""
+        splits = getattr(self.pg, "batch_splits", [])[-len(times):]  # a setup call may come first
+        if len(splits) != len(times):
+            return ""
+        calls, search_ms, rows, heap_ms = splits[sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]]
+        prm.update(engine_calls=calls, search_ms=search_ms, heap_rows=rows, heap_ms=heap_ms)
+        return f"; split: search {search_ms} ms in {calls} calls, {rows} rows read and checked in {heap_ms} ms"
 
     def recall_of(self, rows, nqueries, gt_ids, gt_dist, k):
         ids = [[] for _ in range(nqueries)]
