@@ -87,30 +87,58 @@ __global__ void tile_select_kernel(TileSelectArgs a, int wpb)
     t.finish(a.partial + static_cast<size_t>(gw) * a.kp, lane);
 }
 
-// One block per query: warp w merges lists w, w + W, ... into its own selector (warp 0 starts
-// from the state), then warp 0 merges the other warps' lists.  Sorted lists: a chunk whose keys
-// are all above the threshold ends a list.
+// One block per query.  Heads first: lane l of warp w takes the first key of list w * 32 + l (+
+// 32 W, ...), so a warp reads 32 lists with one load instead of walking them one by one; each
+// warp's K'-th head bounds the block's answer (K' keys are at or below it), and the smallest such
+// bound becomes every warp's threshold.  Then each warp walks, from their second key, only its lists
+// whose head is below the threshold (sorted lists: a chunk above it ends the list), and warp 0
+// merges the other warps' lists.
 __global__ void merge_kernel(uint64_t *state, bool valid, const uint64_t *lists, int nq, int P,
                              int kp, int bcap)
 {
     extern __shared__ uint64_t smem[];
     __shared__ uint64_t *s_top[kMergeWarpsMax];
+    __shared__ unsigned long long s_bound;
     const int W = blockDim.x >> 5;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int q = blockIdx.x;
+    const uint64_t *qlists = lists + static_cast<size_t>(q) * P * kp;
     WarpTopK t;
+    if (threadIdx.x == 0)
+        s_bound = kNoKey;
     t.init(smem + static_cast<size_t>(warp) * warp_topk_words(kp, bcap), kp, bcap, kNoKey, lane);
     if (valid && warp == 0)
         t.load(state + static_cast<size_t>(q) * kp, lane);
-    for (int p = warp; p < P; p += W)
+    for (int p0 = warp * 32; p0 < P; p0 += W * 32)
     {
-        const uint64_t *list = lists + (static_cast<size_t>(q) * P + p) * kp;
-        for (int i = 0; i < kp; i += 32)
+        const int p = p0 + lane;
+        t.add(p < P ? qlists[static_cast<size_t>(p) * kp] : kNoKey, lane);
+    }
+    t.flush(lane);
+    __syncthreads(); // s_bound initialised
+    if (lane == 0)
+        atomicMin(&s_bound, static_cast<unsigned long long>(t.thr));
+    __syncthreads();
+    const uint64_t bound = s_bound;
+    t.thr0 = bound < t.thr0 ? bound : t.thr0;
+    t.thr = bound < t.thr ? bound : t.thr;
+    for (int p0 = warp * 32; p0 < P; p0 += W * 32)
+    {
+        const int p = p0 + lane;
+        const uint64_t head = p < P ? qlists[static_cast<size_t>(p) * kp] : kNoKey;
+        unsigned todo = __ballot_sync(kFullMask, head < t.thr);
+        while (todo)
         {
-            uint64_t key = i + lane < kp ? list[i + lane] : kNoKey;
-            if (__all_sync(kFullMask, key >= t.thr))
-                break;
-            t.add(key, lane);
+            const int l = __ffs(todo) - 1;
+            todo &= todo - 1;
+            const uint64_t *list = qlists + static_cast<size_t>(p0 + l) * kp;
+            for (int i = 1; i < kp; i += 32)
+            {
+                uint64_t key = i + lane < kp ? list[i + lane] : kNoKey;
+                if (__all_sync(kFullMask, key >= t.thr))
+                    break;
+                t.add(key, lane);
+            }
         }
     }
     t.flush(lane);
