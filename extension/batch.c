@@ -48,6 +48,7 @@
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
+#include "batchrows.h"
 #include "flat.h"
 #include "ivfpq.h"
 #include "search.h"
@@ -66,12 +67,7 @@ typedef struct BatchContext
 	VsDistanceSlack *slack;		/* per query */
 
 	/* visibility checks */
-	IndexInfo  *indexInfo;
-	EState	   *estate;
-	ExprContext *econtext;
-	TupleTableSlot *slot;
-	IndexFetchTableData *fetch;
-	Snapshot	snapshot;
+	VsRowReader reader;
 	HTAB	   *rows;			/* id -> RowInfo */
 	MemoryContext rowcxt;		/* the rows' vectors */
 
@@ -234,14 +230,7 @@ begin_fetch(BatchContext *bc)
 {
 	HASHCTL		ctl;
 
-	bc->indexInfo = BuildIndexInfo(bc->index);
-	bc->estate = CreateExecutorState();
-	bc->econtext = GetPerTupleExprContext(bc->estate);
-	bc->slot = table_slot_create(bc->heap, NULL);
-	bc->econtext->ecxt_scantuple = bc->slot;
-	bc->fetch = table_index_fetch_begin(bc->heap);
-	bc->snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
-
+	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(int64);
 	ctl.entrysize = sizeof(RowInfo);
@@ -253,9 +242,7 @@ begin_fetch(BatchContext *bc)
 static void
 end_fetch(BatchContext *bc)
 {
-	table_index_fetch_end(bc->fetch);
-	ExecDropSingleTupleTableSlot(bc->slot);
-	FreeExecutorState(bc->estate);
+	vs_row_reader_end(&bc->reader);
 	hash_destroy(bc->rows);
 }
 
@@ -264,39 +251,17 @@ fetch_row(BatchContext *bc, int64 id)
 {
 	RowInfo    *row;
 	bool		found;
-	ItemPointerData tid;
-	bool		call_again = false;
-	bool		all_dead = false;
 
 	row = hash_search(bc->rows, &id, HASH_ENTER, &found);
 	if (found)
 		return row;
-	row->visible = false;
-	row->vec = NULL;
-
 	CHECK_FOR_INTERRUPTS();
-	vs_id_to_tid(id, &tid);
-	if (table_index_fetch_tuple(bc->fetch, &tid, bc->snapshot, bc->slot, &call_again, &all_dead))
+	row->vec = MemoryContextAlloc(bc->rowcxt, sizeof(float) * bc->ref.dim);
+	row->visible = vs_row_reader_read(&bc->reader, id, &row->tid, row->vec);
+	if (!row->visible)
 	{
-		Datum		values[INDEX_MAX_KEYS];
-		bool		isnull[INDEX_MAX_KEYS];
-		MemoryContext old;
-		Vector	   *v = NULL;
-
-		ResetExprContext(bc->econtext);
-		old = MemoryContextSwitchTo(GetPerTupleMemoryContext(bc->estate));
-		FormIndexDatum(bc->indexInfo, bc->slot, bc->estate, values, isnull);
-		if (!isnull[0])
-			v = DatumGetVectorP(values[0]);
-		MemoryContextSwitchTo(old);
-		if (v != NULL && (uint32) v->dim == bc->ref.dim)
-		{
-			row->vec = MemoryContextAlloc(bc->rowcxt, sizeof(float) * v->dim);
-			memcpy(row->vec, v->x, sizeof(float) * v->dim);
-			row->tid = bc->slot->tts_tid;
-			row->visible = true;
-		}
-		ExecClearTuple(bc->slot);
+		pfree(row->vec);
+		row->vec = NULL;
 	}
 	return row;
 }
@@ -314,10 +279,10 @@ static void
 report_times(const BatchContext *bc, const char *fn)
 {
 	ereport(DEBUG1,
-			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, %ld candidate rows read and checked %.1f ms",
+			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, %ld candidate rows read and checked %.1f ms (%d parallel workers)",
 							 fn, bc->nq, bc->rounds, INSTR_TIME_GET_MILLISEC(bc->search_time),
 							 bc->rows ? hash_get_num_entries(bc->rows) : 0L,
-							 INSTR_TIME_GET_MILLISEC(bc->heap_time))));
+							 INSTR_TIME_GET_MILLISEC(bc->heap_time), bc->reader.workers)));
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -419,11 +384,34 @@ cmp_int64(const void *a, const void *b)
 static void
 prefetch_ids(BatchContext *bc, int64 *ids, Size n)
 {
+	Size		m = 0;
+	bool	   *visible;
+	ItemPointerData *tids;
+	float	   *vectors;
+
 	if (n > 1)
 		qsort(ids, n, sizeof(int64), cmp_int64);
+	/* the ones not read yet, each once */
 	for (Size i = 0; i < n; i++)
-		if (ids[i] >= 0 && (i == 0 || ids[i] != ids[i - 1]))
-			(void) fetch_row(bc, ids[i]);
+		if (ids[i] >= 0 && (i == 0 || ids[i] != ids[i - 1]) &&
+			hash_search(bc->rows, &ids[i], HASH_FIND, NULL) == NULL)
+			ids[m++] = ids[i];
+	if (m == 0)
+		return;
+	visible = palloc_extended(sizeof(bool) * m, MCXT_ALLOC_HUGE);
+	tids = palloc_extended(sizeof(ItemPointerData) * m, MCXT_ALLOC_HUGE);
+	vectors = MemoryContextAllocHuge(bc->rowcxt, sizeof(float) * bc->ref.dim * m);
+	vs_read_rows(&bc->reader, ids, m, visible, tids, vectors);
+	for (Size i = 0; i < m; i++)
+	{
+		RowInfo    *row = hash_search(bc->rows, &ids[i], HASH_ENTER, NULL);
+
+		row->visible = visible[i];
+		row->tid = tids[i];
+		row->vec = visible[i] ? vectors + i * bc->ref.dim : NULL;
+	}
+	pfree(visible);
+	pfree(tids);
 }
 
 /*
