@@ -274,6 +274,9 @@ class Harness:
         if args.engine_modes:
             em = args.engine_modes.split(",")
             self.plan["engine"] = [e for e in self.plan["engine"] if e.get("mode", "exact") in em]
+        # extra settings of every batch-function call, e.g. max_parallel_workers_per_gather=8
+        self.batch_settings = dict(kv.split("=", 1) for kv in args.batch_settings.split(",")) \
+            if args.batch_settings else {}
         if args.paths:
             keep = args.paths.split(",")
             self.plan["paths"] = [x for x in self.plan["paths"] if x in keep]
@@ -523,7 +526,8 @@ class Harness:
             # into its cache (the in-backend path's per-backend copy), so the timings are steady
             warm = f"SELECT count(*) FROM vsearch_knn_batch('{idx}', ARRAY(SELECT v FROM {t}_q WHERE qid = 1), {k});"
             times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{idx}', {arr}, {k})",
-                                  dict(S, client_min_messages="debug1"), reps, setup=warm)
+                                  dict(S, client_min_messages="debug1", **self.batch_settings), reps,
+                                  setup=warm)
             served, st = self.served(2 + reps)
             prm = dict({"mode": "batch", "via": IVFPQ_PATHS[path]["via"], "served": served,
                         "probes": probes, "rerank": rerank, "batch": B, "reps": reps}, **shape)
@@ -734,7 +738,7 @@ class Harness:
         self.reset_stats()
         reps = p["batch_reps"]
         times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{t}_idx', {arr}, {k})",
-                              dict(S, client_min_messages="debug1"), reps)
+                              dict(S, client_min_messages="debug1", **self.batch_settings), reps)
         ws = self.worker_check(path, reps, quiet=True)  # one request per batch
         prm = dict({"mode": "batch", "batch": B, "reps": reps}, **extra)
         ws += self.batch_split(times, prm)
@@ -755,9 +759,11 @@ class Harness:
         splits = getattr(self.pg, "batch_splits", [])[-len(times):]  # a setup call may come first
         if len(splits) != len(times):
             return ""
-        calls, search_ms, rows, heap_ms = splits[sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]]
-        prm.update(engine_calls=calls, search_ms=search_ms, heap_rows=rows, heap_ms=heap_ms)
-        return f"; split: search {search_ms} ms in {calls} calls, {rows} rows read and checked in {heap_ms} ms"
+        calls, search_ms, rows, heap_ms, workers = splits[sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]]
+        prm.update(engine_calls=calls, search_ms=search_ms, heap_rows=rows, heap_ms=heap_ms,
+                   heap_workers=workers, **self.batch_settings)
+        return (f"; split: search {search_ms} ms in {calls} calls, {rows} rows read and checked in "
+                f"{heap_ms} ms by the backend and {workers} parallel workers")
 
     def recall_of(self, rows, nqueries, gt_ids, gt_dist, k):
         ids = [[] for _ in range(nqueries)]
@@ -1189,6 +1195,8 @@ def main(argv):
                     "ivfpq-cpu, ivfpq-auto; default: the plan's)")
     ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
     ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
+    ap.add_argument("--batch-settings", help="k=v,... settings of every batch-function call "
+                    "(e.g. max_parallel_workers_per_gather=8); they go into params")
     a = ap.parse_args(argv)
     return Harness(a.mode, a.outdir, a).run()
 
