@@ -274,7 +274,7 @@ class Harness:
         if args.engine_modes:
             em = args.engine_modes.split(",")
             self.plan["engine"] = [e for e in self.plan["engine"] if e.get("mode", "exact") in em]
-        # extra settings of every batch-function call, e.g. max_parallel_workers_per_gather=8
+        # extra settings of every batch-function call, e.g. work_mem=64MB
         self.batch_settings = dict(kv.split("=", 1) for kv in args.batch_settings.split(",")) \
             if args.batch_settings else {}
         if args.paths:
@@ -759,11 +759,10 @@ class Harness:
         splits = getattr(self.pg, "batch_splits", [])[-len(times):]  # a setup call may come first
         if len(splits) != len(times):
             return ""
-        calls, search_ms, rows, heap_ms, workers = splits[sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]]
+        calls, search_ms, rows, heap_ms = splits[sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]]
         prm.update(engine_calls=calls, search_ms=search_ms, heap_rows=rows, heap_ms=heap_ms,
-                   heap_workers=workers, **self.batch_settings)
-        return (f"; split: search {search_ms} ms in {calls} calls, {rows} rows read and checked in "
-                f"{heap_ms} ms by the backend and {workers} parallel workers")
+                   **self.batch_settings)
+        return f"; split: search {search_ms} ms in {calls} calls, {rows} rows read and checked in {heap_ms} ms"
 
     def recall_of(self, rows, nqueries, gt_ids, gt_dist, k):
         ids = [[] for _ in range(nqueries)]
@@ -1196,7 +1195,7 @@ def main(argv):
     ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
     ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
     ap.add_argument("--batch-settings", help="k=v,... settings of every batch-function call "
-                    "(e.g. max_parallel_workers_per_gather=8); they go into params")
+                    "(e.g. work_mem=64MB); they go into params")
     a = ap.parse_args(argv)
     return Harness(a.mode, a.outdir, a).run()
 

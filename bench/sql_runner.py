@@ -122,7 +122,7 @@ class Pg:
         # the batch functions' DEBUG1 split of each run (client_min_messages = debug1)
         self.batch_splits = re.findall(
             r"_batch: \d+ queries, (\d+) engine calls ([0-9.]+) ms, (\d+) candidate rows read and "
-            r"checked ([0-9.]+) ms \((\d+) parallel workers\)", p.stderr.decode(errors="replace"))
+            r"checked ([0-9.]+) ms", p.stderr.decode(errors="replace"))
         if len(times) != reps:
             raise PgError(f"expected {reps} timings, got {len(times)}: {p.stdout.decode()[-300:]}")
         return times

@@ -279,10 +279,10 @@ static void
 report_times(const BatchContext *bc, const char *fn)
 {
 	ereport(DEBUG1,
-			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, %ld candidate rows read and checked %.1f ms (%d parallel workers)",
+			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, %ld candidate rows read and checked %.1f ms",
 							 fn, bc->nq, bc->rounds, INSTR_TIME_GET_MILLISEC(bc->search_time),
 							 bc->rows ? hash_get_num_entries(bc->rows) : 0L,
-							 INSTR_TIME_GET_MILLISEC(bc->heap_time), bc->reader.workers)));
+							 INSTR_TIME_GET_MILLISEC(bc->heap_time))));
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 /*
  * Reading the heap rows of index entries for the batch functions (batch.c): is the row visible to
- * the snapshot, which version is it (its ctid), and what is its indexed vector?  Many rows at once
- * are read by parallel workers (batchrows.c).
+ * the snapshot, which version is it (its ctid), and what is its indexed vector?
  */
 #ifndef VSEARCH_BATCHROWS_H
 #define VSEARCH_BATCHROWS_H
@@ -25,7 +24,6 @@ typedef struct VsRowReader
 	TupleTableSlot *slot;
 	IndexFetchTableData *fetch;
 	Snapshot	snapshot;
-	int			workers;		/* parallel workers that read rows, summed over vs_read_rows calls */
 } VsRowReader;
 
 extern void vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim);
@@ -35,9 +33,7 @@ extern void vs_row_reader_end(VsRowReader *r);
  * (dim floats; a NULL or mis-sized vector counts as not visible). */
 extern bool vs_row_reader_read(VsRowReader *r, int64 id, ItemPointer tid, float *vec);
 
-/* Reads n rows (ids ascending, distinct): visible[i], tids[i] and vectors + i * dim.  Parallel
- * workers share the work when there are many rows and the session allows them
- * (max_parallel_workers_per_gather). */
+/* Reads n rows (ids ascending, distinct): visible[i], tids[i] and vectors + i * dim. */
 extern void vs_read_rows(VsRowReader *r, const int64 *ids, Size n, bool *visible,
 						 ItemPointerData *tids, float *vectors);
 
