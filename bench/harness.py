@@ -266,9 +266,14 @@ class Harness:
         if args.seconds:
             self.plan["seconds"] = {p: args.seconds for p in self.plan["seconds"]}
         if args.datasets:
-            names = args.datasets.split(",")
+            # name or name:queries (a dataset outside the plan gets 1000 queries by default)
+            asked = dict((x.split(":") + ["0"])[:2] for x in args.datasets.split(","))
+            names = list(asked)
             self.plan["datasets"] = [d for d in self.plan["datasets"] if d["name"] in names] + \
                 [{"name": n, "nq": 1000} for n in names if n not in [d["name"] for d in self.plan["datasets"]]]
+            for d in self.plan["datasets"]:
+                if int(asked[d["name"]]) > 0:
+                    d["nq"] = int(asked[d["name"]])
         if args.no_engine:
             self.plan["engine"] = []
         if args.engine_modes:
@@ -510,7 +515,17 @@ class Harness:
         self.log(f"{ds['name']}: vs_ivfpq build {build_s:.1f}s (lists {lists}, m {m}, nbits 8, by the "
                  f"defaults), {isize / n:.1f} index bytes/vector{(' ' + out.strip()) if out.strip() else ''}")
         common = dict(base, index="vs_ivfpq", build_s=build_s, bytes_per_vector=isize / n)
-        shape = {"lists": lists, "m": m}
+        cpu_build = {}
+        if self.args.ivfpq_cpu_build:
+            # the same build trained and encoded in the backend on the CPU, for comparison
+            t0 = time.time()
+            self.pg.run(f"SET client_min_messages = warning; CREATE INDEX {idx}_cpu ON {t} "
+                        f"USING vs_ivfpq (v vector_l2_ops)", {"vsearch.device": "cpu"})
+            cpu_build = {"cpu_build_s": f"{time.time() - t0:.1f}"}
+            self.pg.run(f"DROP INDEX {idx}_cpu")
+            self.log(f"{ds['name']}: vs_ivfpq build in the backend on the CPU (vsearch.device = cpu) "
+                     f"{cpu_build['cpu_build_s']}s, against {build_s:.1f}s with vsearch.device = auto")
+        shape = dict({"lists": lists, "m": m}, **cpu_build)
 
         def batch_point(path, probes, rerank, B, reps):
             """recall and QPS of vsearch_knn_batch over B queries at one point: (recall, qps, row)."""
@@ -1194,6 +1209,8 @@ def main(argv):
                     "ivfpq-cpu, ivfpq-auto; default: the plan's)")
     ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
     ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
+    ap.add_argument("--ivfpq-cpu-build", action="store_true",
+                    help="also time the vs_ivfpq build in the backend on the CPU (cpu_build_s in params)")
     ap.add_argument("--batch-settings", help="k=v,... settings of every batch-function call "
                     "(e.g. work_mem=64MB); they go into params")
     a = ap.parse_args(argv)
