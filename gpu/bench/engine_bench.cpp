@@ -5,7 +5,11 @@
 //   vsearch_engine_bench [--backend cuda|cpu] [--n 1000000] [--d 128] [--nq 10000]
 //                        [--data DIR] [--quick] [--skip-kmeans-cpu] [--out results.json]
 //                        [--mode exact|ivfpq] [--nlist 1024] [--m 32] [--nbits 8]
-//                        [--clustered | --gaussian]
+//                        [--clustered | --gaussian] [--fvecs DIR]
+//
+// --fvecs DIR: exact kNN only, on DIR/base.fvecs and DIR/query.fvecs (the harness's cached
+// datasets, bench/datasets.py), k = 10 and k = 26 (what vsearch_knn_batch asks the engine for
+// k = 10): the engine's own time for the work of a batch-function call on the same data.
 //
 // --mode ivfpq: seeded data; IVF-PQ train, encode (+ add) seconds, then search QPS of the whole
 // batch at nprobe 1, 4, 16, 64 with k = 40 candidates, and recall@10 after an exact re-rank of
@@ -292,9 +296,40 @@ void report(const std::vector<Row> &rows, const std::string &out_json, const cha
 
 } // namespace
 
+// fvecs: per row an int32 dimension then that many float32 values.
+std::vector<float> read_fvecs(const std::string &path, size_t *d)
+{
+    std::FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f)
+    {
+        std::fprintf(stderr, "cannot read %s\n", path.c_str());
+        std::exit(1);
+    }
+    std::vector<float> out;
+    int32_t dim = 0;
+    while (std::fread(&dim, 4, 1, f) == 1)
+    {
+        if (dim <= 0 || (*d != 0 && static_cast<size_t>(dim) != *d && !out.empty()))
+        {
+            std::fprintf(stderr, "%s: bad row dimension %d\n", path.c_str(), dim);
+            std::exit(1);
+        }
+        *d = static_cast<size_t>(dim);
+        size_t at = out.size();
+        out.resize(at + *d);
+        if (std::fread(out.data() + at, 4, *d, f) != *d)
+        {
+            std::fprintf(stderr, "%s: truncated\n", path.c_str());
+            std::exit(1);
+        }
+    }
+    std::fclose(f);
+    return out;
+}
+
 int main(int argc, char **argv)
 {
-    std::string backend = "cuda", dir = "", out_json = "", mode = "exact";
+    std::string backend = "cuda", dir = "", out_json = "", mode = "exact", fvecs = "";
     size_t n = 1000000, d = 128, nq = 10000;
     IvfpqShape shape{1024, 32, 8};
     bool quick = false, kmeans_cpu = true;
@@ -331,6 +366,8 @@ int main(int argc, char **argv)
             shape.m = std::stoull(next());
         else if (a == "--nbits")
             shape.nbits = std::stoi(next());
+        else if (a == "--fvecs")
+            fvecs = next();
         else
         {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -363,7 +400,20 @@ int main(int argc, char **argv)
         vs_context_destroy(ctx);
         return 0;
     }
-    std::vector<float> x = gaussian(n * d, 42), q = gaussian(nq * d, 43);
+    std::vector<float> x, q;
+    if (!fvecs.empty())
+    {
+        x = read_fvecs(fvecs + "/base.fvecs", &d);
+        q = read_fvecs(fvecs + "/query.fvecs", &d);
+        n = x.size() / d;
+        nq = q.size() / d;
+        std::printf("data: %s (%zu x %zu, %zu queries)\n", fvecs.c_str(), n, d, nq);
+    }
+    else
+    {
+        x = gaussian(n * d, 42);
+        q = gaussian(nq * d, 43);
+    }
     std::vector<int64_t> ids(n);
     for (size_t i = 0; i < n; i++)
         ids[i] = static_cast<int64_t>(i);
@@ -388,6 +438,19 @@ int main(int argc, char **argv)
     std::vector<int64_t> oid;
     std::vector<float> od;
 
+    if (!fvecs.empty())
+    {
+        for (size_t k : {size_t{10}, size_t{26}})
+        {
+            double t = timeit(1, runs, [&] { knn(nq, k, VS_METRIC_L2, oid, od); });
+            rows.push_back({"knn nq=" + std::to_string(nq) + " k=" + std::to_string(k) + " L2", t,
+                            nq / t, fvecs});
+        }
+        report(rows, out_json, info.device_name, n, d, nq);
+        vs_dataset_destroy(ctx, ds);
+        vs_context_destroy(ctx);
+        return 0;
+    }
     // Large batch, k = 10.
     for (vs_metric m : {VS_METRIC_L2, VS_METRIC_IP})
     {
