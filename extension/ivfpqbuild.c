@@ -187,7 +187,7 @@ flush_chunk(IvfpqBuildState *s)
 			s->use_worker = false;	/* counted as a fallback; the rest encodes here */
 		for (; !s->use_worker;)
 		{
-			vs_status	st = vs_ivfpq_encode(vs_backend_engine(), s->ivf, s->chunk,
+			vs_status	st = vs_ivfpq_encode(vs_build_engine(), s->ivf, s->chunk,
 											 (size_t) s->chunk_n, s->chunk_lists, s->chunk_codes);
 
 			if (st == VS_OK)
@@ -411,7 +411,7 @@ train_quantizer(Relation index, const vs_ivfpq_params *params, const float *samp
 	train.sample_size = 0;		/* the sample is already drawn */
 	for (;;)
 	{
-		vs_status	st = vs_ivfpq_train(vs_backend_engine(), params, &train, sample, (size_t) n,
+		vs_status	st = vs_ivfpq_train(vs_build_engine(), params, &train, sample, (size_t) n,
 										centroids, codebooks);
 
 		if (st == VS_OK)
@@ -619,7 +619,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		codebooks = palloc_extended(sizeof(float) * ncode, MCXT_ALLOC_HUGE);
 		train_quantizer(index, &params, s.sample, s.nsample, centroids, codebooks);
 		{
-			vs_status	st = vs_ivfpq_create(vs_backend_engine(), &params, centroids, codebooks,
+			vs_status	st = vs_ivfpq_create(vs_build_engine(), &params, centroids, codebooks,
 											 &s.ivf);
 
 			if (st != VS_OK)
@@ -681,14 +681,14 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	PG_CATCH();
 	{
 		if (s.ivf != NULL)
-			vs_ivfpq_destroy(vs_backend_engine(), s.ivf);
+			vs_ivfpq_destroy(vs_build_engine(), s.ivf);
 		vs_worker_ivfpq_encode_end();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	vs_worker_ivfpq_encode_end();
 	if (s.ivf != NULL)
-		vs_ivfpq_destroy(vs_backend_engine(), s.ivf);
+		vs_ivfpq_destroy(vs_build_engine(), s.ivf);
 	s.ivf = NULL;
 
 	for (uint32 l = 0; l < s.lists; l++)

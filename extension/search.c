@@ -397,6 +397,49 @@ vs_backend_engine(void)
 	return get_engine();
 }
 
+/*
+ * The engine of a CREATE INDEX in this backend: max_parallel_maintenance_workers + 1 CPU threads
+ * (PostgreSQL's parallelism setting for index builds), apart from the search context so that a
+ * build never drops the search caches.  The CPU engine's results do not depend on its thread
+ * count, so the index is the same.
+ */
+static vs_context *build_ctx = NULL;
+static int	build_ctx_threads = 0;
+
+struct vs_context *
+vs_build_engine(void)
+{
+	int			threads = Max(max_parallel_maintenance_workers, 0) + 1;
+
+	if (build_ctx != NULL && build_ctx_threads != threads)
+	{
+		vs_context_destroy(build_ctx);
+		build_ctx = NULL;
+	}
+	if (build_ctx == NULL)
+	{
+		vs_context_options options;
+		char		err[256] = "";
+		vs_status	st;
+
+		vs_context_options_init(&options);
+		options.backend = VS_BACKEND_CPU;	/* never CUDA in a backend */
+		options.num_threads = threads;
+		options.cancel = engine_cancel;
+		options.cancel_arg = NULL;
+		st = vs_context_create(&options, &build_ctx, err, sizeof(err));
+		if (st != VS_OK || build_ctx == NULL)
+		{
+			build_ctx = NULL;
+			ereport(ERROR,
+					(errcode(st == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not start the vsearch CPU engine: %s", err)));
+		}
+		build_ctx_threads = threads;
+	}
+	return build_ctx;
+}
+
 void
 vs_engine_error(int status)
 {

@@ -94,6 +94,8 @@ extern Buffer vs_index_read_block(const VsIndexRef *ref, Relation rel, BlockNumb
  */
 struct vs_context;
 extern struct vs_context *vs_backend_engine(void);
+/* The CPU engine of an index build in this backend (max_parallel_maintenance_workers + 1 threads). */
+extern struct vs_context *vs_build_engine(void);
 extern void vs_engine_error(int status) pg_attribute_noreturn();
 extern void vs_engine_cancelled(int *retries);
 
