@@ -366,15 +366,6 @@ cmp_engine(float d1, int64 id1, float d2, int64 id2)
 	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
 }
 
-static int
-cmp_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return x < y ? -1 : (x > y ? 1 : 0);
-}
-
 /*
  * Reads the rows of n ids (the array is sorted in place) into bc->rows in heap order.  Ids are
  * heap tids, so sorted ids visit the heap's pages in storage order, each once, instead of one
@@ -389,12 +380,10 @@ prefetch_ids(BatchContext *bc, int64 *ids, Size n)
 	ItemPointerData *tids;
 	float	   *vectors;
 
-	if (n > 1)
-		qsort(ids, n, sizeof(int64), cmp_int64);
-	/* the ones not read yet, each once */
+	n = vs_sort_ids(ids, n);
+	/* the ones not read yet */
 	for (Size i = 0; i < n; i++)
-		if (ids[i] >= 0 && (i == 0 || ids[i] != ids[i - 1]) &&
-			hash_search(bc->rows, &ids[i], HASH_FIND, NULL) == NULL)
+		if (ids[i] >= 0 && hash_search(bc->rows, &ids[i], HASH_FIND, NULL) == NULL)
 			ids[m++] = ids[i];
 	if (m == 0)
 		return;

@@ -118,57 +118,10 @@ vs_flat_endscan(IndexScanDesc scan)
 	scan->opaque = NULL;
 }
 
-static int
-cmp_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return x < y ? -1 : (x > y ? 1 : 0);
-}
-
-/* Sorted, duplicate-free copy of ids. */
-static int64
-sort_ids(int64 *ids, int64 n)
-{
-	int64		m = 0;
-
-	if (n > 1)
-		qsort(ids, n, sizeof(int64), cmp_int64);
-	for (int64 i = 0; i < n; i++)
-		if (m == 0 || ids[m - 1] != ids[i])
-			ids[m++] = ids[i];
-	return m;
-}
-
-/* Intersection of two sorted id sets, into a (returns its size). */
-static int64
-intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb)
-{
-	int64		i = 0,
-				j = 0,
-				m = 0;
-
-	while (i < na && j < nb)
-	{
-		if (a[i] < b[j])
-			i++;
-		else if (a[i] > b[j])
-			j++;
-		else
-		{
-			a[m++] = a[i];
-			i++;
-			j++;
-		}
-	}
-	return m;
-}
-
 static bool
 is_candidate(FlatScanOpaque so, int64 id)
 {
-	return bsearch(&id, so->cand, so->ncand, sizeof(int64), cmp_int64) != NULL;
+	return bsearch(&id, so->cand, so->ncand, sizeof(int64), vs_cmp_int64) != NULL;
 }
 
 /* Engine order: distance ascending (NaN last, -0 = +0), then id. */
@@ -284,7 +237,7 @@ scan_start(IndexScanDesc scan)
 
 		vs_distance_slack_init(&slack, &so->ref, center);
 		vs_search_range(&so->ref, center, 1, vs_radius_upper(&slack, radii[i]), &result);
-		n = sort_ids(result.ids, result.total);
+		n = vs_sort_ids(result.ids, result.total);
 		if (i == 0)
 		{
 			so->cand = result.ids;
@@ -292,7 +245,7 @@ scan_start(IndexScanDesc scan)
 		}
 		else
 		{
-			so->ncand = intersect_ids(so->cand, so->ncand, result.ids, n);
+			so->ncand = vs_intersect_ids(so->cand, so->ncand, result.ids, n);
 			if (result.ids)
 				pfree(result.ids);
 		}
@@ -316,7 +269,7 @@ scan_start(IndexScanDesc scan)
 
 		vs_index_read_vectors(&so->ref, collect_ids, &c);
 		so->cand = c.ids;
-		so->ncand = sort_ids(c.ids, c.n);
+		so->ncand = vs_sort_ids(c.ids, c.n);
 		so->have_cand = true;
 	}
 	MemoryContextSwitchTo(old);

@@ -357,51 +357,6 @@ vs_ivfpq_endscan(IndexScanDesc scan)
 	scan->opaque = NULL;
 }
 
-static int
-cmp_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return x < y ? -1 : (x > y ? 1 : 0);
-}
-
-static int64
-sort_ids(int64 *ids, int64 n)
-{
-	int64		m = 0;
-
-	if (n > 1)
-		qsort(ids, n, sizeof(int64), cmp_int64);
-	for (int64 i = 0; i < n; i++)
-		if (m == 0 || ids[m - 1] != ids[i])
-			ids[m++] = ids[i];
-	return m;
-}
-
-static int64
-intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb)
-{
-	int64		i = 0,
-				j = 0,
-				m = 0;
-
-	while (i < na && j < nb)
-	{
-		if (a[i] < b[j])
-			i++;
-		else if (a[i] > b[j])
-			j++;
-		else
-		{
-			a[m++] = a[i];
-			i++;
-			j++;
-		}
-	}
-	return m;
-}
-
 static float *
 query_floats(IvfpqScanOpaque so, Vector *vec)
 {
@@ -601,7 +556,7 @@ scan_start(IndexScanDesc scan)
 		int64		n;
 
 		vs_ivfpq_range_candidates(&so->ref, center, 1, so->probes, radii[i], &result);
-		n = sort_ids(result.ids, result.total);
+		n = vs_sort_ids(result.ids, result.total);
 		if (i == 0)
 		{
 			so->cand_ids = result.ids;
@@ -609,7 +564,7 @@ scan_start(IndexScanDesc scan)
 		}
 		else
 		{
-			so->ncand_ids = intersect_ids(so->cand_ids, so->ncand_ids, result.ids, n);
+			so->ncand_ids = vs_intersect_ids(so->cand_ids, so->ncand_ids, result.ids, n);
 			pfree(result.ids);
 		}
 		pfree(result.distances);
@@ -639,7 +594,7 @@ scan_start(IndexScanDesc scan)
 		if (contents.npending > 0)
 			memcpy(so->cand_ids + contents.n, contents.pending_ids,
 				   sizeof(int64) * contents.npending);
-		so->ncand_ids = sort_ids(so->cand_ids, contents.n + contents.npending);
+		so->ncand_ids = vs_sort_ids(so->cand_ids, contents.n + contents.npending);
 		so->has_range = true;	/* return them like range candidates */
 	}
 	if (so->ordered && !so->has_range)

@@ -49,6 +49,51 @@ vs_search_distance_cost(Oid indexrelid)
 	return 1.0;
 }
 
+int
+vs_cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+int64
+vs_sort_ids(int64 *ids, int64 n)
+{
+	int64		m = 0;
+
+	if (n > 1)
+		qsort(ids, n, sizeof(int64), vs_cmp_int64);
+	for (int64 i = 0; i < n; i++)
+		if (m == 0 || ids[m - 1] != ids[i])
+			ids[m++] = ids[i];
+	return m;
+}
+
+int64
+vs_intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb)
+{
+	int64		i = 0,
+				j = 0,
+				m = 0;
+
+	while (i < na && j < nb)
+	{
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else
+		{
+			a[m++] = a[i];
+			i++;
+			j++;
+		}
+	}
+	return m;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Index references and reading vectors
  */
@@ -345,6 +390,28 @@ engine_cancel(void *arg)
 		INTERRUPTS_CAN_BE_PROCESSED();
 }
 
+/* A CPU engine context of this backend (never CUDA in a backend: the GPU belongs to the worker). */
+static vs_context *
+create_cpu_engine(int threads)
+{
+	vs_context_options options;
+	vs_context *ctx = NULL;
+	char		err[256] = "";
+	vs_status	st;
+
+	vs_context_options_init(&options);
+	options.backend = VS_BACKEND_CPU;
+	options.num_threads = threads;
+	options.cancel = engine_cancel;
+	options.cancel_arg = NULL;
+	st = vs_context_create(&options, &ctx, err, sizeof(err));
+	if (st != VS_OK || ctx == NULL)
+		ereport(ERROR,
+				(errcode(st == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not start the vsearch CPU engine: %s", err)));
+	return ctx;
+}
+
 static vs_context *
 get_engine(void)
 {
@@ -360,24 +427,7 @@ get_engine(void)
 	}
 	if (engine_ctx == NULL)
 	{
-		vs_context_options options;
-		char		err[256] = "";
-		vs_status	st;
-
-		vs_context_options_init(&options);
-		/* never CUDA in a backend: the GPU belongs to the worker */
-		options.backend = VS_BACKEND_CPU;
-		options.num_threads = threads;
-		options.cancel = engine_cancel;
-		options.cancel_arg = NULL;
-		st = vs_context_create(&options, &engine_ctx, err, sizeof(err));
-		if (st != VS_OK || engine_ctx == NULL)
-		{
-			engine_ctx = NULL;
-			ereport(ERROR,
-					(errcode(st == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not start the vsearch CPU engine: %s", err)));
-		}
+		engine_ctx = create_cpu_engine(threads);
 		engine_ctx_threads = threads;
 	}
 	if (!relcache_callback_registered)
@@ -418,23 +468,7 @@ vs_build_engine(void)
 	}
 	if (build_ctx == NULL)
 	{
-		vs_context_options options;
-		char		err[256] = "";
-		vs_status	st;
-
-		vs_context_options_init(&options);
-		options.backend = VS_BACKEND_CPU;	/* never CUDA in a backend */
-		options.num_threads = threads;
-		options.cancel = engine_cancel;
-		options.cancel_arg = NULL;
-		st = vs_context_create(&options, &build_ctx, err, sizeof(err));
-		if (st != VS_OK || build_ctx == NULL)
-		{
-			build_ctx = NULL;
-			ereport(ERROR,
-					(errcode(st == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not start the vsearch CPU engine: %s", err)));
-		}
+		build_ctx = create_cpu_engine(threads);
 		build_ctx_threads = threads;
 	}
 	return build_ctx;

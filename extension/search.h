@@ -73,6 +73,12 @@ vs_id_to_tid(int64 id, ItemPointer tid)
 	ItemPointerSet(tid, (BlockNumber) (id >> 16), (OffsetNumber) (id & 0xFFFF));
 }
 
+/* Sets of row ids: qsort/bsearch order, sort in place keeping each id once (returns the count),
+ * intersection of two sorted sets into a (returns its size). */
+extern int	vs_cmp_int64(const void *a, const void *b);
+extern int64 vs_sort_ids(int64 *ids, int64 n);
+extern int64 vs_intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb);
+
 /* Fills ref from an open, locked index (reads its metapage): a vs_flat or a vs_ivfpq index. */
 extern void vs_index_ref(Relation index, VsIndexRef *ref);
 
