@@ -57,6 +57,14 @@
 /* Most (query, row) pairs one kNN batch call may produce. */
 #define VS_BATCH_MAX_RESULTS	50000000
 
+typedef struct RowInfo
+{
+	int64		id;				/* hash key: the index entry's heap tid */
+	bool		visible;
+	ItemPointerData tid;		/* the visible version */
+	float	   *vec;			/* its vector */
+} RowInfo;
+
 typedef struct BatchContext
 {
 	Relation	heap;
@@ -70,6 +78,8 @@ typedef struct BatchContext
 	VsRowReader reader;
 	HTAB	   *rows;			/* id -> RowInfo */
 	MemoryContext rowcxt;		/* the rows' vectors */
+	Size		row_bytes;		/* kept in rows; past vs_search_cache_mb rows are not kept */
+	RowInfo	   *scratch;		/* a row read but not kept, valid until the next read */
 
 	/* where the time went (reported at DEBUG1) */
 	int			rounds;			/* engine calls */
@@ -77,13 +87,6 @@ typedef struct BatchContext
 	instr_time	heap_time;		/* reading and checking candidate rows */
 } BatchContext;
 
-typedef struct RowInfo
-{
-	int64		id;				/* hash key: the index entry's heap tid */
-	bool		visible;
-	ItemPointerData tid;		/* the visible version */
-	float	   *vec;			/* its vector */
-} RowInfo;
 
 typedef struct Hit
 {
@@ -246,16 +249,41 @@ end_fetch(BatchContext *bc)
 	hash_destroy(bc->rows);
 }
 
+/* Room to keep more rows: a call never holds more than vs_search_cache_mb of row vectors (a range
+ * batch may match millions of rows). */
+static bool
+rows_room(const BatchContext *bc, Size more)
+{
+	return bc->row_bytes + more <= (Size) Max(vs_search_cache_mb, 0) * 1024 * 1024;
+}
+
+/* The row of index entry id: kept in bc->rows while there is room, else read into the scratch
+ * row, which the caller must use before its next read. */
 static RowInfo *
 fetch_row(BatchContext *bc, int64 id)
 {
 	RowInfo    *row;
 	bool		found;
+	Size		bytes = sizeof(float) * bc->ref.dim + sizeof(RowInfo);
 
-	row = hash_search(bc->rows, &id, HASH_ENTER, &found);
-	if (found)
+	row = hash_search(bc->rows, &id, HASH_FIND, NULL);
+	if (row != NULL)
 		return row;
 	CHECK_FOR_INTERRUPTS();
+	if (!rows_room(bc, bytes))
+	{
+		if (bc->scratch == NULL)
+		{
+			bc->scratch = MemoryContextAllocZero(bc->rowcxt, sizeof(RowInfo));
+			bc->scratch->vec = MemoryContextAlloc(bc->rowcxt, sizeof(float) * bc->ref.dim);
+		}
+		row = bc->scratch;
+		row->id = id;
+		row->visible = vs_row_reader_read(&bc->reader, id, &row->tid, row->vec);
+		return row;
+	}
+	bc->row_bytes += bytes;
+	row = hash_search(bc->rows, &id, HASH_ENTER, &found);
 	row->vec = MemoryContextAlloc(bc->rowcxt, sizeof(float) * bc->ref.dim);
 	row->visible = vs_row_reader_read(&bc->reader, id, &row->tid, row->vec);
 	if (!row->visible)
@@ -385,8 +413,9 @@ prefetch_ids(BatchContext *bc, int64 *ids, Size n)
 	for (Size i = 0; i < n; i++)
 		if (ids[i] >= 0 && hash_search(bc->rows, &ids[i], HASH_FIND, NULL) == NULL)
 			ids[m++] = ids[i];
-	if (m == 0)
-		return;
+	if (m == 0 || !rows_room(bc, (sizeof(float) * bc->ref.dim + sizeof(RowInfo)) * m))
+		return;					/* nothing new, or no room: the pass reads its rows itself */
+	bc->row_bytes += (sizeof(float) * bc->ref.dim + sizeof(RowInfo)) * m;
 	visible = palloc_extended(sizeof(bool) * m, MCXT_ALLOC_HUGE);
 	tids = palloc_extended(sizeof(ItemPointerData) * m, MCXT_ALLOC_HUGE);
 	vectors = MemoryContextAllocHuge(bc->rowcxt, sizeof(float) * bc->ref.dim * m);
