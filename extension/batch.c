@@ -30,11 +30,8 @@
 
 #include "access/relation.h"
 #include "access/table.h"
-#include "access/tableam.h"
 #include "catalog/index.h"
 #include "catalog/objectaddress.h"
-#include "executor/executor.h"
-#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "portability/instr_time.h"
 #include "miscadmin.h"
@@ -45,7 +42,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
-#include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
 #include "batchrows.h"

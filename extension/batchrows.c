@@ -30,8 +30,6 @@
 void
 vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim)
 {
-	r->heap = heap;
-	r->index = index;
 	r->dim = dim;
 	r->indexInfo = BuildIndexInfo(index);
 	r->estate = CreateExecutorState();

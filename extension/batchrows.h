@@ -15,8 +15,6 @@
 
 typedef struct VsRowReader
 {
-	Relation	heap;
-	Relation	index;
 	uint32		dim;
 	IndexInfo  *indexInfo;
 	EState	   *estate;

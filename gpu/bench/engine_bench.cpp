@@ -8,8 +8,9 @@
 //                        [--clustered | --gaussian] [--fvecs DIR]
 //
 // --fvecs DIR: exact kNN only, on DIR/base.fvecs and DIR/query.fvecs (the harness's cached
-// datasets, bench/datasets.py), k = 10 and k = 26 (what vsearch_knn_batch asks the engine for
-// k = 10): the engine's own time for the work of a batch-function call on the same data.
+// datasets, bench/datasets.py), k = 10 and k = 26 (what vsearch_knn_batch asked the engine for
+// at k = 10 before it asked for k + 4): the engine's own time for a batch call's work on the same
+// data, and what a wider candidate list costs it.
 //
 // --mode ivfpq: seeded data; IVF-PQ train, encode (+ add) seconds, then search QPS of the whole
 // batch at nprobe 1, 4, 16, 64 with k = 40 candidates, and recall@10 after an exact re-rank of
