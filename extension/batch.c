@@ -38,7 +38,6 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
@@ -53,14 +52,6 @@
 /* Most (query, row) pairs one kNN batch call may produce. */
 #define VS_BATCH_MAX_RESULTS	50000000
 
-typedef struct RowInfo
-{
-	int64		id;				/* hash key: the index entry's heap tid */
-	bool		visible;
-	ItemPointerData tid;		/* the visible version */
-	float	   *vec;			/* its vector */
-} RowInfo;
-
 typedef struct BatchContext
 {
 	Relation	heap;
@@ -70,12 +61,8 @@ typedef struct BatchContext
 	float	   *queries;		/* nq x dim */
 	VsDistanceSlack *slack;		/* per query */
 
-	/* visibility checks */
+	/* visibility checks and distances */
 	VsRowReader reader;
-	HTAB	   *rows;			/* id -> RowInfo */
-	MemoryContext rowcxt;		/* the rows' vectors */
-	Size		row_bytes;		/* kept in rows; past vs_search_cache_mb rows are not kept */
-	RowInfo	   *scratch;		/* a row read but not kept, valid until the next read */
 
 	/* where the time went (reported at DEBUG1) */
 	int			rounds;			/* engine calls */
@@ -221,81 +208,35 @@ read_queries(ArrayType *array, BatchContext *bc)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Visibility: is the row of an index entry visible to the snapshot, and what is its vector?
+ * Visibility and distance: is the row of an index entry visible to the snapshot, and how far is
+ * it from a query?  (batchrows.c)
  */
 
 static void
 begin_fetch(BatchContext *bc)
 {
-	HASHCTL		ctl;
-
-	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(RowInfo);
-	ctl.hcxt = CurrentMemoryContext;
-	bc->rowcxt = CurrentMemoryContext;
-	bc->rows = hash_create("vsearch batch rows", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric, bc->queries);
 }
 
 static void
 end_fetch(BatchContext *bc)
 {
 	vs_row_reader_end(&bc->reader);
-	hash_destroy(bc->rows);
 }
 
-/* Room to keep more rows: a call never holds more than vs_search_cache_mb of row vectors (a range
- * batch may match millions of rows). */
-static bool
-rows_room(const BatchContext *bc, Size more)
+/* Appends the pair (id, query) to a growing array. */
+static void
+add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query)
 {
-	return bc->row_bytes + more <= (Size) Max(vs_search_cache_mb, 0) * 1024 * 1024;
-}
-
-/* The row of index entry id: kept in bc->rows while there is room, else read into the scratch
- * row, which the caller must use before its next read. */
-static RowInfo *
-fetch_row(BatchContext *bc, int64 id)
-{
-	RowInfo    *row;
-	bool		found;
-	Size		bytes = sizeof(float) * bc->ref.dim + sizeof(RowInfo);
-
-	row = hash_search(bc->rows, &id, HASH_FIND, NULL);
-	if (row != NULL)
-		return row;
-	CHECK_FOR_INTERRUPTS();
-	if (!rows_room(bc, bytes))
+	if (*n == *cap)
 	{
-		if (bc->scratch == NULL)
-		{
-			bc->scratch = MemoryContextAllocZero(bc->rowcxt, sizeof(RowInfo));
-			bc->scratch->vec = MemoryContextAlloc(bc->rowcxt, sizeof(float) * bc->ref.dim);
-		}
-		row = bc->scratch;
-		row->id = id;
-		row->visible = vs_row_reader_read(&bc->reader, id, &row->tid, row->vec);
-		return row;
+		*cap = Max(*cap * 2, 1024);
+		*pairs = *pairs ? repalloc_huge(*pairs, sizeof(VsPair) * *cap)
+			: palloc_extended(sizeof(VsPair) * *cap, MCXT_ALLOC_HUGE);
 	}
-	bc->row_bytes += bytes;
-	row = hash_search(bc->rows, &id, HASH_ENTER, &found);
-	row->vec = MemoryContextAlloc(bc->rowcxt, sizeof(float) * bc->ref.dim);
-	row->visible = vs_row_reader_read(&bc->reader, id, &row->tid, row->vec);
-	if (!row->visible)
-	{
-		pfree(row->vec);
-		row->vec = NULL;
-	}
-	return row;
-}
-
-/* The SQL operator's distance between a row and query q (vector_ops.c computes the same). */
-static double
-sql_distance(BatchContext *bc, const RowInfo *row, int q)
-{
-	return vs_distance_f32(bc->ref.metric, row->vec, bc->queries + (Size) q * bc->ref.dim,
-						   bc->ref.dim);
+	(*pairs)[*n].id = id;
+	(*pairs)[*n].query = query;
+	(*n)++;
 }
 
 /* At DEBUG1, where a batch call spent its time: SET client_min_messages = debug1 shows it. */
@@ -303,10 +244,9 @@ static void
 report_times(const BatchContext *bc, const char *fn)
 {
 	ereport(DEBUG1,
-			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, %ld candidate rows read and checked %.1f ms",
+			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, " INT64_FORMAT " candidate rows read and checked %.1f ms",
 							 fn, bc->nq, bc->rounds, INSTR_TIME_GET_MILLISEC(bc->search_time),
-							 bc->rows ? hash_get_num_entries(bc->rows) : 0L,
-							 INSTR_TIME_GET_MILLISEC(bc->heap_time))));
+							 bc->reader.rows_read, INSTR_TIME_GET_MILLISEC(bc->heap_time))));
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -391,56 +331,25 @@ cmp_engine(float d1, int64 id1, float d2, int64 id2)
 }
 
 /*
- * Reads the rows of n ids (the array is sorted in place) into bc->rows in heap order.  Ids are
- * heap tids, so sorted ids visit the heap's pages in storage order, each once, instead of one
- * random page per candidate in distance order; the passes that use the rows then find them in
- * bc->rows and still decide, with their exact rules, which rows count.
+ * Checks, in one pass over the heap (vs_check_pairs), the pairs a vs_flat kNN pass over one round
+ * of engine candidates most likely needs: per query the candidates after the last one it used, as
+ * many as it still lacks, plus those within a relative 1e-5 of the last of them (near ties, where
+ * the stop rule may ask for more).  The answer of candidate j of todo entry t goes to
+ * res[t * kk + j], with checked[t * kk + j] set; the pass checks the others itself.
  */
 static void
-prefetch_ids(BatchContext *bc, int64 *ids, Size n)
+check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int ntodo, int kq,
+				 const int64 *ids, const float *dists, const int64 *counts, int64 kk,
+				 VsPairResult *res, bool *checked)
 {
-	Size		m = 0;
-	bool	   *visible;
-	ItemPointerData *tids;
-	float	   *vectors;
-
-	n = vs_sort_ids(ids, n);
-	/* the ones not read yet */
-	for (Size i = 0; i < n; i++)
-		if (ids[i] >= 0 && hash_search(bc->rows, &ids[i], HASH_FIND, NULL) == NULL)
-			ids[m++] = ids[i];
-	if (m == 0 || !rows_room(bc, (sizeof(float) * bc->ref.dim + sizeof(RowInfo)) * m))
-		return;					/* nothing new, or no room: the pass reads its rows itself */
-	bc->row_bytes += (sizeof(float) * bc->ref.dim + sizeof(RowInfo)) * m;
-	visible = palloc_extended(sizeof(bool) * m, MCXT_ALLOC_HUGE);
-	tids = palloc_extended(sizeof(ItemPointerData) * m, MCXT_ALLOC_HUGE);
-	vectors = MemoryContextAllocHuge(bc->rowcxt, sizeof(float) * bc->ref.dim * m);
-	vs_read_rows(&bc->reader, ids, m, visible, tids, vectors);
-	for (Size i = 0; i < m; i++)
-	{
-		RowInfo    *row = hash_search(bc->rows, &ids[i], HASH_ENTER, NULL);
-
-		row->visible = visible[i];
-		row->tid = tids[i];
-		row->vec = visible[i] ? vectors + i * bc->ref.dim : NULL;
-	}
-	pfree(visible);
-	pfree(tids);
-}
-
-/*
- * The rows a vs_flat kNN pass over one round of engine candidates most likely needs: per query
- * the candidates after the last one it used, as many as it still lacks, plus those within a
- * relative 1e-5 of the last of them (near ties, where the stop rule may ask for more).
- */
-static void
-prefetch_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int ntodo, int kq,
-					const int64 *ids, const float *dists, const int64 *counts, int64 kk)
-{
-	int64	   *want = NULL;
+	VsPair	   *pairs = NULL;
+	Size	   *where;
+	VsPairResult *out;
 	Size		n = 0,
-				cap = 0;
+				cap = 0,
+				wcap = 0;
 
+	where = NULL;
 	for (int t = 0; t < ntodo; t++)
 	{
 		const QueryState *s = &qs[todo[t]];
@@ -459,20 +368,33 @@ prefetch_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int
 		{
 			if (taken >= need && !(qd[j] <= last + fabsf(last) * 1e-5f))
 				break;
-			if (n == cap)
+			if (qids[j] >= 0)
 			{
-				cap = Max(cap * 2, (Size) ntodo * (need + 2));
-				want = want ? repalloc_huge(want, sizeof(int64) * cap)
-					: palloc_extended(sizeof(int64) * cap, MCXT_ALLOC_HUGE);
+				add_pair(&pairs, &n, &cap, qids[j], todo[t]);
+				if (n > wcap)
+				{
+					wcap = cap;
+					where = where ? repalloc_huge(where, sizeof(Size) * wcap)
+						: palloc_extended(sizeof(Size) * wcap, MCXT_ALLOC_HUGE);
+				}
+				where[n - 1] = (Size) t * kk + j;
 			}
-			want[n++] = qids[j];
 			last = qd[j];
 			taken++;
 		}
 	}
-	prefetch_ids(bc, want, n);
-	if (want)
-		pfree(want);
+	if (n == 0)
+		return;
+	out = palloc_extended(sizeof(VsPairResult) * n, MCXT_ALLOC_HUGE);
+	vs_check_pairs(&bc->reader, pairs, n, out);
+	for (Size i = 0; i < n; i++)
+	{
+		res[where[i]] = out[i];
+		checked[where[i]] = true;
+	}
+	pfree(out);
+	pfree(pairs);
+	pfree(where);
 }
 
 static void
@@ -551,39 +473,36 @@ cmp_round_hit(const void *a, const void *b)
 	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
 }
 
-/* The rows one group of a vs_ivfpq round re-ranks: its new candidates (and, in a query's first
- * round, the pending entries), every one of which the round reads. */
+/* Checks the pairs one group of a vs_ivfpq round re-ranks: its new candidates (and, in a query's
+ * first round, the pending entries), in the order the round takes them, ids < 0 left out; the
+ * answers go to *res (palloc'd), query i's from (*first)[i] to (*first)[i + 1]. */
 static void
-prefetch_ivfpq_group(BatchContext *bc, const IvfpqQuery *st, const RoundKey *keys, int ng, int64 k,
-					 const int64 *ids, const int64 *counts, const int64 *pending, int64 npending)
+check_ivfpq_group(BatchContext *bc, const IvfpqQuery *st, const RoundKey *keys, int ng, int64 k,
+				  const int64 *ids, const int64 *counts, const int64 *pending, int64 npending,
+				  VsPair **pairs, VsPairResult **res, Size **first)
 {
-	int64	   *want;
 	Size		n = 0,
-				total = 0;
+				cap = 0;
 
+	*pairs = NULL;
+	*first = palloc(sizeof(Size) * (ng + 1));
 	for (int i = 0; i < ng; i++)
 	{
 		const IvfpqQuery *s = &st[keys[i].q];
 		int64		count = k > 0 ? Min(counts[i], k) : 0;
 
-		total += (count - (k > 0 ? Min(s->prev, count) : 0)) + (s->first ? npending : 0);
-	}
-	if (total == 0)
-		return;
-	want = palloc_extended(sizeof(int64) * total, MCXT_ALLOC_HUGE);
-	for (int i = 0; i < ng; i++)
-	{
-		const IvfpqQuery *s = &st[keys[i].q];
-		int64		count = k > 0 ? Min(counts[i], k) : 0;
-
-		for (int64 j = k > 0 ? Min(s->prev, count) : 0; j < count; j++)
-			want[n++] = ids[(Size) i * k + j];
+		(*first)[i] = n;
 		if (s->first)
 			for (int64 j = 0; j < npending; j++)
-				want[n++] = pending[j];
+				if (pending[j] >= 0)
+					add_pair(pairs, &n, &cap, pending[j], keys[i].q);
+		for (int64 j = k > 0 ? Min(s->prev, count) : 0; j < count; j++)
+			if (ids[(Size) i * k + j] >= 0)
+				add_pair(pairs, &n, &cap, ids[(Size) i * k + j], keys[i].q);
 	}
-	prefetch_ids(bc, want, n);
-	pfree(want);
+	(*first)[ng] = n;
+	*res = palloc_extended(sizeof(VsPairResult) * Max(n, 1), MCXT_ALLOC_HUGE);
+	vs_check_pairs(&bc->reader, *pairs, n, *res);
 }
 
 static void
@@ -630,6 +549,9 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 			int64	   *ids = NULL;
 			float	   *dists = NULL;
 			int64	   *counts;
+			VsPair	   *pairs;
+			VsPairResult *res;
+			Size	   *first;
 
 			while (h < nkeys && keys[h].offset == keys[g].offset && keys[h].k == k)
 				h++;
@@ -660,7 +582,8 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 			}
 			else
 				INSTR_TIME_SET_CURRENT(t1);
-			prefetch_ivfpq_group(bc, st, keys + g, ng, k, ids, counts, pending, npending);
+			check_ivfpq_group(bc, st, keys + g, ng, k, ids, counts, pending, npending,
+							  &pairs, &res, &first);
 
 			for (int i = 0; i < ng; i++)
 			{
@@ -668,28 +591,17 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 				IvfpqQuery *s = &st[q];
 				QueryState *out = &qs[q];
 				int64		count = k > 0 ? Min(counts[i], k) : 0;
-				int64		from = k > 0 ? Min(s->prev, count) : 0;
-				int64		nround = (count - from) + (s->first ? npending : 0);
-				RoundHit   *round = palloc_extended(sizeof(RoundHit) * Max(nround, 1), MCXT_ALLOC_HUGE);
+				RoundHit   *round = palloc_extended(sizeof(RoundHit) * Max(first[i + 1] - first[i], 1),
+													MCXT_ALLOC_HUGE);
 				int64		n = 0;
 
-				for (int64 j = 0; j < nround; j++)
+				for (Size j = first[i]; j < first[i + 1]; j++)
 				{
-					int64		id;
-					RowInfo    *row;
-
-					if (s->first && j < npending)
-						id = pending[j];
-					else
-						id = ids[(Size) i * k + from + (j - (s->first ? npending : 0))];
-					if (id < 0)
+					if (!res[j].visible)
 						continue;
-					row = fetch_row(bc, id);
-					if (!row->visible)
-						continue;
-					round[n].hit.distance = sql_distance(bc, row, q);
-					round[n].hit.tid = row->tid;
-					round[n].id = id;
+					round[n].hit.distance = res[j].distance;
+					round[n].hit.tid = res[j].tid;
+					round[n].id = pairs[j].id;
 					n++;
 				}
 				if (n > 1)
@@ -725,6 +637,10 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 				pfree(ids);
 				pfree(dists);
 			}
+			if (pairs)
+				pfree(pairs);
+			pfree(res);
+			pfree(first);
 			pfree(counts);
 			INSTR_TIME_SET_CURRENT(t0);
 			INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
@@ -814,6 +730,8 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 		int64	   *ids;
 		float	   *dists;
 		int64	   *counts;
+		VsPairResult *res;
+		bool	   *checked;
 		int			next = 0;
 
 		if ((double) ntodo * kk > 2.0 * VS_BATCH_MAX_RESULTS)
@@ -834,7 +752,9 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 		vs_search_knn(&bc.ref, queries, ntodo, (int) kk, ids, dists, counts);
 		INSTR_TIME_SET_CURRENT(t1);
 		INSTR_TIME_ACCUM_DIFF(bc.search_time, t1, t0);
-		prefetch_flat_round(&bc, qs, todo, ntodo, kq, ids, dists, counts, kk);
+		res = palloc_extended(sizeof(VsPairResult) * ntodo * kk, MCXT_ALLOC_HUGE);
+		checked = palloc_extended(sizeof(bool) * ntodo * kk, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		check_flat_round(&bc, qs, todo, ntodo, kq, ids, dists, counts, kk, res, checked);
 
 		for (int t = 0; t < ntodo; t++)
 		{
@@ -844,9 +764,9 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 
 			for (int64 j = 0; j < count && !s->done; j++)
 			{
-				int64		id = ids[(Size) t * kk + j];
-				float		d = dists[(Size) t * kk + j];
-				RowInfo    *row;
+				Size		pos = (Size) t * kk + j;
+				int64		id = ids[pos];
+				float		d = dists[pos];
 
 				if (id < 0)
 					continue;
@@ -870,13 +790,14 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 						break;
 					}
 				}
-				row = fetch_row(&bc, id);
-				if (row->visible)
+				if (!checked[pos])
+					vs_check_pair(&bc.reader, id, q, &res[pos]);
+				if (res[pos].visible)
 				{
 					Hit			hit;
 
-					hit.distance = sql_distance(&bc, row, q);
-					hit.tid = row->tid;
+					hit.distance = res[pos].distance;
+					hit.tid = res[pos].tid;
 					heap_offer(s, kq, &hit);
 				}
 			}
@@ -893,6 +814,8 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 		pfree(ids);
 		pfree(dists);
 		pfree(counts);
+		pfree(res);
+		pfree(checked);
 
 		/* widen: x4, or just past the row count, which finishes every query */
 		if (ntodo > 0 && kk == INT_MAX)
@@ -939,6 +862,10 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	VsRangeResult result;
 	Hit		   *hits = NULL;
 	int64		maxhits = 0;
+	VsPair	   *pairs = NULL;
+	VsPairResult *res = NULL;
+	Size		maxpairs = 0,
+				chunk;
 	instr_time	t0,
 				t1;
 
@@ -969,44 +896,81 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	INSTR_TIME_ACCUM_DIFF(bc.search_time, t1, t0);
 	bc.rounds = 1;
 
+	/*
+	 * The candidates of as many queries as fit in work_mem (64 bytes a pair with the sort's
+	 * scratch space), checked in one pass over the heap; a query with more goes alone.
+	 */
+	chunk = Max((Size) work_mem * 1024 / 64, 1024);
 	begin_fetch(&bc);
-	for (int q = 0; q < bc.nq; q++)
+	for (int q0 = 0, q1; q0 < bc.nq; q0 = q1)
 	{
-		int64		n = 0;
-		int64		from = result.offsets[q];
-		int64		to = result.offsets[q + 1];
+		int64		from0 = result.offsets[q0];
+		Size		npairs,
+					p = 0;
 
-		if (to - from > maxhits)
+		for (q1 = q0 + 1; q1 < bc.nq && (Size) (result.offsets[q1 + 1] - from0) <= chunk; q1++)
+			;
+		npairs = result.offsets[q1] - from0;
+		if (npairs > maxpairs)
 		{
-			maxhits = to - from;
-			hits = hits ? repalloc_huge(hits, sizeof(Hit) * maxhits)
-				: palloc_extended(sizeof(Hit) * maxhits, MCXT_ALLOC_HUGE);
-		}
-		for (int64 j = from; j < to; j++)
-		{
-			RowInfo    *row = fetch_row(&bc, result.ids[j]);
-
-			if (row->visible)
+			if (pairs)
 			{
-				double		d = sql_distance(&bc, row, q);
-
-				if (d <= radius)	/* exactly the operator's test */
+				pfree(pairs);
+				res = repalloc_huge(res, sizeof(VsPairResult) * npairs);
+			}
+			else
+				res = palloc_extended(sizeof(VsPairResult) * npairs, MCXT_ALLOC_HUGE);
+			pairs = palloc_extended(sizeof(VsPair) * npairs, MCXT_ALLOC_HUGE);
+			maxpairs = npairs;
+		}
+		for (int q = q0; q < q1; q++)
+			for (int64 j = result.offsets[q]; j < result.offsets[q + 1]; j++)
+				if (result.ids[j] >= 0)
 				{
-					hits[n].distance = d;
-					hits[n].tid = row->tid;
+					pairs[p].id = result.ids[j];
+					pairs[p].query = q;
+					p++;
+				}
+		vs_check_pairs(&bc.reader, pairs, p, res);
+
+		npairs = p;
+		p = 0;
+		for (int q = q0; q < q1; q++)
+		{
+			int64		n = 0;
+
+			for (; p < npairs && pairs[p].query == q; p++)
+			{
+				if (res[p].visible && res[p].distance <= radius)	/* exactly the operator's test */
+				{
+					if (n == maxhits)
+					{
+						maxhits = Max(maxhits * 2, 1024);
+						hits = hits ? repalloc_huge(hits, sizeof(Hit) * maxhits)
+							: palloc_extended(sizeof(Hit) * maxhits, MCXT_ALLOC_HUGE);
+					}
+					hits[n].distance = res[p].distance;
+					hits[n].tid = res[p].tid;
 					n++;
 				}
 			}
+			if (n > 1)
+				qsort(hits, n, sizeof(Hit), cmp_hit_qsort);
+			for (int64 i = 0; i < n; i++)
+				emit(rsinfo->setResult, rsinfo->setDesc, q, &hits[i]);
 		}
-		if (n > 1)
-			qsort(hits, n, sizeof(Hit), cmp_hit_qsort);
-		for (int64 i = 0; i < n; i++)
-			emit(rsinfo->setResult, rsinfo->setDesc, q, &hits[i]);
 	}
 	INSTR_TIME_SET_CURRENT(t0);
 	INSTR_TIME_ACCUM_DIFF(bc.heap_time, t0, t1);
 	report_times(&bc, "vsearch_range_batch");
 	end_fetch(&bc);
+	if (pairs)
+	{
+		pfree(pairs);
+		pfree(res);
+	}
+	if (hits)
+		pfree(hits);
 
 done:
 	index_close(bc.index, NoLock);

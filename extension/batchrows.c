@@ -1,10 +1,12 @@
 /*
  * Reading the heap rows of index entries for the batch functions.
  *
- * A batch call of 10 000 queries reads ~10^5 candidate rows (snapshot check along the HOT chain,
- * the indexed vector, detoasted when stored out of line): on the GPU machine that costs more
- * than the search itself.  vs_read_rows reads a set of rows in id order — heap pages in storage
- * order, each once — into one block of vectors instead of one allocation per row.
+ * A batch call of 10 000 queries checks ~10^5 (query, row) pairs: the row's visibility to the
+ * snapshot along the HOT chain and the SQL operator's distance from its vector.  Each check is a
+ * few dependent cache misses into shared buffers (buffer lookup, page header, line pointer,
+ * tuple), and on the GPU machine they cost more than the search itself.  vs_check_pairs therefore
+ * visits the rows in id (= heap) order, each once, and computes the distances of every query
+ * wanting a row while its tuple is at hand: no copy of the vector is made or read back later.
  *
  * Tried and measured, then left out: the same reads split among parallel workers (a parallel
  * context sharing the leader's snapshot).  On an H100 host (16 cores, shared_buffers = 8GB, 1M x
@@ -28,9 +30,12 @@
 #include "vector.h"
 
 void
-vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim)
+vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim, vs_metric metric,
+					const float *queries)
 {
 	r->dim = dim;
+	r->metric = metric;
+	r->queries = queries;
 	r->indexInfo = BuildIndexInfo(index);
 	r->estate = CreateExecutorState();
 	r->econtext = GetPerTupleExprContext(r->estate);
@@ -38,6 +43,7 @@ vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim)
 	r->econtext->ecxt_scantuple = r->slot;
 	r->fetch = table_index_fetch_begin(heap);
 	r->snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+	r->rows_read = 0;
 }
 
 void
@@ -48,49 +54,159 @@ vs_row_reader_end(VsRowReader *r)
 	FreeExecutorState(r->estate);
 }
 
-bool
-vs_row_reader_read(VsRowReader *r, int64 id, ItemPointer tid, float *vec)
+/*
+ * The vector of the row of index entry id, NULL if the row is not visible; *tid is the visible
+ * version.  Valid (in the tuple's buffer or the per-tuple context) until row_release.
+ */
+static const float *
+row_vector(VsRowReader *r, int64 id, ItemPointer tid)
 {
 	ItemPointerData htid;
 	bool		call_again = false;
 	bool		all_dead = false;
-	bool		visible = false;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	MemoryContext old;
+	Vector	   *v;
 
+	r->rows_read++;
 	vs_id_to_tid(id, &htid);
-	if (table_index_fetch_tuple(r->fetch, &htid, r->snapshot, r->slot, &call_again, &all_dead))
+	if (!table_index_fetch_tuple(r->fetch, &htid, r->snapshot, r->slot, &call_again, &all_dead))
+		return NULL;
+	old = MemoryContextSwitchTo(GetPerTupleMemoryContext(r->estate));
+	FormIndexDatum(r->indexInfo, r->slot, r->estate, values, isnull);
+	MemoryContextSwitchTo(old);
+	if (isnull[0])
+		return NULL;
+	v = DatumGetVectorP(values[0]);
+	if ((uint32) v->dim != r->dim)
+		return NULL;
+	*tid = r->slot->tts_tid;
+	return v->x;
+}
+
+static void
+row_release(VsRowReader *r)
+{
+	ResetExprContext(r->econtext);
+	ExecClearTuple(r->slot);
+}
+
+static inline void
+check_against(VsRowReader *r, const float *vec, ItemPointer tid, int32 query, VsPairResult *out)
+{
+	out->visible = vec != NULL;
+	if (vec != NULL)
 	{
-		Datum		values[INDEX_MAX_KEYS];
-		bool		isnull[INDEX_MAX_KEYS];
-		MemoryContext old;
-
-		ResetExprContext(r->econtext);
-		old = MemoryContextSwitchTo(GetPerTupleMemoryContext(r->estate));
-		FormIndexDatum(r->indexInfo, r->slot, r->estate, values, isnull);
-		if (!isnull[0])
-		{
-			Vector	   *v = DatumGetVectorP(values[0]);
-
-			if ((uint32) v->dim == r->dim)
-			{
-				memcpy(vec, v->x, sizeof(float) * r->dim);
-				*tid = r->slot->tts_tid;
-				visible = true;
-			}
-		}
-		MemoryContextSwitchTo(old);
-		ExecClearTuple(r->slot);
+		out->tid = *tid;
+		out->distance = vs_distance_f32(r->metric, vec, r->queries + (Size) query * r->dim, r->dim);
 	}
-	return visible;
+}
+
+bool
+vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out)
+{
+	ItemPointerData tid;
+
+	check_against(r, row_vector(r, id, &tid), &tid, query, out);
+	row_release(r);
+	return out->visible;
+}
+
+typedef struct PairKey
+{
+	uint64		id;
+	uint64		pos;			/* index into the caller's pairs */
+} PairKey;
+
+static int
+cmp_pair_key(const void *a, const void *b)
+{
+	const PairKey *x = (const PairKey *) a;
+	const PairKey *y = (const PairKey *) b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->pos < y->pos ? -1 : (x->pos > y->pos ? 1 : 0);
+}
+
+/* Sorts keys by id (stable, so by pos within an id) with tmp as scratch space; returns the array
+ * (keys or tmp) that holds the result.  A byte-wise LSD radix sort skipping the bytes every id
+ * shares; qsort for short arrays. */
+static PairKey *
+sort_pair_keys(PairKey *keys, PairKey *tmp, Size n)
+{
+	uint64		all_or = 0,
+				all_and = ~(uint64) 0;
+
+	if (n < 512)
+	{
+		qsort(keys, n, sizeof(PairKey), cmp_pair_key);
+		return keys;
+	}
+	for (Size i = 0; i < n; i++)
+	{
+		all_or |= keys[i].id;
+		all_and &= keys[i].id;
+	}
+	for (int shift = 0; shift < 64; shift += 8)
+	{
+		Size		start[256] = {0};
+		Size		sum = 0;
+		PairKey    *t;
+
+		if ((((all_or ^ all_and) >> shift) & 0xFF) == 0)
+			continue;			/* every id has the same byte here */
+		for (Size i = 0; i < n; i++)
+			start[(keys[i].id >> shift) & 0xFF]++;
+		for (int b = 0; b < 256; b++)
+		{
+			Size		c = start[b];
+
+			start[b] = sum;
+			sum += c;
+		}
+		for (Size i = 0; i < n; i++)
+			tmp[start[(keys[i].id >> shift) & 0xFF]++] = keys[i];
+		t = keys;
+		keys = tmp;
+		tmp = t;
+	}
+	return keys;
 }
 
 void
-vs_read_rows(VsRowReader *r, const int64 *ids, Size n, bool *visible, ItemPointerData *tids,
-			 float *vectors)
+vs_check_pairs(VsRowReader *r, const VsPair *pairs, Size n, VsPairResult *out)
 {
+	PairKey    *keys,
+			   *tmp,
+			   *sorted;
+
+	if (n == 0)
+		return;
+	keys = palloc_extended(sizeof(PairKey) * n, MCXT_ALLOC_HUGE);
+	tmp = palloc_extended(sizeof(PairKey) * n, MCXT_ALLOC_HUGE);
 	for (Size i = 0; i < n; i++)
 	{
-		if ((i & 255) == 0)
-			CHECK_FOR_INTERRUPTS();
-		visible[i] = vs_row_reader_read(r, ids[i], &tids[i], vectors + i * r->dim);
+		Assert(pairs[i].id >= 0);
+		keys[i].id = (uint64) pairs[i].id;
+		keys[i].pos = i;
 	}
+	sorted = sort_pair_keys(keys, tmp, n);
+	for (Size i = 0; i < n;)
+	{
+		ItemPointerData tid;
+		const float *vec;
+		Size		j = i;
+
+		if ((r->rows_read & 255) == 0)
+			CHECK_FOR_INTERRUPTS();
+		vec = row_vector(r, (int64) sorted[i].id, &tid);
+		for (; j < n && sorted[j].id == sorted[i].id; j++)
+			check_against(r, vec, &tid, pairs[sorted[j].pos].query, &out[sorted[j].pos]);
+		row_release(r);
+		i = j;
+	}
+	pfree(keys);
+	pfree(tmp);
 }

@@ -1,6 +1,6 @@
 /*
  * Reading the heap rows of index entries for the batch functions (batch.c): is the row visible to
- * the snapshot, which version is it (its ctid), and what is its indexed vector?
+ * the snapshot, which version is it (its ctid), and how far is its indexed vector from a query?
  */
 #ifndef VSEARCH_BATCHROWS_H
 #define VSEARCH_BATCHROWS_H
@@ -13,26 +13,47 @@
 #include "utils/rel.h"
 #include "utils/snapshot.h"
 
+#include "vsearch/distance.h"
+
 typedef struct VsRowReader
 {
 	uint32		dim;
+	vs_metric	metric;
+	const float *queries;		/* the batch's queries, dim floats each */
 	IndexInfo  *indexInfo;
 	EState	   *estate;
 	ExprContext *econtext;
 	TupleTableSlot *slot;
 	IndexFetchTableData *fetch;
 	Snapshot	snapshot;
+	int64		rows_read;		/* heap rows looked up so far */
 } VsRowReader;
 
-extern void vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim);
+/* One (query, row) pair to check: the row of index entry id against query number query. */
+typedef struct VsPair
+{
+	int64		id;
+	int32		query;
+} VsPair;
+
+/* What a pair's check found: the row is visible as tid, at the SQL operator's distance. */
+typedef struct VsPairResult
+{
+	double		distance;
+	ItemPointerData tid;
+	bool		visible;
+} VsPairResult;
+
+extern void vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim,
+								vs_metric metric, const float *queries);
 extern void vs_row_reader_end(VsRowReader *r);
 
-/* The row of index entry id (a heap tid): true if visible, with its version's ctid and its vector
- * (dim floats; a NULL or mis-sized vector counts as not visible). */
-extern bool vs_row_reader_read(VsRowReader *r, int64 id, ItemPointer tid, float *vec);
+/* The pair (id, query): true if the row is visible (a NULL or mis-sized vector counts as not
+ * visible), with its version's ctid and distance. */
+extern bool vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out);
 
-/* Reads n rows (ids ascending, distinct): visible[i], tids[i] and vectors + i * dim. */
-extern void vs_read_rows(VsRowReader *r, const int64 *ids, Size n, bool *visible,
-						 ItemPointerData *tids, float *vectors);
+/* Checks n pairs (any order; out[i] answers pairs[i]), reading each distinct row once, in heap
+ * order. */
+extern void vs_check_pairs(VsRowReader *r, const VsPair *pairs, Size n, VsPairResult *out);
 
 #endif

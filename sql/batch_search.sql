@@ -74,6 +74,16 @@ FROM (VALUES (3, 'l2', '<->', '<<->>', 0.2), (3, 'ip', '<#>', '<<#>>', -0.1),
              (64, 'l2', '<->', '<<->>', 3), (64, 'ip', '<#>', '<<#>>', -0.5),
              (64, 'cosine', '<=>', '<<=>>', 0.85), (64, 'l1', '<+>', '<<+>>', 19))
   AS c(dim, metric, op, rop, radius) ORDER BY dim, metric;
+-- checked in chunks of 1024 (query, row) pairs: several queries per chunk, and a query alone
+SET work_mem = '64kB';
+SELECT radius, pg_temp.same(
+  format('SELECT q.qid, t.id, t.v <-> q.v AS d FROM bq q JOIN b3 t ON t.v <<->> sphere(q.v, %s)
+          WHERE q.dim = 3', radius),
+  format('SELECT b.query, t.id, b.distance FROM vsearch_range_batch(''b3_l2'',
+            ARRAY(SELECT v FROM bq WHERE dim = 3 ORDER BY qid), %s) b
+          JOIN b3 t ON t.ctid = b.row_ctid', radius))
+FROM unnest(ARRAY[0.35, 0.8]) radius;
+RESET work_mem;
 RESET enable_bitmapscan;
 RESET enable_indexscan;
 -- range results come nearest first within each query
