@@ -720,15 +720,19 @@ cache_clear(void)
 	update_cache_stats();
 }
 
-/* What a sync gathers while the index is read: rows to add, and which cached rows were seen. */
+/*
+ * What a sync gathers while the index is read: rows to add, and which cached rows were seen
+ * unchanged.  Positions in the read (1, 2, ...) order the copies of an id read twice.
+ */
 typedef struct VsSync
 {
 	VsCacheEntry *entry;
 	uint32		dim;
-	bool	   *seen;			/* entry->nrows */
+	uint64	   *seen;			/* entry->nrows: read position of the row's last unchanged copy, 0 if none */
 	float	   *vectors;		/* rows to add */
 	int64	   *ids;
 	uint64	   *hashes;
+	uint64	   *order;			/* read position */
 	Size		nadd;
 	Size		cap;
 	Size		rows;
@@ -764,12 +768,14 @@ sync_grow(VsSync *st, Size need)
 		st->vectors = MemoryContextAllocHuge(sync_cxt, cap * st->dim * sizeof(float));
 		st->ids = MemoryContextAllocHuge(sync_cxt, cap * sizeof(int64));
 		st->hashes = MemoryContextAllocHuge(sync_cxt, cap * sizeof(uint64));
+		st->order = MemoryContextAllocHuge(sync_cxt, cap * sizeof(uint64));
 	}
 	else
 	{
 		st->vectors = repalloc_huge(st->vectors, cap * st->dim * sizeof(float));
 		st->ids = repalloc_huge(st->ids, cap * sizeof(int64));
 		st->hashes = repalloc_huge(st->hashes, cap * sizeof(uint64));
+		st->order = repalloc_huge(st->order, cap * sizeof(uint64));
 	}
 	st->cap = cap;
 }
@@ -796,7 +802,7 @@ sync_consume(void *arg, const float *vectors, const int64 *ids, size_t n)
 		st->rows++;
 		if (pos != (Size) -1 && e->hashes[pos] == h)
 		{
-			st->seen[pos] = true;
+			st->seen[pos] = st->rows;
 			continue;
 		}
 		if (st->nadd == st->cap)
@@ -804,8 +810,93 @@ sync_consume(void *arg, const float *vectors, const int64 *ids, size_t n)
 		memcpy(st->vectors + st->nadd * st->dim, v, (Size) st->dim * sizeof(float));
 		st->ids[st->nadd] = ids[r];
 		st->hashes[st->nadd] = h;
+		st->order[st->nadd] = st->rows;
 		st->nadd++;
 	}
+}
+
+typedef struct AddRef
+{
+	int64		id;
+	uint64		order;
+	Size		r;				/* index into the rows to add */
+} AddRef;
+
+static int
+addref_cmp(const void *a, const void *b)
+{
+	const AddRef *x = a,
+			   *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->order < y->order ? -1 : (x->order > y->order ? 1 : 0);
+}
+
+/*
+ * An id read twice in one pass: VACUUM removed a dead row's entry after the read passed it, and a
+ * new row reused the heap tid and was appended.  The copy read last is the row's (the earlier one
+ * was removed because no snapshot can see it), so only that one stays: among the rows to add, and
+ * against a cached row seen unchanged.
+ */
+static void
+sync_keep_last_copies(VsSync *st)
+{
+	VsCacheEntry *e = st->entry;
+	AddRef	   *refs;
+	bool	   *drop;
+	bool		sorted = true;
+	Size		o = 0;
+
+	if (st->nadd == 0)
+		return;
+	refs = MemoryContextAllocHuge(sync_cxt, st->nadd * sizeof(AddRef));
+	drop = MemoryContextAllocHuge(sync_cxt, st->nadd);
+	memset(drop, 0, st->nadd);
+	for (Size r = 0; r < st->nadd; r++)
+	{
+		refs[r].id = st->ids[r];
+		refs[r].order = st->order[r];
+		refs[r].r = r;
+		if (r > 0 && refs[r].id <= refs[r - 1].id)
+			sorted = false;
+	}
+	if (!sorted)
+		qsort(refs, st->nadd, sizeof(AddRef), addref_cmp);
+	for (Size i = 0; i < st->nadd; i++)
+	{
+		Size		pos;
+
+		if (i + 1 < st->nadd && refs[i + 1].id == refs[i].id)
+		{
+			drop[refs[i].r] = true; /* read again later */
+			continue;
+		}
+		pos = e->nrows ? find_row(e->ids, e->nrows, refs[i].id) : (Size) -1;
+		if (pos != (Size) -1 && st->seen[pos] != 0)
+		{
+			if (st->seen[pos] > refs[i].order)
+				drop[refs[i].r] = true; /* the cached copy was read last: keep it */
+			else
+				st->seen[pos] = 0;	/* replaced: the cached copy goes */
+		}
+	}
+	for (Size r = 0; r < st->nadd; r++)
+	{
+		if (drop[r])
+			continue;
+		if (o != r)
+		{
+			memcpy(st->vectors + o * st->dim, st->vectors + r * st->dim, (Size) st->dim * sizeof(float));
+			st->ids[o] = st->ids[r];
+			st->hashes[o] = st->hashes[r];
+			st->order[o] = st->order[r];
+		}
+		o++;
+	}
+	st->nadd = o;
+	pfree(refs);
+	pfree(drop);
 }
 
 /* Releases what an index read holds (buffer pins, locks, files), after success or an error. */
@@ -878,8 +969,8 @@ cache_sync(VsCacheEntry *e, const VsRequest *req, uint64 generation, char *err, 
 	memset(&st, 0, sizeof(st));
 	st.entry = e;
 	st.dim = req->dim;
-	st.seen = MemoryContextAllocHuge(sync_cxt, Max(e->nrows, 1));
-	memset(st.seen, 0, Max(e->nrows, 1));
+	st.seen = MemoryContextAllocHuge(sync_cxt, Max(e->nrows, 1) * sizeof(uint64));
+	memset(st.seen, 0, Max(e->nrows, 1) * sizeof(uint64));
 
 	memset(&ref, 0, sizeof(ref));
 	ref.dbid = req->dbid;
@@ -917,6 +1008,7 @@ cache_sync(VsCacheEntry *e, const VsRequest *req, uint64 generation, char *err, 
 		return false;
 	load_cleanup(false);
 	heartbeat();
+	sync_keep_last_copies(&st);
 
 	/* rows to remove: cached rows not seen unchanged */
 	remove = MemoryContextAllocHuge(sync_cxt, Max(e->nrows, 1) * sizeof(int64));
