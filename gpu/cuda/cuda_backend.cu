@@ -518,7 +518,9 @@ private:
 
     // ---- shared helpers -------------------------------------------------------------------
 
-    QueryBatch upload_queries(const float *hq, const std::vector<int> &which, size_t d)
+    // Uploads the queries on main_; with sync, waits for the copy (callers that go on with other
+    // streams need that; work on main_ itself is ordered after it).
+    QueryBatch upload_queries(const float *hq, const std::vector<int> &which, size_t d, bool sync = true)
     {
         QueryBatch b;
         b.n = static_cast<int>(which.size());
@@ -550,7 +552,8 @@ private:
         b.x = reinterpret_cast<float *>(b.buf.get() + o_x);
         b.sq = reinterpret_cast<float *>(b.buf.get() + o_sq);
         b.inv = reinterpret_cast<float *>(b.buf.get() + o_inv);
-        VS_CUDA_CHECK(cudaStreamSynchronize(main_));
+        if (sync)
+            VS_CUDA_CHECK(cudaStreamSynchronize(main_));
         return b;
     }
 
@@ -934,8 +937,11 @@ private:
     {
         const size_t nb = which.size();
         Profile prof;
-        QueryBatch Q = upload_queries(hq, which, c.dim());
-        prof.mark("upload", main_);
+        // One stream for all of it: a small batch is latency-bound, and host waits between the
+        // upload, the allocations and the kernels cost more than the work (~10 us each).
+        cudaStream_t st = main_;
+        QueryBatch Q = upload_queries(hq, which, c.dim(), false);
+        prof.mark("upload", st);
         const int tier = nb <= 16 ? 0 : 1;
         const int bcap = warp_topk_bcap(static_cast<int>(kp));
         const int d = static_cast<int>(c.dim());
@@ -960,10 +966,7 @@ private:
         DeviceArray<uint64_t> state(*pool_, per * kp, main_);
         TileOut out;
         make_out(out, per, k, &pinned_[0]);
-        VS_CUDA_CHECK(cudaStreamSynchronize(main_));
-        prof.mark("alloc", main_);
-        StreamJoin join{work_, 2};
-        cudaStream_t st = work_[0];
+        prof.mark("alloc", st);
         std::vector<int> failed;
         for (size_t q0 = 0; q0 < nb; q0 += per)
         {
