@@ -224,10 +224,21 @@ end_fetch(BatchContext *bc)
 	vs_row_reader_end(&bc->reader);
 }
 
-/* Appends the pair (id, query) to a growing array. */
 static void
-add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query)
+too_many_pairs(void)
 {
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("batch search needs more than %u candidate rows in one pass", PG_UINT32_MAX),
+			 errhint("Use fewer queries per call, or a smaller radius.")));
+}
+
+/* Appends the pair (id, query), answered in slot, to a growing array. */
+static void
+add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query, Size slot)
+{
+	if (slot > PG_UINT32_MAX)
+		too_many_pairs();
 	if (*n == *cap)
 	{
 		*cap = Max(*cap * 2, 1024);
@@ -236,6 +247,7 @@ add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query)
 	}
 	(*pairs)[*n].id = id;
 	(*pairs)[*n].query = query;
+	(*pairs)[*n].slot = (uint32) slot;
 	(*n)++;
 }
 
@@ -343,13 +355,9 @@ check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int nt
 				 VsPairResult *res, bool *checked)
 {
 	VsPair	   *pairs = NULL;
-	Size	   *where;
-	VsPairResult *out;
 	Size		n = 0,
-				cap = 0,
-				wcap = 0;
+				cap = 0;
 
-	where = NULL;
 	for (int t = 0; t < ntodo; t++)
 	{
 		const QueryState *s = &qs[todo[t]];
@@ -370,14 +378,8 @@ check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int nt
 				break;
 			if (qids[j] >= 0)
 			{
-				add_pair(&pairs, &n, &cap, qids[j], todo[t]);
-				if (n > wcap)
-				{
-					wcap = cap;
-					where = where ? repalloc_huge(where, sizeof(Size) * wcap)
-						: palloc_extended(sizeof(Size) * wcap, MCXT_ALLOC_HUGE);
-				}
-				where[n - 1] = (Size) t * kk + j;
+				add_pair(&pairs, &n, &cap, qids[j], todo[t], (Size) t * kk + j);
+				checked[(Size) t * kk + j] = true;
 			}
 			last = qd[j];
 			taken++;
@@ -385,16 +387,8 @@ check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int nt
 	}
 	if (n == 0)
 		return;
-	out = palloc_extended(sizeof(VsPairResult) * n, MCXT_ALLOC_HUGE);
-	vs_check_pairs(&bc->reader, pairs, n, out);
-	for (Size i = 0; i < n; i++)
-	{
-		res[where[i]] = out[i];
-		checked[where[i]] = true;
-	}
-	pfree(out);
+	vs_check_pairs(&bc->reader, pairs, n, res);
 	pfree(pairs);
-	pfree(where);
 }
 
 static void
@@ -475,16 +469,17 @@ cmp_round_hit(const void *a, const void *b)
 
 /* Checks the pairs one group of a vs_ivfpq round re-ranks: its new candidates (and, in a query's
  * first round, the pending entries), in the order the round takes them, ids < 0 left out; the
- * answers go to *res (palloc'd), query i's from (*first)[i] to (*first)[i + 1]. */
+ * answers go to *res and their ids to *pair_ids (palloc'd), query i's from (*first)[i] to
+ * (*first)[i + 1]. */
 static void
 check_ivfpq_group(BatchContext *bc, const IvfpqQuery *st, const RoundKey *keys, int ng, int64 k,
 				  const int64 *ids, const int64 *counts, const int64 *pending, int64 npending,
-				  VsPair **pairs, VsPairResult **res, Size **first)
+				  int64 **pair_ids, VsPairResult **res, Size **first)
 {
+	VsPair	   *pairs = NULL;
 	Size		n = 0,
 				cap = 0;
 
-	*pairs = NULL;
 	*first = palloc(sizeof(Size) * (ng + 1));
 	for (int i = 0; i < ng; i++)
 	{
@@ -495,14 +490,19 @@ check_ivfpq_group(BatchContext *bc, const IvfpqQuery *st, const RoundKey *keys, 
 		if (s->first)
 			for (int64 j = 0; j < npending; j++)
 				if (pending[j] >= 0)
-					add_pair(pairs, &n, &cap, pending[j], keys[i].q);
+					add_pair(&pairs, &n, &cap, pending[j], keys[i].q, n);
 		for (int64 j = k > 0 ? Min(s->prev, count) : 0; j < count; j++)
 			if (ids[(Size) i * k + j] >= 0)
-				add_pair(pairs, &n, &cap, ids[(Size) i * k + j], keys[i].q);
+				add_pair(&pairs, &n, &cap, ids[(Size) i * k + j], keys[i].q, n);
 	}
 	(*first)[ng] = n;
 	*res = palloc_extended(sizeof(VsPairResult) * Max(n, 1), MCXT_ALLOC_HUGE);
-	vs_check_pairs(&bc->reader, *pairs, n, *res);
+	*pair_ids = palloc_extended(sizeof(int64) * Max(n, 1), MCXT_ALLOC_HUGE);
+	for (Size i = 0; i < n; i++)
+		(*pair_ids)[i] = pairs[i].id;
+	vs_check_pairs(&bc->reader, pairs, n, *res);
+	if (pairs)
+		pfree(pairs);
 }
 
 static void
@@ -549,7 +549,7 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 			int64	   *ids = NULL;
 			float	   *dists = NULL;
 			int64	   *counts;
-			VsPair	   *pairs;
+			int64	   *pair_ids;
 			VsPairResult *res;
 			Size	   *first;
 
@@ -583,7 +583,7 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 			else
 				INSTR_TIME_SET_CURRENT(t1);
 			check_ivfpq_group(bc, st, keys + g, ng, k, ids, counts, pending, npending,
-							  &pairs, &res, &first);
+							  &pair_ids, &res, &first);
 
 			for (int i = 0; i < ng; i++)
 			{
@@ -601,7 +601,7 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 						continue;
 					round[n].hit.distance = res[j].distance;
 					round[n].hit.tid = res[j].tid;
-					round[n].id = pairs[j].id;
+					round[n].id = pair_ids[j];
 					n++;
 				}
 				if (n > 1)
@@ -637,8 +637,7 @@ ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
 				pfree(ids);
 				pfree(dists);
 			}
-			if (pairs)
-				pfree(pairs);
+			pfree(pair_ids);
 			pfree(res);
 			pfree(first);
 			pfree(counts);
@@ -740,10 +739,15 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 					 errmsg("batch search needs more than %d candidate rows",
 							2 * VS_BATCH_MAX_RESULTS),
 					 errhint("Many rows are dead: VACUUM the table, or use fewer queries per call.")));
-		queries = palloc_extended(sizeof(float) * bc.ref.dim * (Size) ntodo, MCXT_ALLOC_HUGE);
-		for (int t = 0; t < ntodo; t++)
-			memcpy(queries + (Size) t * bc.ref.dim, bc.queries + (Size) todo[t] * bc.ref.dim,
-				   sizeof(float) * bc.ref.dim);
+		if (ntodo == bc.nq)
+			queries = bc.queries;	/* every query, in order */
+		else
+		{
+			queries = palloc_extended(sizeof(float) * bc.ref.dim * (Size) ntodo, MCXT_ALLOC_HUGE);
+			for (int t = 0; t < ntodo; t++)
+				memcpy(queries + (Size) t * bc.ref.dim, bc.queries + (Size) todo[t] * bc.ref.dim,
+					   sizeof(float) * bc.ref.dim);
+		}
 		ids = palloc_extended(sizeof(int64) * ntodo * kk, MCXT_ALLOC_HUGE);
 		dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
 		counts = palloc(sizeof(int64) * ntodo);
@@ -810,7 +814,8 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 		INSTR_TIME_SET_CURRENT(t0);
 		INSTR_TIME_ACCUM_DIFF(bc.heap_time, t0, t1);
 		bc.rounds++;
-		pfree(queries);
+		if (queries != bc.queries)
+			pfree(queries);
 		pfree(ids);
 		pfree(dists);
 		pfree(counts);
@@ -866,6 +871,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	VsPairResult *res = NULL;
 	Size		maxpairs = 0,
 				chunk;
+	Size	   *qfirst;			/* a chunk's queries: where their pairs start */
 	instr_time	t0,
 				t1;
 
@@ -901,6 +907,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	 * scratch space), checked in one pass over the heap; a query with more goes alone.
 	 */
 	chunk = Max((Size) work_mem * 1024 / 64, 1024);
+	qfirst = palloc_extended(sizeof(Size) * ((Size) bc.nq + 1), MCXT_ALLOC_HUGE);
 	begin_fetch(&bc);
 	for (int q0 = 0, q1; q0 < bc.nq; q0 = q1)
 	{
@@ -911,6 +918,8 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 		for (q1 = q0 + 1; q1 < bc.nq && (Size) (result.offsets[q1 + 1] - from0) <= chunk; q1++)
 			;
 		npairs = result.offsets[q1] - from0;
+		if (npairs > PG_UINT32_MAX)
+			too_many_pairs();
 		if (npairs > maxpairs)
 		{
 			if (pairs)
@@ -924,22 +933,26 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 			maxpairs = npairs;
 		}
 		for (int q = q0; q < q1; q++)
+		{
+			qfirst[q - q0] = p;
 			for (int64 j = result.offsets[q]; j < result.offsets[q + 1]; j++)
 				if (result.ids[j] >= 0)
 				{
 					pairs[p].id = result.ids[j];
 					pairs[p].query = q;
+					pairs[p].slot = (uint32) p;
 					p++;
 				}
+		}
+		qfirst[q1 - q0] = p;
 		vs_check_pairs(&bc.reader, pairs, p, res);
 
-		npairs = p;
 		p = 0;
 		for (int q = q0; q < q1; q++)
 		{
 			int64		n = 0;
 
-			for (; p < npairs && pairs[p].query == q; p++)
+			for (; p < qfirst[q + 1 - q0]; p++)
 			{
 				if (res[p].visible && res[p].distance <= radius)	/* exactly the operator's test */
 				{
@@ -971,6 +984,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	}
 	if (hits)
 		pfree(hits);
+	pfree(qfirst);
 
 done:
 	index_close(bc.index, NoLock);

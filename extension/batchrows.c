@@ -113,52 +113,43 @@ vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out)
 	return out->visible;
 }
 
-typedef struct PairKey
-{
-	uint64		id;
-	uint64		pos;			/* index into the caller's pairs */
-} PairKey;
-
 static int
-cmp_pair_key(const void *a, const void *b)
+cmp_pair(const void *a, const void *b)
 {
-	const PairKey *x = (const PairKey *) a;
-	const PairKey *y = (const PairKey *) b;
+	const VsPair *x = (const VsPair *) a;
+	const VsPair *y = (const VsPair *) b;
 
-	if (x->id != y->id)
-		return x->id < y->id ? -1 : 1;
-	return x->pos < y->pos ? -1 : (x->pos > y->pos ? 1 : 0);
+	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
 }
 
-/* Sorts keys by id (stable, so by pos within an id) with tmp as scratch space; returns the array
- * (keys or tmp) that holds the result.  A byte-wise LSD radix sort skipping the bytes every id
- * shares; qsort for short arrays. */
-static PairKey *
-sort_pair_keys(PairKey *keys, PairKey *tmp, Size n)
+/* Sorts pairs by id with tmp as scratch space; returns the array (pairs or tmp) that holds the
+ * result.  A byte-wise LSD radix sort skipping the bytes every id shares; qsort for short arrays. */
+static VsPair *
+sort_pairs(VsPair *pairs, VsPair *tmp, Size n)
 {
 	uint64		all_or = 0,
 				all_and = ~(uint64) 0;
 
 	if (n < 512)
 	{
-		qsort(keys, n, sizeof(PairKey), cmp_pair_key);
-		return keys;
+		qsort(pairs, n, sizeof(VsPair), cmp_pair);
+		return pairs;
 	}
 	for (Size i = 0; i < n; i++)
 	{
-		all_or |= keys[i].id;
-		all_and &= keys[i].id;
+		all_or |= (uint64) pairs[i].id;
+		all_and &= (uint64) pairs[i].id;
 	}
 	for (int shift = 0; shift < 64; shift += 8)
 	{
 		Size		start[256] = {0};
 		Size		sum = 0;
-		PairKey    *t;
+		VsPair	   *t;
 
 		if ((((all_or ^ all_and) >> shift) & 0xFF) == 0)
 			continue;			/* every id has the same byte here */
 		for (Size i = 0; i < n; i++)
-			start[(keys[i].id >> shift) & 0xFF]++;
+			start[((uint64) pairs[i].id >> shift) & 0xFF]++;
 		for (int b = 0; b < 256; b++)
 		{
 			Size		c = start[b];
@@ -167,46 +158,38 @@ sort_pair_keys(PairKey *keys, PairKey *tmp, Size n)
 			sum += c;
 		}
 		for (Size i = 0; i < n; i++)
-			tmp[start[(keys[i].id >> shift) & 0xFF]++] = keys[i];
-		t = keys;
-		keys = tmp;
+			tmp[start[((uint64) pairs[i].id >> shift) & 0xFF]++] = pairs[i];
+		t = pairs;
+		pairs = tmp;
 		tmp = t;
 	}
-	return keys;
+	return pairs;
 }
 
 void
-vs_check_pairs(VsRowReader *r, const VsPair *pairs, Size n, VsPairResult *out)
+vs_check_pairs(VsRowReader *r, VsPair *pairs, Size n, VsPairResult *out)
 {
-	PairKey    *keys,
-			   *tmp,
+	VsPair	   *tmp,
 			   *sorted;
 
 	if (n == 0)
 		return;
-	keys = palloc_extended(sizeof(PairKey) * n, MCXT_ALLOC_HUGE);
-	tmp = palloc_extended(sizeof(PairKey) * n, MCXT_ALLOC_HUGE);
-	for (Size i = 0; i < n; i++)
-	{
-		Assert(pairs[i].id >= 0);
-		keys[i].id = (uint64) pairs[i].id;
-		keys[i].pos = i;
-	}
-	sorted = sort_pair_keys(keys, tmp, n);
+	tmp = palloc_extended(sizeof(VsPair) * n, MCXT_ALLOC_HUGE);
+	sorted = sort_pairs(pairs, tmp, n);
 	for (Size i = 0; i < n;)
 	{
 		ItemPointerData tid;
 		const float *vec;
 		Size		j = i;
 
+		Assert(sorted[i].id >= 0);
 		if ((r->rows_read & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
-		vec = row_vector(r, (int64) sorted[i].id, &tid);
+		vec = row_vector(r, sorted[i].id, &tid);
 		for (; j < n && sorted[j].id == sorted[i].id; j++)
-			check_against(r, vec, &tid, pairs[sorted[j].pos].query, &out[sorted[j].pos]);
+			check_against(r, vec, &tid, sorted[j].query, &out[sorted[j].slot]);
 		row_release(r);
 		i = j;
 	}
-	pfree(keys);
 	pfree(tmp);
 }

@@ -29,11 +29,13 @@ typedef struct VsRowReader
 	int64		rows_read;		/* heap rows looked up so far */
 } VsRowReader;
 
-/* One (query, row) pair to check: the row of index entry id against query number query. */
+/* One (query, row) pair to check: the row of index entry id against query number query; the
+ * answer goes to out[slot]. */
 typedef struct VsPair
 {
 	int64		id;
 	int32		query;
+	uint32		slot;
 } VsPair;
 
 /* What a pair's check found: the row is visible as tid, at the SQL operator's distance. */
@@ -52,8 +54,8 @@ extern void vs_row_reader_end(VsRowReader *r);
  * visible), with its version's ctid and distance. */
 extern bool vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out);
 
-/* Checks n pairs (any order; out[i] answers pairs[i]), reading each distinct row once, in heap
- * order. */
-extern void vs_check_pairs(VsRowReader *r, const VsPair *pairs, Size n, VsPairResult *out);
+/* Checks n pairs (any order), reading each distinct row once, in heap order; the pairs array is
+ * scratch space (left in no particular order). */
+extern void vs_check_pairs(VsRowReader *r, VsPair *pairs, Size n, VsPairResult *out);
 
 #endif
