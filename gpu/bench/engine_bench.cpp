@@ -6,6 +6,7 @@
 //                        [--data DIR] [--quick] [--skip-kmeans-cpu] [--out results.json]
 //                        [--mode exact|ivfpq] [--nlist 1024] [--m 32] [--nbits 8]
 //                        [--clustered | --gaussian] [--fvecs DIR]
+//                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200]
 //
 // --fvecs DIR: exact kNN only, on DIR/base.fvecs and DIR/query.fvecs (the harness's cached
 // datasets, bench/datasets.py), k = 10 and k = 26 (what vsearch_knn_batch asked the engine for
@@ -20,6 +21,14 @@
 // points are plain isotropic Gaussian noise); --clustered: a Gaussian mixture of sqrt(n)
 // centers (N(0, 1) coordinates) with a per-cluster spread drawn in [0.2, 0.6] (clusters of
 // different tightness that overlap a little); --gaussian: N(0, 1), no structure at all.
+//
+// --mode ivfpq --fvecs DIR: the same quantizer (train, encode, add seconds) on DIR/base.fvecs, the
+// first --nq queries of DIR/query.fvecs (default all 10000 of the harness's Fashion-MNIST), and a
+// sweep of probes (--probes) x rerank (--rerank): rerank 0 returns the 10 best PQ estimates;
+// rerank R searches k = R candidates and re-ranks them with vs_knn on the resident base set
+// restricted to each query's candidates (vs_subsets), i.e. exact distances in exact order.  Per
+// point: recall@10 against vs_knn's exact top 10 and the whole batch's QPS (median of 3 runs,
+// search + re-rank).
 //
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
@@ -102,6 +111,7 @@ struct Row
     double seconds;
     double qps;
     std::string note;
+    std::string json = ""; // extra fields for the --out row ("\"recall10\": 0.95, ...")
 };
 
 // n points around nc centers (N(0, 4^2) each coordinate) with N(0, 1) noise.
@@ -155,26 +165,23 @@ struct IvfpqShape
     int nbits;
 };
 
-std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, IvfpqShape shape,
-                             bool quick, IvfpqData data)
+vs_ivfpq_params ivfpq_params(size_t d, IvfpqShape shape)
 {
-    std::vector<Row> rows;
-    // One draw: the first n points are the set, the rest the queries (same distribution).
-    std::vector<float> x;
-    if (data == IvfpqData::Clustered)
-        x = mixture(n + nq, d, std::max<size_t>(1, static_cast<size_t>(std::lround(std::sqrt(double(n))))), 42);
-    else if (data == IvfpqData::Gaussian)
-        x = gaussian((n + nq) * d, 42);
-    else
-        x = clustered(n + nq, d, 1000, 42);
-    std::vector<float> q(x.begin() + n * d, x.end());
-    x.resize(n * d);
     vs_ivfpq_params p{};
     p.dim = d;
     p.nlist = shape.nlist;
     p.m = shape.m;
     p.nbits = shape.nbits;
     p.metric = VS_METRIC_L2;
+    return p;
+}
+
+// Trains the quantizer on x (n x d), encodes every row and adds it (id = row number) to a new
+// ivfpq object; rows gets the train, encode and add seconds.
+vs_ivfpq *ivfpq_build(vs_context *ctx, const std::vector<float> &x, size_t n, size_t d,
+                      IvfpqShape shape, std::vector<Row> &rows)
+{
+    const vs_ivfpq_params p = ivfpq_params(d, shape);
     vs_ivfpq_train_params tp;
     vs_ivfpq_train_params_init(&tp);
     tp.sample_size = std::min<size_t>(n, std::max<size_t>(64 * shape.nlist, 65536));
@@ -185,6 +192,8 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
     std::snprintf(note, sizeof note, "nlist %zu m %zu nbits %d sample %zu, 20 + 25 iterations",
                   p.nlist, p.m, p.nbits, tp.sample_size);
     rows.push_back({"ivfpq train", now() - t0, 0, note});
+    std::printf("ivfpq train: %.2f s (%s)\n", rows.back().seconds, note);
+    std::fflush(stdout);
 
     vs_ivfpq *ivf = nullptr;
     check(vs_ivfpq_create(ctx, &p, cent.data(), books.data(), &ivf), ctx, "ivfpq_create");
@@ -194,6 +203,7 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
     t0 = now();
     check(vs_ivfpq_encode(ctx, ivf, x.data(), n, lists.data(), codes.data()), ctx, "ivfpq_encode");
     rows.push_back({"ivfpq encode n=" + std::to_string(n), now() - t0, n / (now() - t0), "vectors/s"});
+    std::printf("ivfpq encode: %.2f s\n", rows.back().seconds);
     // Entries grouped per list (one add per list, as an index build does).
     t0 = now();
     {
@@ -208,6 +218,119 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
             check(vs_ivfpq_add(ctx, ivf, l, ids[l].data(), lc[l].data(), ids[l].size()), ctx, "ivfpq_add");
     }
     rows.push_back({"ivfpq add (per list)", now() - t0, 0, ""});
+    std::printf("ivfpq add: %.3f s\n", rows.back().seconds);
+    std::fflush(stdout);
+    return ivf;
+}
+
+// IVF-PQ sweep on real data (--mode ivfpq --fvecs DIR): probes x rerank, recall@10 and QPS.
+std::vector<Row> ivfpq_sweep(vs_context *ctx, const std::vector<float> &x, const std::vector<float> &q,
+                             size_t d, IvfpqShape shape, const std::vector<size_t> &probes,
+                             const std::vector<size_t> &reranks)
+{
+    const size_t n = x.size() / d, nq = q.size() / d, k = 10;
+    // The base set stays resident: exact ground truth now, exact re-ranks in the sweep.
+    vs_dataset *ds = nullptr;
+    {
+        std::vector<int64_t> all(n);
+        for (size_t i = 0; i < n; i++)
+            all[i] = static_cast<int64_t>(i);
+        check(vs_dataset_create(ctx, d, VS_DTYPE_F32, &ds), ctx, "dataset_create");
+        check(vs_dataset_add(ctx, ds, x.data(), all.data(), n), ctx, "dataset_add");
+    }
+    std::vector<int64_t> truth(nq * k);
+    std::vector<float> truth_d(nq * k);
+    double t0 = now();
+    check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, nullptr, truth.data(), truth_d.data(), nullptr),
+          ctx, "knn (ground truth)");
+    std::printf("exact top-%zu ground truth: %.2f s\n", k, now() - t0);
+    std::fflush(stdout);
+
+    std::vector<Row> rows;
+    vs_ivfpq *ivf = ivfpq_build(ctx, x, n, d, shape, rows);
+
+    // Recall@10: a returned id is a hit if it is one of the exact top 10, or if its exact L2
+    // distance (double on the host) is <= the 10th exact distance * (1 + 1e-5), so that a row
+    // tied with the 10th (Fashion-MNIST has duplicate images) counts; the 10 returned ids are
+    // distinct, so hits <= 10 per query.
+    auto recall = [&](const std::vector<int64_t> &ids) {
+        size_t hits = 0;
+        for (size_t i = 0; i < nq; i++)
+            for (size_t j = 0; j < k; j++)
+            {
+                const int64_t id = ids[i * k + j];
+                if (id < 0)
+                    continue;
+                if (std::find(&truth[i * k], &truth[i * k] + k, id) != &truth[i * k] + k)
+                {
+                    hits++;
+                    continue;
+                }
+                double s = 0;
+                for (size_t t = 0; t < d; t++)
+                {
+                    double v = static_cast<double>(q[i * d + t]) - x[static_cast<size_t>(id) * d + t];
+                    s += v * v;
+                }
+                hits += std::sqrt(s) <= truth_d[i * k + k - 1] * (1 + 1e-5);
+            }
+        return static_cast<double>(hits) / (nq * k);
+    };
+
+    std::printf("\n%6s %6s %9s %12s\n", "probes", "rerank", "recall@10", "queries/s");
+    for (size_t nprobe : probes)
+    {
+        if (nprobe > shape.nlist)
+            continue;
+        for (size_t r : reranks)
+        {
+            const size_t kc = r ? r : k; // IVF-PQ candidates per query
+            std::vector<int64_t> cid(nq * kc), oid(nq * k), off(nq + 1);
+            std::vector<float> cd(nq * kc), od(nq * k);
+            for (size_t i = 0; i <= nq; i++)
+                off[i] = static_cast<int64_t>(i * kc);
+            const vs_subsets sub{off.data(), cid.data()}; // padding ids (-1) are ignored
+            double t = timeit(0, 3, [&] {
+                check(vs_ivfpq_search(ctx, ivf, q.data(), nq, 0, nprobe, kc, cid.data(), cd.data(), nullptr),
+                      ctx, "ivfpq_search");
+                if (r)
+                    check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, &sub, oid.data(), od.data(), nullptr),
+                          ctx, "knn (re-rank)");
+            });
+            const double rec = recall(r ? oid : cid);
+            std::printf("%6zu %6zu %9.4f %12.0f\n", nprobe, r, rec, nq / t);
+            std::fflush(stdout);
+            char note[64], json[96];
+            std::snprintf(note, sizeof note, "recall@10 %.4f", rec);
+            std::snprintf(json, sizeof json, "\"probes\": %zu, \"rerank\": %zu, \"recall10\": %.4f",
+                          nprobe, r, rec);
+            rows.push_back({"ivfpq nq=" + std::to_string(nq) + " probes=" + std::to_string(nprobe) +
+                                " rerank=" + std::to_string(r),
+                            t, nq / t, note, json});
+        }
+    }
+    vs_ivfpq_destroy(ctx, ivf);
+    vs_dataset_destroy(ctx, ds);
+    return rows;
+}
+
+std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, IvfpqShape shape,
+                             bool quick, IvfpqData data)
+{
+    std::vector<Row> rows;
+    // One draw: the first n points are the set, the rest the queries (same distribution).
+    std::vector<float> x;
+    if (data == IvfpqData::Clustered)
+        x = mixture(n + nq, d, std::max<size_t>(1, static_cast<size_t>(std::lround(std::sqrt(double(n))))), 42);
+    else if (data == IvfpqData::Gaussian)
+        x = gaussian((n + nq) * d, 42);
+    else
+        x = clustered(n + nq, d, 1000, 42);
+    std::vector<float> q(x.begin() + n * d, x.end());
+    x.resize(n * d);
+    vs_ivfpq *ivf = ivfpq_build(ctx, x, n, d, shape, rows);
+    const vs_ivfpq_params p = ivfpq_params(d, shape);
+    char note[256];
 
     // Exact top 10 for recall.
     const size_t k = 10, kc = 40;
@@ -288,8 +411,9 @@ void report(const std::vector<Row> &rows, const std::string &out_json, const cha
     std::fprintf(f, "{\"device\": \"%s\", \"n\": %zu, \"d\": %zu, \"nq\": %zu, \"rows\": [\n", device,
                  n, d, nq);
     for (size_t i = 0; i < rows.size(); i++)
-        std::fprintf(f, "  {\"case\": \"%s\", \"seconds\": %.6f, \"qps\": %.1f, \"note\": \"%s\"}%s\n",
+        std::fprintf(f, "  {\"case\": \"%s\", \"seconds\": %.6f, \"qps\": %.1f, \"note\": \"%s\"%s%s}%s\n",
                      rows[i].name.c_str(), rows[i].seconds, rows[i].qps, rows[i].note.c_str(),
+                     rows[i].json.empty() ? "" : ", ", rows[i].json.c_str(),
                      i + 1 < rows.size() ? "," : "");
     std::fprintf(f, "]}\n");
     std::fclose(f);
@@ -328,6 +452,21 @@ std::vector<float> read_fvecs(const std::string &path, size_t *d)
     return out;
 }
 
+// "1,2,4" -> {1, 2, 4}
+std::vector<size_t> parse_list(const std::string &s)
+{
+    std::vector<size_t> v;
+    for (size_t at = 0; at < s.size();)
+    {
+        size_t end = s.find(',', at);
+        if (end == std::string::npos)
+            end = s.size();
+        v.push_back(std::stoull(s.substr(at, end - at)));
+        at = end + 1;
+    }
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     std::string backend = "cuda", dir = "", out_json = "", mode = "exact", fvecs = "";
@@ -335,6 +474,7 @@ int main(int argc, char **argv)
     IvfpqShape shape{1024, 32, 8};
     bool quick = false, kmeans_cpu = true;
     IvfpqData ivfpq_data = IvfpqData::Legacy;
+    std::vector<size_t> probes{1, 2, 4, 8, 16, 32, 64}, reranks{0, 50, 100, 200};
     for (int i = 1; i < argc; i++)
     {
         std::string a = argv[i];
@@ -369,6 +509,10 @@ int main(int argc, char **argv)
             shape.nbits = std::stoi(next());
         else if (a == "--fvecs")
             fvecs = next();
+        else if (a == "--probes")
+            probes = parse_list(next());
+        else if (a == "--rerank")
+            reranks = parse_list(next());
         else
         {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -395,6 +539,18 @@ int main(int argc, char **argv)
     std::printf("device: %s  n=%zu d=%zu nq=%zu gemm=%s\n", info.device_name, n, d, nq,
                 o.gemm_precision == VS_GEMM_TF32 ? "tf32+exact-rerank" : "fp32");
 
+    if (mode == "ivfpq" && !fvecs.empty())
+    {
+        std::vector<float> x = read_fvecs(fvecs + "/base.fvecs", &d);
+        std::vector<float> q = read_fvecs(fvecs + "/query.fvecs", &d);
+        n = x.size() / d;
+        nq = std::min(nq, q.size() / d);
+        q.resize(nq * d);
+        std::printf("data: %s (%zu x %zu, %zu queries)\n", fvecs.c_str(), n, d, nq);
+        report(ivfpq_sweep(ctx, x, q, d, shape, probes, reranks), out_json, info.device_name, n, d, nq);
+        vs_context_destroy(ctx);
+        return 0;
+    }
     if (mode == "ivfpq")
     {
         report(ivfpq_bench(ctx, n, d, nq, shape, quick, ivfpq_data), out_json, info.device_name, n, d, nq);
