@@ -24,6 +24,9 @@ EXTRA_CLEAN = build
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies: any extension header change rebuilds every object
+$(OBJS): $(wildcard extension/*.h)
+
 $(BUILD_DIR)/CMakeCache.txt:
 	$(CMAKE) -S $(CURDIR) -B $(BUILD_DIR) -DVSEARCH_CUDA=$(VSEARCH_CUDA) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 

@@ -17,6 +17,9 @@
 
 typedef struct VsRowReader
 {
+	Relation	heap;
+	bool		direct;			/* a heap table and a plain column: read its pages directly */
+	AttrNumber	attnum;			/* the indexed column (direct) */
 	uint32		dim;
 	vs_metric	metric;
 	const float *queries;		/* the batch's queries, dim floats each */
