@@ -9,30 +9,43 @@
  * the seq scan (a search has a fixed cost), and so do full orderings without LIMIT when fetching
  * every heap row in distance order is dearer than sorting.
  *
- *   startup = index pages * seq_page_cost + searches * rows * distance_cost + search overhead
+ *   startup = index pages * seq_page_cost (unless cached) + searches * rows * distance_cost
+ *             + search overhead
  *   total   = startup + (ORDER BY without LIMIT) the follow-up searches of a drained scan
  *             + rows returned * (cpu_index_tuple_cost + ORDER BY: executor reordering)
+ *
+ * Cached: a search reads the index pages only to load or refresh the search layer's copy (the
+ * backend's dataset cache, up to vs_search_cache_mb, or the GPU worker's), not per query, so an
+ * index that fits is charged no page reads; a larger one is read by every search.
  *
  * ORDER BY rows are rechecked (the executor recomputes the operator and passes every row through
  * its reorder queue, flatscan.c), which costs about what a sort of the returned rows costs: a full
  * ordering without LIMIT is then no cheaper than seq scan + sort and keeps the seq scan.
  *
- * distance_cost = cpu_operator_cost * vs_search_distance_cost(index): the hook the GPU worker uses
- * to make its searches cheaper (search.h).
+ * distance_cost = vs_distance_cost(dim) * vs_search_distance_cost(index): the SQL operator's
+ * dimension-proportional cost (vector_cost.c, the same as a seq scan is charged) and the hook the
+ * GPU worker uses to make its searches cheaper (search.h).  The executor's recheck of returned rows
+ * pays the operator's full cost, TOAST fetch included.
  */
 #include "postgres.h"
 
 #include <math.h>
 
+#include "access/genam.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/selfuncs.h"
 #include "utils/spccache.h"
 
 #include "flat.h"
+#include "search.h"
+#include "vector.h"
 
 /* Fixed overhead of one search (request, engine call, result handling), in seq page units. */
-#define VS_FLAT_SEARCH_OVERHEAD		2.0
+#define VS_FLAT_SEARCH_OVERHEAD		4.0
 /* First batch and growth factor of an ORDER BY scan: keep in step with flatscan.c. */
 #define VS_FLAT_COST_FIRST_BATCH	64.0
 #define VS_FLAT_COST_GROWTH			4.0
@@ -48,7 +61,14 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	double		rows = Max(index->tuples, 1.0);
 	int			nranges = list_length(path->indexclauses);
 	bool		ordered = path->indexorderbys != NIL;
-	double		distance_cost = cpu_operator_cost * vs_search_distance_cost(index->indexoid);
+	double		search_factor = vs_search_distance_cost(index->indexoid);
+	double		distance_cost;
+	double		row_cost;		/* the operator on a heap row: the executor's recheck */
+	double		page_cost;
+	Oid			heapoid = planner_rt_fetch(index->rel->relid, root)->relid;
+	AttrNumber	attnum = index->indexkeys[0];
+	VsFlatMetaPageData meta;
+	Relation	rel;
 	double		spc_seq_page_cost;
 	double		searches;
 	Cost		startup;
@@ -74,9 +94,18 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 
 	get_tablespace_page_costs(index->reltablespace, NULL, &spc_seq_page_cost);
 
+	rel = index_open(index->indexoid, NoLock);	/* the planner holds a lock */
+	vs_flat_read_meta(rel, &meta);
+	index_close(rel, NoLock);
+	distance_cost = vs_distance_cost((int) meta.dim) * search_factor;
+	row_cost = vs_distance_cost((int) meta.dim) + vs_detoast_cost(heapoid, attnum, (int) meta.dim);
+	page_cost = (search_factor < 1.0 ||
+				 (double) index->pages * BLCKSZ <= (double) Max(vs_search_cache_mb, 0) * 1024 * 1024)
+		? 0.0 : index->pages * spc_seq_page_cost;
+
 	/* One range search per range qual, one kNN search for the ORDER BY. */
 	searches = nranges + (ordered ? 1 : 0);
-	startup = index->pages * spc_seq_page_cost +
+	startup = page_cost +
 		searches * (rows * distance_cost + VS_FLAT_SEARCH_OVERHEAD * spc_seq_page_cost);
 	total = startup;
 
@@ -97,7 +126,7 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		double		returned = Max(rows * costs.indexSelectivity, 1.0);
 
 		/* recheck the operator, then a pairing-heap push and pop per row */
-		total += returned * cpu_operator_cost * (1.0 + 2.0 * log2(Max(returned, 2.0)));
+		total += returned * (row_cost + cpu_operator_cost * 2.0 * log2(Max(returned, 2.0)));
 	}
 
 	*indexStartupCost = startup;

@@ -16,9 +16,11 @@
  *                                          + fetch share)
  *             + rows returned * cpu_index_tuple_cost
  *
- * distance_cost = cpu_operator_cost * vs_search_distance_cost(index) (search.h): less when the GPU
- * worker serves, which finds the candidates; exact_cost = cpu_operator_cost, since the re-rank (and
- * the pending rows of an index without a quantizer) is always computed in the backend.
+ * distance_cost = vs_distance_cost(dim) * vs_search_distance_cost(index) (vector_cost.c,
+ * search.h): less when the GPU worker serves, which finds the candidates; exact_cost =
+ * vs_distance_cost(dim) plus, without store_vectors, the TOAST fetch of a heap vector stored out of
+ * line (vs_detoast_cost), since the re-rank (and the pending rows of an index without a quantizer)
+ * is always computed in the backend.
  */
 #include "postgres.h"
 
@@ -27,11 +29,14 @@
 #include "access/genam.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
 #include "utils/rel.h"
 #include "utils/selfuncs.h"
 #include "utils/spccache.h"
 
 #include "ivfpq.h"
+#include "search.h"
+#include "vector.h"
 
 #define VS_IVFPQ_SEARCH_OVERHEAD	2.0	/* seq page units */
 
@@ -47,9 +52,10 @@ vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	int			nranges = list_length(path->indexclauses);
 	bool		ordered = path->indexorderbys != NIL;
 	/* estimates: where the candidates are searched (the GPU worker, when it serves) */
-	double		distance_cost = cpu_operator_cost * vs_search_distance_cost(index->indexoid);
+	double		search_factor = vs_search_distance_cost(index->indexoid);
+	double		distance_cost;
 	/* exact distances of the re-rank: always in this backend */
-	double		exact_cost = cpu_operator_cost;
+	double		exact_cost;
 	double		spc_seq_page_cost;
 	double		spc_random_page_cost;
 	VsIvfpqMetaPageData meta;
@@ -81,6 +87,11 @@ vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	rel = index_open(index->indexoid, NoLock);	/* the planner holds a lock */
 	vs_ivfpq_read_meta(rel, &meta);
 	index_close(rel, NoLock);
+	distance_cost = vs_distance_cost((int) meta.dim) * search_factor;
+	exact_cost = vs_distance_cost((int) meta.dim) +
+		(meta.store_vectors ? 0.0
+		 : vs_detoast_cost(planner_rt_fetch(index->rel->relid, root)->relid, index->indexkeys[0],
+						   (int) meta.dim));
 
 	if (meta.trained && meta.lists > 0)
 	{

@@ -8,6 +8,7 @@
 #ifndef VSEARCH_VECTOR_H
 #define VSEARCH_VECTOR_H
 
+#include "access/attnum.h"
 #include "fmgr.h"
 
 #define VECTOR_MAX_DIM 16000
@@ -41,5 +42,11 @@ extern void vector_check_element(float value);
 
 /* ERROR unless both operands have the same number of dimensions. */
 extern void vector_check_same_dim(int dim_a, int dim_b);
+
+/* Planner cost of one distance between vectors of dim dimensions (0: unknown) computed in a
+ * backend, and of fetching a dim-dimensional vector of column attnum of relid when it is likely
+ * stored out of line (0 otherwise): vector_cost.c. */
+extern double vs_distance_cost(int dim);
+extern double vs_detoast_cost(Oid relid, AttrNumber attnum, int dim);
 
 #endif							/* VSEARCH_VECTOR_H */
