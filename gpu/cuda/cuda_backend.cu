@@ -956,8 +956,8 @@ private:
         while (per > 1 && smem_for(per) > smem_optin_)
             per--;
         const size_t smem = smem_for(per);
-        const size_t ntiles = (c.size() + (stream ? stream_tile_rows() : 128) - 1) /
-                              (stream ? stream_tile_rows() : 128);
+        const size_t tile_rows = stream ? stream_tile_rows(per) : 128;
+        const size_t ntiles = (c.size() + tile_rows - 1) / tile_rows;
         int bps = std::max(1, stream ? stream_blocks_per_sm(per, scan_op(m), smem)
                                      : scan_blocks_per_sm(tier, smem));
         const int grid = static_cast<int>(

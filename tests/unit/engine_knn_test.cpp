@@ -33,6 +33,9 @@ std::vector<Case> knn_cases()
         {"n203_d8_b10000", 203, 8, 10000, {10}, 0.1, false, 20},
         {"n999_d16_dups", 999, 16, 64, {10, 100}, 0.5, true, 21},
         {"n5000_d24_b1", 5000, 24, 1, {1, 10, 100}, 0.02, false, 22},
+        // 17-32 queries: CUDA's rows kernel with two rows per lane (a 512-row tile), n not a
+        // multiple of it
+        {"n1531_d64_b29", 1531, 64, 29, {1, 10, 100}, 0.05, false, 24},
         // Groups of hundreds of identical rows: candidate sets cannot be certified, so the
         // exhaustive exact fallback runs.
         {"n2000_d8_heavy_dups", 2000, 8, 64, {10, 100}, 0.97, false, 23},

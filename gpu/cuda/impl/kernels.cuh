@@ -170,7 +170,7 @@ int scan_blocks_per_sm(int tier, size_t smem); // occupancy
 bool stream_ok(int d, int nb);
 size_t stream_smem_bytes(int nb, int d, int kp, int bcap);
 int stream_blocks_per_sm(int nb, int op, size_t smem);
-int stream_tile_rows();
+int stream_tile_rows(int nb);
 void launch_stream(const ScanArgs &a, cudaStream_t s);
 
 // ---- range -------------------------------------------------------------------------------

@@ -252,8 +252,15 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
 // 16-byte reads (one per 4 multiply-adds).  No cross-lane reduction at all.  L2 is formed as
 // ||x||^2 + ||y||^2 - 2 x.y (one FMA per element), IP and cosine from the dot, L1 directly.  The
 // tile's values go to shared memory and through the per-query selectors (select_tile).
+//
+// From 16 queries on, each lane streams two rows (a 512-row tile) and applies every query float4
+// it reads from shared memory to both: a 128-bit shared load serves a quarter warp per cycle, so
+// with one row per lane 16 queries were bound by shared-memory bandwidth (16 loads per 16 bytes
+// of data), not by DRAM.
 
 constexpr int kRowsTR = 256;
+
+__host__ __device__ constexpr int rows_per_lane(int qb) { return qb >= 16 ? 2 : 1; }
 
 template <int OP> __device__ __forceinline__ float op4(float acc, float4 a, float4 b)
 {
@@ -265,12 +272,13 @@ template <int OP> __device__ __forceinline__ float op4(float acc, float4 a, floa
 
 template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_kernel(ScanArgs a)
 {
+    constexpr int R = rows_per_lane(QB), TR = kRowsTR * R, U = 8 / R; // U float4 per row in flight
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int d = a.rows.d, d4 = d >> 2;
     float4 *Qs = reinterpret_cast<float4 *>(smem_raw); // QB x d4
     float *Dt = reinterpret_cast<float *>(Qs + QB * d4);
     const int words = warp_topk_words(a.kp, a.bcap);
-    uint64_t *sel = reinterpret_cast<uint64_t *>(Dt + QB * kRowsTR);
+    uint64_t *sel = reinterpret_cast<uint64_t *>(Dt + QB * TR);
     WarpTopKState *st = reinterpret_cast<WarpTopKState *>(sel + static_cast<size_t>(a.nb) * words);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const uint32_t n = a.rows.n;
@@ -284,52 +292,68 @@ template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_kerne
     select_init(sel, st, words, a.nb, a.kp, a.bcap, warp, lane);
     __syncthreads();
 
-    const uint32_t ntiles = (n + kRowsTR - 1) / kRowsTR;
+    const uint32_t ntiles = (n + TR - 1) / TR;
     for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
     {
-        const uint32_t row0 = tile * kRowsTR;
+        const uint32_t row0 = tile * TR;
         const int rl = warp * 32 + lane;
-        const uint32_t row = row0 + rl;
-        const bool on = row < n;
-        const float4 *rp = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on ? row : 0) * d);
-        float acc[QB];
+        uint32_t row[R];
+        bool on[R];
+        const float4 *rp[R];
+        float acc[R][QB];
 #pragma unroll
-        for (int q = 0; q < QB; q++)
-            acc[q] = 0.0f;
-        for (int c0 = 0; c0 < d4; c0 += 8)
+        for (int h = 0; h < R; h++)
         {
-            float4 v[8];
+            row[h] = row0 + h * kRowsTR + rl;
+            on[h] = row[h] < n;
+            rp[h] = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on[h] ? row[h] : 0) * d);
 #pragma unroll
-            for (int u = 0; u < 8; u++)
-                v[u] = (on && c0 + u < d4) ? __ldg(rp + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int q = 0; q < QB; q++)
+                acc[h][q] = 0.0f;
+        }
+        for (int c0 = 0; c0 < d4; c0 += U)
+        {
+            float4 v[R][U];
 #pragma unroll
-            for (int u = 0; u < 8; u++)
+            for (int h = 0; h < R; h++)
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    v[h][u] = (on[h] && c0 + u < d4) ? __ldg(rp[h] + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int u = 0; u < U; u++)
             {
                 if (c0 + u >= d4)
                     break;
 #pragma unroll
                 for (int q = 0; q < QB; q++)
-                    acc[q] = op4<OP>(acc[q], v[u], Qs[q * d4 + c0 + u]);
+                {
+                    const float4 qv = Qs[q * d4 + c0 + u];
+#pragma unroll
+                    for (int h = 0; h < R; h++)
+                        acc[h][q] = op4<OP>(acc[h][q], v[h][u], qv);
+                }
             }
         }
 #pragma unroll
-        for (int q = 0; q < QB; q++)
-        {
-            float s = acc[q];
-            const bool ok = on && q < a.nb;
-            if (OP == OP_DOT)
+        for (int h = 0; h < R; h++)
+#pragma unroll
+            for (int q = 0; q < QB; q++)
             {
-                if (a.metric == VS_METRIC_COSINE)
-                    s = ok ? 1.0f - s * a.qinv[q] * a.rows.inv[row] : 0.0f;
-                else if (a.metric == VS_METRIC_IP)
-                    s = -s;
-                else // L2 in dot form, as MODE_L2_GEMM
-                    s = ok ? (a.qsq[q] + a.rows.sq[row]) - 2.0f * s : 0.0f;
+                float s = acc[h][q];
+                const bool ok = on[h] && q < a.nb;
+                if (OP == OP_DOT)
+                {
+                    if (a.metric == VS_METRIC_COSINE)
+                        s = ok ? 1.0f - s * a.qinv[q] * a.rows.inv[row[h]] : 0.0f;
+                    else if (a.metric == VS_METRIC_IP)
+                        s = -s;
+                    else // L2 in dot form, as MODE_L2_GEMM
+                        s = ok ? (a.qsq[q] + a.rows.sq[row[h]]) - 2.0f * s : 0.0f;
+                }
+                Dt[q * TR + h * kRowsTR + rl] = s;
             }
-            Dt[q * kRowsTR + rl] = s;
-        }
         __syncthreads();
-        select_tile<kRowsTR>(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
+        select_tile<TR>(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
         __syncthreads();
     }
     select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
@@ -429,7 +453,8 @@ bool stream_ok(int d, int nb) { return d % 4 == 0 && d <= 1024 && nb <= 32; }
 size_t stream_smem_bytes(int nb, int d, int kp, int bcap)
 {
     size_t qb = static_cast<size_t>(rows_qb(nb));
-    return qb * static_cast<size_t>(d) * sizeof(float) + qb * kRowsTR * sizeof(float) +
+    return qb * static_cast<size_t>(d) * sizeof(float) +
+           qb * kRowsTR * rows_per_lane(static_cast<int>(qb)) * sizeof(float) +
            static_cast<size_t>(nb) * (warp_topk_words(kp, bcap) * 8 + sizeof(WarpTopKState));
 }
 
@@ -444,7 +469,7 @@ int stream_blocks_per_sm(int nb, int op, size_t smem)
     return blocks;
 }
 
-int stream_tile_rows() { return kRowsTR; }
+int stream_tile_rows(int nb) { return kRowsTR * rows_per_lane(rows_qb(nb)); }
 
 void launch_stream(const ScanArgs &a, cudaStream_t s)
 {
