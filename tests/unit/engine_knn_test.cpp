@@ -36,6 +36,10 @@ std::vector<Case> knn_cases()
         // 17-32 queries: CUDA's rows kernel with two rows per lane (a 512-row tile), n not a
         // multiple of it
         {"n1531_d64_b29", 1531, 64, 29, {1, 10, 100}, 0.05, false, 24},
+        // 5-16 queries: CUDA's rows kernel with two rows per lane, d = 36 ending inside a group
+        // of loads
+        {"n2001_d128_b12", 2001, 128, 12, {1, 10, 100}, 0.05, false, 25},
+        {"n777_d36_b5", 777, 36, 5, {1, 10}, 0.1, false, 26},
         // Groups of hundreds of identical rows: candidate sets cannot be certified, so the
         // exhaustive exact fallback runs.
         {"n2000_d8_heavy_dups", 2000, 8, 64, {10, 100}, 0.97, false, 23},
