@@ -83,6 +83,18 @@ void check(vs_status st, vs_context *ctx, const char *what)
     }
 }
 
+// n rows of x uploaded as a dataset with ids 0 .. n - 1.
+vs_dataset *resident_dataset(vs_context *ctx, const float *x, size_t n, size_t d)
+{
+    std::vector<int64_t> ids(n);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = static_cast<int64_t>(i);
+    vs_dataset *ds = nullptr;
+    check(vs_dataset_create(ctx, d, VS_DTYPE_F32, &ds), ctx, "dataset_create");
+    check(vs_dataset_add(ctx, ds, x, ids.data(), n), ctx, "dataset_add");
+    return ds;
+}
+
 // Gaussian N(0,1) data from a seeded generator (the same file feeds PyTorch).
 std::vector<float> gaussian(size_t count, uint64_t seed)
 {
@@ -230,14 +242,7 @@ std::vector<Row> ivfpq_sweep(vs_context *ctx, const std::vector<float> &x, const
 {
     const size_t n = x.size() / d, nq = q.size() / d, k = 10;
     // The base set stays resident: exact ground truth now, exact re-ranks in the sweep.
-    vs_dataset *ds = nullptr;
-    {
-        std::vector<int64_t> all(n);
-        for (size_t i = 0; i < n; i++)
-            all[i] = static_cast<int64_t>(i);
-        check(vs_dataset_create(ctx, d, VS_DTYPE_F32, &ds), ctx, "dataset_create");
-        check(vs_dataset_add(ctx, ds, x.data(), all.data(), n), ctx, "dataset_add");
-    }
+    vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
     std::vector<int64_t> truth(nq * k);
     std::vector<float> truth_d(nq * k);
     double t0 = now();
@@ -336,12 +341,7 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
     const size_t k = 10, kc = 40;
     std::vector<int64_t> truth(nq * k);
     {
-        vs_dataset *ds = nullptr;
-        std::vector<int64_t> all(n);
-        for (size_t i = 0; i < n; i++)
-            all[i] = static_cast<int64_t>(i);
-        check(vs_dataset_create(ctx, d, VS_DTYPE_F32, &ds), ctx, "dataset_create");
-        check(vs_dataset_add(ctx, ds, x.data(), all.data(), n), ctx, "dataset_add");
+        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
         std::vector<float> td(nq * k);
         check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, nullptr, truth.data(), td.data(), nullptr),
               ctx, "knn");
