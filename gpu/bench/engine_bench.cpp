@@ -6,7 +6,10 @@
 //                        [--data DIR] [--quick] [--skip-kmeans-cpu] [--out results.json]
 //                        [--mode exact|ivfpq] [--nlist 1024] [--m 32] [--nbits 8]
 //                        [--clustered | --gaussian] [--fvecs DIR]
-//                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200]
+//                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
+//
+// --ks LIST: exact kNN only (L2, the whole query batch) at each k of the list, median of 5 runs
+// (k-selection costs side by side, e.g. with VSEARCH_CUDA_PROFILE=1 for the split by phase).
 //
 // --fvecs DIR: exact kNN only, on DIR/base.fvecs and DIR/query.fvecs (the harness's cached
 // datasets, bench/datasets.py), k = 10 and k = 26 (what vsearch_knn_batch asked the engine for
@@ -474,7 +477,7 @@ int main(int argc, char **argv)
     IvfpqShape shape{1024, 32, 8};
     bool quick = false, kmeans_cpu = true;
     IvfpqData ivfpq_data = IvfpqData::Legacy;
-    std::vector<size_t> probes{1, 2, 4, 8, 16, 32, 64}, reranks{0, 50, 100, 200};
+    std::vector<size_t> probes{1, 2, 4, 8, 16, 32, 64}, reranks{0, 50, 100, 200}, ks;
     for (int i = 1; i < argc; i++)
     {
         std::string a = argv[i];
@@ -513,6 +516,8 @@ int main(int argc, char **argv)
             probes = parse_list(next());
         else if (a == "--rerank")
             reranks = parse_list(next());
+        else if (a == "--ks")
+            ks = parse_list(next());
         else
         {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -602,6 +607,21 @@ int main(int argc, char **argv)
             double t = timeit(1, runs, [&] { knn(nq, k, VS_METRIC_L2, oid, od); });
             rows.push_back({"knn nq=" + std::to_string(nq) + " k=" + std::to_string(k) + " L2", t,
                             nq / t, fvecs});
+        }
+        report(rows, out_json, info.device_name, n, d, nq);
+        vs_dataset_destroy(ctx, ds);
+        vs_context_destroy(ctx);
+        return 0;
+    }
+    if (!ks.empty())
+    {
+        for (size_t k : ks)
+        {
+            double t = timeit(1, 5, [&] { knn(nq, k, VS_METRIC_L2, oid, od); });
+            rows.push_back({"knn nq=" + std::to_string(nq) + " k=" + std::to_string(k) + " L2", t,
+                            nq / t, ""});
+            std::printf("k=%zu: %.3f ms\n", k, t * 1e3);
+            std::fflush(stdout);
         }
         report(rows, out_json, info.device_name, n, d, nq);
         vs_dataset_destroy(ctx, ds);

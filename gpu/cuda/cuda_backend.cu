@@ -1,11 +1,13 @@
 // The CUDA backend: device context (device, streams, cuBLAS handles, budgeted memory pool),
 // resident datasets, and the search pipelines.  kNN picks, per call:
 //   * GEMM path (large batches, L2/IP/cosine): cuBLAS GEMM (TF32 tensor cores by default) of a
-//     query tile against the dataset into a tile buffer, a fused selection pass keeping K' =
-//     k + margin candidates per query (WarpTopK, one warp per row segment, thresholds carried
-//     across segments), the exact re-rank of the candidates (double, engine/exact.h), a CUB
-//     segmented sort, and certification against the GEMM error bound; two streams alternate
-//     query tiles.  The full distance matrix never exists: only one tile per stream.
+//     query tile against the dataset into a tile buffer, a selection of K' = k + margin
+//     candidates per query (tiles of whole rows: a threshold from a sample of the row, a filter
+//     pass and a sort of the survivors; column tiles: WarpTopK, one warp per row segment,
+//     thresholds carried across segments), the exact re-rank of the candidates (double,
+//     engine/exact.h) with a sort in shared memory, and certification against the GEMM error
+//     bound; two streams alternate query tiles.  The full distance matrix never exists: only
+//     one tile per stream.
 //   * direct path (1..64 queries, L1, and the queries GEMM could not certify): the fused scan
 //     kernel reads the dataset once per batch of queries with fp32 direct distances and fused
 //     selection, then the same re-rank / certification with the tight direct bound.
@@ -771,13 +773,16 @@ private:
                 stats_gemm_failed_ += failed.size();
                 // TF32 leaves uncertified the queries with near ties at their k-th place (40% of
                 // a clustered 1M x 128 batch); an fp32 GEMM pass, whose bound is ~250x tighter,
-                // certifies them at GEMM speed where the direct path would scan per query.
+                // certifies them at GEMM speed where the direct path would scan per query.  It
+                // uses the warp selectors, which also answer the queries whose sampled filter
+                // threshold missed (filter_select.cu).
                 if (cfg_.gemm_precision == VS_GEMM_TF32 &&
                     failed.size() > static_cast<size_t>(small_batch_) &&
                     kp_d <= static_cast<size_t>(kWarpSelectMax))
                 {
                     failed = with_fp32_gemm([&] {
-                        return gemm_path(c, queries, failed, k, kp_d, m, out_ids, out_d, out_counts);
+                        return gemm_path(c, queries, failed, k, kp_d, m, out_ids, out_d, out_counts,
+                                         false);
                     });
                     stats_fp32_failed_ += failed.size();
                 }
@@ -805,7 +810,7 @@ private:
 
     std::vector<int> gemm_path(const CudaDataset &c, const float *hq, const std::vector<int> &which,
                                size_t k, size_t kp, vs_metric m, int64_t *out_ids, float *out_d,
-                               int64_t *out_counts)
+                               int64_t *out_counts, bool filter = true)
     {
         const size_t n = c.size(), nb = which.size();
         Profile prof;
@@ -837,11 +842,16 @@ private:
         size_t L1 = round_up(std::max<size_t>(8 * kp, tn / 32), 128);
         bool split = tn >= 4 * L1;
         size_t P1 = std::max<size_t>(1, std::min(P, L1 / std::max<size_t>(1024, 4 * kp)));
+        // Whole rows: sampled threshold, filter, sort (filter_select.cu); else warp selectors.
+        const FilterPlan fp = filter && tn == n
+                                  ? plan_filter(static_cast<int>(kp), static_cast<uint32_t>(tn))
+                                  : FilterPlan{};
 
         struct Slot
         {
             DeviceArray<float> tile;
-            DeviceArray<uint64_t> state, partial;
+            DeviceArray<uint64_t> state, partial, thr, cand;
+            DeviceArray<uint32_t> count;
             TileOut out;
             size_t q0 = 0, qn = 0;
             bool busy = false;
@@ -851,7 +861,14 @@ private:
             Slot &s = slots[i];
             s.tile = DeviceArray<float>(*pool_, tq * ld, main_);
             s.state = DeviceArray<uint64_t>(*pool_, tq * kp, main_);
-            s.partial = DeviceArray<uint64_t>(*pool_, tq * std::max(P, P1) * kp, main_);
+            if (fp.on)
+            {
+                s.thr = DeviceArray<uint64_t>(*pool_, tq, main_);
+                s.count = DeviceArray<uint32_t>(*pool_, tq, main_);
+                s.cand = DeviceArray<uint64_t>(*pool_, tq * fp.cap, main_);
+            }
+            else
+                s.partial = DeviceArray<uint64_t>(*pool_, tq * std::max(P, P1) * kp, main_);
             make_out(s.out, tq, k, &pinned_[i]);
         }
         VS_CUDA_CHECK(cudaStreamSynchronize(main_));
@@ -902,7 +919,30 @@ private:
                                        a.kp, bcap, st);
                     prof.mark("merge", st);
                 };
-                if (c0 == 0 && split && cn >= 4 * L1)
+                if (fp.on)
+                {
+                    FilterArgs f{};
+                    f.tile = a.tile;
+                    f.ld = a.ld;
+                    f.tq = a.tq;
+                    f.tn = static_cast<uint32_t>(cn);
+                    f.mode = mode;
+                    f.xsq = a.xsq;
+                    f.xinv = a.xinv;
+                    f.ysq = a.ysq;
+                    f.yinv = a.yinv;
+                    f.chunks = fp.chunks;
+                    f.rank = fp.rank;
+                    f.cap = fp.cap;
+                    f.kp = a.kp;
+                    f.thr = s.thr.get();
+                    f.count = s.count.get();
+                    f.cand = s.cand.get();
+                    f.state = s.state.get();
+                    launch_filter_select(f, st);
+                    prof.mark("filter", st);
+                }
+                else if (c0 == 0 && split && cn >= 4 * L1)
                 {
                     pass(0, L1, P1, false);
                     pass(L1, cn, P, true);

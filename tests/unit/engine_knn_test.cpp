@@ -40,6 +40,9 @@ std::vector<Case> knn_cases()
         // of loads
         {"n2001_d128_b12", 2001, 128, 12, {1, 10, 100}, 0.05, false, 25},
         {"n777_d36_b5", 777, 36, 5, {1, 10}, 0.1, false, 26},
+        // More than 32 queries and K' >= 256 over whole rows: CUDA's filter selection (sampled
+        // threshold, filter pass, sort of the survivors)
+        {"n20011_d32_b40_filter", 20011, 32, 40, {300, 1024}, 0.05, false, 27},
         // Groups of hundreds of identical rows: candidate sets cannot be certified, so the
         // exhaustive exact fallback runs.
         {"n2000_d8_heavy_dups", 2000, 8, 64, {10, 100}, 0.97, false, 23},
@@ -272,6 +275,69 @@ TEST(EngineCrossBackend, CpuAndCudaAgree)
 } // namespace
 
 namespace {
+
+// CUDA's filter selection (K' >= 256 over whole rows, more than 32 queries) takes its threshold
+// from runs of 32 rows spaced n / chunks apart: for n = 32768, 128 runs at rows 256 j .. 256 j + 31.
+// Those rows are made far from every query (too many rows then fall below the threshold) or close
+// to every query (too few): the sample is unlike its row and the query must go to the fallback.
+// Results must be exact either way (the CPU backend answers the same data as a reference check).
+TEST(EngineKnnFilter, UnrepresentativeSampleFallsBack)
+{
+    const size_t n = 32768, d = 16, nq = 40;
+    for (const char *backend : {"cpu", "cuda"})
+    {
+        std::string why;
+        vt::ContextPtr ctx = vt::make_context(backend, &why);
+        if (!ctx)
+            continue;
+        for (bool sample_far : {true, false})
+        {
+            std::mt19937_64 rng(sample_far ? 71 : 72);
+            std::normal_distribution<float> g(0.0f, 1.0f);
+            vt::Data D;
+            D.n = n;
+            D.d = d;
+            D.x.resize(n * d);
+            D.group.resize(n);
+            D.ids.resize(n);
+            for (size_t i = 0; i < n; i++)
+            {
+                const bool sampled = i % 256 < 32;
+                const bool far = sampled == sample_far;
+                for (size_t j = 0; j < d; j++)
+                    D.x[i * d + j] = far ? 3.0f + g(rng) : 0.05f * g(rng);
+                D.group[i] = static_cast<int>(i);
+                D.ids[i] = 3 * static_cast<int64_t>(i) - 7; // ascending: device row i = row i
+            }
+            std::vector<float> q(nq * d);
+            for (auto &v : q)
+                v = 0.01f * g(rng);
+            vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+            for (vs_metric m : kMetrics)
+            {
+                std::vector<std::vector<vt::RefHit>> ref(nq);
+                for (size_t i = 0; i < nq; i++)
+                    ref[i] = vt::ref_sorted(D, &q[i * d], m);
+                for (size_t k : {size_t{300}, size_t{1024}})
+                {
+                    std::vector<int64_t> ids(nq * k, vt::kPoisonId), counts(nq, -7);
+                    std::vector<float> dists(nq * k, vt::poison_float());
+                    ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), nq, k, m, nullptr, ids.data(),
+                                     dists.data(), counts.data()),
+                              VS_OK)
+                        << vs_last_error(ctx.get());
+                    for (size_t i = 0; i < nq; i++)
+                    {
+                        auto r = vt::check_knn(D, ref[i], k, &ids[i * k], &dists[i * k], counts[i]);
+                        ASSERT_TRUE(r) << backend << (sample_far ? " far" : " close") << " sample "
+                                       << vt::metric_name(m) << " k=" << k << " query " << i
+                                       << ": " << r.message();
+                    }
+                }
+            }
+        }
+    }
+}
 
 // Forces the CUDA backend's tiny tiles (several dataset tiles per query tile for kNN, several
 // column chunks for range) and a zero small-batch threshold (GEMM path for 2 queries).

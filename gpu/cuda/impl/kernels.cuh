@@ -80,6 +80,34 @@ struct TileSelectArgs
 };
 void launch_tile_select(const TileSelectArgs &a, cudaStream_t s);
 
+// Selection over tiles of whole rows (filter_select.cu): a sampled threshold, a filter pass and a
+// sort of the survivors in place of the warp selectors.
+struct FilterPlan
+{
+    bool on;    // false: use the warp selectors
+    int chunks; // sample: runs of 32 columns spread over the row
+    int rank;   // the threshold is the rank-th smallest sample key
+    int cap;    // candidate buffer per query (a power of two)
+};
+FilterPlan plan_filter(int kp, uint32_t tn);
+
+struct FilterArgs
+{
+    const float *tile; // tq rows of ld floats, columns 0 .. tn = dataset rows 0 .. tn
+    int64_t ld;
+    int tq;
+    uint32_t tn;
+    int mode;
+    const float *xsq, *xinv; // per query of the tile
+    const float *ysq, *yinv; // per dataset row (padded to a multiple of 4)
+    int chunks, rank, cap, kp;
+    uint64_t *thr;    // tq scratch
+    uint32_t *count;  // tq scratch
+    uint64_t *cand;   // tq x cap scratch
+    uint64_t *state;  // tq x kp: the K' smallest keys, sorted (all kNoKey: not found, fall back)
+};
+void launch_filter_select(const FilterArgs &a, cudaStream_t s);
+
 // state[q] (kp sorted keys, or empty if !state_valid) merged with P sorted lists per query.
 void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,
                         int kp, int bcap, cudaStream_t s);
