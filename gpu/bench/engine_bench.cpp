@@ -9,7 +9,8 @@
 //                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
 //
 // --ks LIST: exact kNN only (L2, the whole query batch) at each k of the list, median of 5 runs
-// (k-selection costs side by side, e.g. with VSEARCH_CUDA_PROFILE=1 for the split by phase).
+// (51 for --nq <= 64): k-selection costs side by side, e.g. with VSEARCH_CUDA_PROFILE=1 for the
+// split by phase.
 //
 // --fvecs DIR: exact kNN only, on DIR/base.fvecs and DIR/query.fvecs (the harness's cached
 // datasets, bench/datasets.py), k = 10 and k = 26 (what vsearch_knn_batch asked the engine for
@@ -617,7 +618,8 @@ int main(int argc, char **argv)
     {
         for (size_t k : ks)
         {
-            double t = timeit(1, 5, [&] { knn(nq, k, VS_METRIC_L2, oid, od); });
+            const bool small = nq <= 64; // latency: more runs
+            double t = timeit(small ? 5 : 1, small ? 51 : 5, [&] { knn(nq, k, VS_METRIC_L2, oid, od); });
             rows.push_back({"knn nq=" + std::to_string(nq) + " k=" + std::to_string(k) + " L2", t,
                             nq / t, ""});
             std::printf("k=%zu: %.3f ms\n", k, t * 1e3);

@@ -40,7 +40,9 @@ std::vector<Case> knn_cases()
         // of loads
         {"n2001_d128_b12", 2001, 128, 12, {1, 10, 100}, 0.05, false, 25},
         {"n777_d36_b5", 777, 36, 5, {1, 10}, 0.1, false, 26},
-        // More than 32 queries and K' >= 256 over whole rows: CUDA's filter selection (sampled
+        // At most 32 queries, n >= 4096: CUDA's rows kernel with a sampled threshold
+        {"n9001_d64_b12_filter", 9001, 64, 12, {1, 10, 100}, 0.05, false, 28},
+        // More than 32 queries over whole rows: CUDA's filter selection (sampled
         // threshold, filter pass, sort of the survivors)
         {"n20011_d32_b40_filter", 20011, 32, 40, {300, 1024}, 0.05, false, 27},
         // Groups of hundreds of identical rows: candidate sets cannot be certified, so the
@@ -276,8 +278,9 @@ TEST(EngineCrossBackend, CpuAndCudaAgree)
 
 namespace {
 
-// CUDA's filter selection (K' >= 256 over whole rows, more than 32 queries) takes its threshold
-// from runs of 32 rows spaced n / chunks apart: for n = 32768, 128 runs at rows 256 j .. 256 j + 31.
+// CUDA's filter selections (GEMM tiles of whole rows for more than 32 queries, the rows kernel for
+// up to 32) take their thresholds from runs of 32 rows spaced n / chunks apart: for n = 32768, 128
+// runs at rows 256 j .. 256 j + 31.
 // Those rows are made far from every query (too many rows then fall below the threshold) or close
 // to every query (too few): the sample is unlike its row and the query must go to the fallback.
 // Results must be exact either way (the CPU backend answers the same data as a reference check).
@@ -318,22 +321,25 @@ TEST(EngineKnnFilter, UnrepresentativeSampleFallsBack)
                 std::vector<std::vector<vt::RefHit>> ref(nq);
                 for (size_t i = 0; i < nq; i++)
                     ref[i] = vt::ref_sorted(D, &q[i * d], m);
-                for (size_t k : {size_t{300}, size_t{1024}})
-                {
-                    std::vector<int64_t> ids(nq * k, vt::kPoisonId), counts(nq, -7);
-                    std::vector<float> dists(nq * k, vt::poison_float());
-                    ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), nq, k, m, nullptr, ids.data(),
-                                     dists.data(), counts.data()),
-                              VS_OK)
-                        << vs_last_error(ctx.get());
-                    for (size_t i = 0; i < nq; i++)
+                for (size_t k : {size_t{10}, size_t{300}, size_t{1024}})
+                    for (size_t nb : {nq, size_t{12}})
                     {
-                        auto r = vt::check_knn(D, ref[i], k, &ids[i * k], &dists[i * k], counts[i]);
-                        ASSERT_TRUE(r) << backend << (sample_far ? " far" : " close") << " sample "
-                                       << vt::metric_name(m) << " k=" << k << " query " << i
-                                       << ": " << r.message();
+                        std::vector<int64_t> ids(nb * k, vt::kPoisonId), counts(nb, -7);
+                        std::vector<float> dists(nb * k, vt::poison_float());
+                        ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), nb, k, m, nullptr,
+                                         ids.data(), dists.data(), counts.data()),
+                                  VS_OK)
+                            << vs_last_error(ctx.get());
+                        for (size_t i = 0; i < nb; i++)
+                        {
+                            auto r = vt::check_knn(D, ref[i], k, &ids[i * k], &dists[i * k],
+                                                   counts[i]);
+                            ASSERT_TRUE(r) << backend << (sample_far ? " far" : " close")
+                                           << " sample " << vt::metric_name(m) << " k=" << k
+                                           << " nb=" << nb << " query " << i << ": "
+                                           << r.message();
+                        }
                     }
-                }
             }
         }
     }

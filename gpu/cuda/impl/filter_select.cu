@@ -69,6 +69,24 @@ __global__ void sample_kernel(FilterArgs a)
         a.thr[q] = t.top[a.rank - 1];
 }
 
+__global__ void threshold_kernel(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr)
+{
+    extern __shared__ uint64_t smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int q = blockIdx.x * kSampleWarps + warp;
+    if (q >= nq)
+        return;
+    const int bcap = warp_topk_bcap(rank);
+    WarpTopK t;
+    t.init(smem + static_cast<size_t>(warp) * warp_topk_words(rank, bcap), rank, bcap, kNoKey, lane);
+    const uint64_t *in = keys + static_cast<size_t>(q) * S;
+    for (int i = 0; i < S; i += 32)
+        t.add(i + lane < S ? in[i + lane] : kNoKey, lane);
+    t.flush(lane);
+    if (lane == 0)
+        thr[q] = t.top[rank - 1];
+}
+
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(FilterArgs a, int P)
 {
     const int lane = threadIdx.x & 31;
@@ -141,22 +159,23 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(FilterArgs a, in
     }
 }
 
-__global__ void __launch_bounds__(kSortThreads) sort_kernel(FilterArgs a)
+__global__ void __launch_bounds__(kSortThreads)
+    sort_kernel(const uint32_t *count, const uint64_t *cand, int cap, int kp, uint64_t *state_all)
 {
     extern __shared__ uint64_t keys[];
     const int q = blockIdx.x;
-    const uint32_t cnt = a.count[q];
-    uint64_t *state = a.state + static_cast<size_t>(q) * a.kp;
-    if (cnt < static_cast<uint32_t>(a.kp) || cnt > static_cast<uint32_t>(a.cap))
+    const uint32_t cnt = count[q];
+    uint64_t *state = state_all + static_cast<size_t>(q) * kp;
+    if (cnt < static_cast<uint32_t>(kp) || cnt > static_cast<uint32_t>(cap))
     {
-        for (int i = threadIdx.x; i < a.kp; i += kSortThreads)
+        for (int i = threadIdx.x; i < kp; i += kSortThreads)
             state[i] = kNoKey;
         return;
     }
     int S = 64;
     while (S < static_cast<int>(cnt))
         S <<= 1;
-    const uint64_t *in = a.cand + static_cast<size_t>(q) * a.cap;
+    const uint64_t *in = cand + static_cast<size_t>(q) * cap;
     for (int i = threadIdx.x; i < S; i += kSortThreads)
         keys[i] = i < static_cast<int>(cnt) ? in[i] : kNoKey;
     __syncthreads();
@@ -176,7 +195,7 @@ __global__ void __launch_bounds__(kSortThreads) sort_kernel(FilterArgs a)
             }
             __syncthreads();
         }
-    for (int i = threadIdx.x; i < a.kp; i += kSortThreads)
+    for (int i = threadIdx.x; i < kp; i += kSortThreads)
         state[i] = keys[i];
 }
 
@@ -189,10 +208,10 @@ void set_smem(const void *kernel, size_t bytes)
 
 } // namespace
 
-FilterPlan plan_filter(int kp, uint32_t tn)
+FilterPlan plan_filter(int kp, uint32_t tn, int max_chunks)
 {
     FilterPlan p{};
-    const int chunks = static_cast<int>(std::min<uint32_t>(1024, tn / 256));
+    const int chunks = static_cast<int>(std::min<uint32_t>(max_chunks, tn / 256));
     if (chunks < 16)
         return p;
     // The sample's count below the row's K'-th key is ~binomial with mean mu: four standard
@@ -228,9 +247,29 @@ void launch_filter_select(const FilterArgs &a, cudaStream_t s)
     filter_kernel<<<static_cast<int>((warps * 32 + kFilterThreads - 1) / kFilterThreads),
                     kFilterThreads, 0, s>>>(a, P);
     VS_LAUNCH_CHECK();
-    const size_t sort_smem = static_cast<size_t>(a.cap) * 8;
-    set_smem(reinterpret_cast<const void *>(sort_kernel), sort_smem);
-    sort_kernel<<<a.tq, kSortThreads, sort_smem, s>>>(a);
+    launch_sort_candidates(a.count, a.cand, a.cap, a.kp, a.tq, a.state, s);
+}
+
+void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr, cudaStream_t s)
+{
+    if (nq == 0)
+        return;
+    const size_t smem =
+        static_cast<size_t>(kSampleWarps) * warp_topk_words(rank, warp_topk_bcap(rank)) * 8;
+    set_smem(reinterpret_cast<const void *>(threshold_kernel), smem);
+    threshold_kernel<<<(nq + kSampleWarps - 1) / kSampleWarps, kSampleWarps * 32, smem, s>>>(
+        keys, nq, S, rank, thr);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap, int kp, int nq,
+                            uint64_t *state, cudaStream_t s)
+{
+    if (nq == 0)
+        return;
+    const size_t smem = static_cast<size_t>(cap) * 8;
+    set_smem(reinterpret_cast<const void *>(sort_kernel), smem);
+    sort_kernel<<<nq, kSortThreads, smem, s>>>(count, cand, cap, kp, state);
     VS_LAUNCH_CHECK();
 }
 

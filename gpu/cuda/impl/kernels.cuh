@@ -89,7 +89,8 @@ struct FilterPlan
     int rank;   // the threshold is the rank-th smallest sample key
     int cap;    // candidate buffer per query (a power of two)
 };
-FilterPlan plan_filter(int kp, uint32_t tn);
+// Sample of at most max_chunks runs of 32 rows (columns) out of tn.
+FilterPlan plan_filter(int kp, uint32_t tn, int max_chunks);
 
 struct FilterArgs
 {
@@ -107,6 +108,12 @@ struct FilterArgs
     uint64_t *state;  // tq x kp: the K' smallest keys, sorted (all kNoKey: not found, fall back)
 };
 void launch_filter_select(const FilterArgs &a, cudaStream_t s);
+// state[q] = the kp smallest of the count[q] keys at cand + q * cap, sorted, when kp <= count[q]
+// <= cap; else kp x kNoKey (not found).
+void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap, int kp, int nq,
+                            uint64_t *state, cudaStream_t s);
+// thr[q] = the rank-th smallest of keys[q * S .. q * S + S) (rank <= S).
+void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr, cudaStream_t s);
 
 // state[q] (kp sorted keys, or empty if !state_valid) merged with P sorted lists per query.
 void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,
@@ -185,6 +192,11 @@ struct ScanArgs
     bool select;       // true: top-kp per (query, block) into partial; false: write values
     int kp, bcap;
     uint64_t *partial; // nb x grid x kp
+    // filter variant of the rows kernel: thresholds in, candidates out (see launch_stream_filter)
+    uint64_t *thr;       // nb
+    uint32_t *count;     // nb
+    uint64_t *cand;      // nb x cap
+    int cap;
     float *out;        // write mode: out[q * ldo + row]
     int64_t ldo;
     int grid;          // blocks (persistent)
@@ -200,6 +212,13 @@ size_t stream_smem_bytes(int nb, int d, int kp, int bcap);
 int stream_blocks_per_sm(int nb, int op, size_t smem);
 int stream_tile_rows(int nb);
 void launch_stream(const ScanArgs &a, cudaStream_t s);
+// The rows kernel with a sampled threshold instead of selectors: sample keys (p.chunks x 32 rows
+// per query, into sample_keys), thresholds (a.thr), the filter pass (a.count, a.cand, a.cap) and
+// the sort of the survivors into state (nb x kp; kNoKey rows where the threshold missed).
+size_t stream_filter_smem_bytes(int nb, int d);
+int stream_filter_blocks_per_sm(int nb, int op, int d);
+void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, uint64_t *sample_keys,
+                          uint64_t *state, cudaStream_t s);
 
 // ---- range -------------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/select.cuh"
 
+#include <cstdlib>
+
 namespace vs::cuda {
 
 namespace {
@@ -270,6 +272,63 @@ template <int OP> __device__ __forceinline__ float op4(float acc, float4 a, floa
     return op_acc<OP>(acc, a.w, b.w);
 }
 
+// The value a rows kernel gives (query q, row): L2 in dot form (as MODE_L2_GEMM), IP, cosine,
+// or the L1 sum itself.
+template <int OP>
+__device__ __forceinline__ float rows_value(const ScanArgs &a, float acc, int q, uint32_t row)
+{
+    if (OP != OP_DOT)
+        return acc;
+    if (a.metric == VS_METRIC_COSINE)
+        return 1.0f - acc * a.qinv[q] * a.rows.inv[row];
+    if (a.metric == VS_METRIC_IP)
+        return -acc;
+    return (a.qsq[q] + a.rows.sq[row]) - 2.0f * acc;
+}
+
+// acc[h][q] = the operator summed over row row0 + h * kRowsTR + rl (rows past n read row 0).
+template <int OP, int QB, int R, int U>
+__device__ __forceinline__ void rows_accumulate(const ScanArgs &a, const float4 *Qs, uint32_t row0,
+                                                int rl, float (&acc)[R][QB], uint32_t (&row)[R],
+                                                bool (&on)[R])
+{
+    const int d = a.rows.d, d4 = d >> 2;
+    const float4 *rp[R];
+#pragma unroll
+    for (int h = 0; h < R; h++)
+    {
+        row[h] = row0 + h * kRowsTR + rl;
+        on[h] = row[h] < a.rows.n;
+        rp[h] = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on[h] ? row[h] : 0) * d);
+#pragma unroll
+        for (int q = 0; q < QB; q++)
+            acc[h][q] = 0.0f;
+    }
+    for (int c0 = 0; c0 < d4; c0 += U)
+    {
+        float4 v[R][U];
+#pragma unroll
+        for (int h = 0; h < R; h++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                v[h][u] = (on[h] && c0 + u < d4) ? __ldg(rp[h] + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+        {
+            if (c0 + u >= d4)
+                break;
+#pragma unroll
+            for (int q = 0; q < QB; q++)
+            {
+                const float4 qv = Qs[q * d4 + c0 + u];
+#pragma unroll
+                for (int h = 0; h < R; h++)
+                    acc[h][q] = op4<OP>(acc[h][q], v[h][u], qv);
+            }
+        }
+    }
+}
+
 template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_kernel(ScanArgs a)
 {
     constexpr int R = rows_per_lane(QB), TR = kRowsTR * R, U = 8 / R; // U float4 per row in flight
@@ -299,64 +358,217 @@ template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_kerne
         const int rl = warp * 32 + lane;
         uint32_t row[R];
         bool on[R];
-        const float4 *rp[R];
         float acc[R][QB];
-#pragma unroll
-        for (int h = 0; h < R; h++)
-        {
-            row[h] = row0 + h * kRowsTR + rl;
-            on[h] = row[h] < n;
-            rp[h] = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on[h] ? row[h] : 0) * d);
-#pragma unroll
-            for (int q = 0; q < QB; q++)
-                acc[h][q] = 0.0f;
-        }
-        for (int c0 = 0; c0 < d4; c0 += U)
-        {
-            float4 v[R][U];
-#pragma unroll
-            for (int h = 0; h < R; h++)
-#pragma unroll
-                for (int u = 0; u < U; u++)
-                    v[h][u] = (on[h] && c0 + u < d4) ? __ldg(rp[h] + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-            for (int u = 0; u < U; u++)
-            {
-                if (c0 + u >= d4)
-                    break;
-#pragma unroll
-                for (int q = 0; q < QB; q++)
-                {
-                    const float4 qv = Qs[q * d4 + c0 + u];
-#pragma unroll
-                    for (int h = 0; h < R; h++)
-                        acc[h][q] = op4<OP>(acc[h][q], v[h][u], qv);
-                }
-            }
-        }
+        rows_accumulate<OP, QB, R, U>(a, Qs, row0, rl, acc, row, on);
 #pragma unroll
         for (int h = 0; h < R; h++)
 #pragma unroll
             for (int q = 0; q < QB; q++)
             {
-                float s = acc[h][q];
                 const bool ok = on[h] && q < a.nb;
-                if (OP == OP_DOT)
-                {
-                    if (a.metric == VS_METRIC_COSINE)
-                        s = ok ? 1.0f - s * a.qinv[q] * a.rows.inv[row[h]] : 0.0f;
-                    else if (a.metric == VS_METRIC_IP)
-                        s = -s;
-                    else // L2 in dot form, as MODE_L2_GEMM
-                        s = ok ? (a.qsq[q] + a.rows.sq[row[h]]) - 2.0f * s : 0.0f;
-                }
-                Dt[q * TR + h * kRowsTR + rl] = s;
+                Dt[q * TR + h * kRowsTR + rl] = ok ? rows_value<OP>(a, acc[h][q], q, row[h]) : 0.0f;
             }
         __syncthreads();
         select_tile<TR>(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
         __syncthreads();
     }
     select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
+}
+
+// Filter variant: no selectors.  Each lane compares its rows' values with the queries' sampled
+// thresholds (a.thr) in registers and appends the keys below them to the queries' candidate
+// buffers (one atomic per warp and hit); no shared-memory tile, no block barrier per tile.
+template <int OP, int QB, int MINB, int LOADS>
+__global__ void __launch_bounds__(kThreads, MINB) rows_filter_kernel(ScanArgs a)
+{
+    constexpr int R = rows_per_lane(QB), TR = kRowsTR * R, U = LOADS / R;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int d = a.rows.d, d4 = d >> 2;
+    float4 *Qs = reinterpret_cast<float4 *>(smem_raw); // QB x d4
+    uint64_t *Ts = reinterpret_cast<uint64_t *>(Qs + QB * d4);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const unsigned below = (1u << lane) - 1u;
+    for (int i = tid; i < QB * d4; i += kThreads)
+    {
+        int q = i / d4, c = i % d4;
+        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int q = tid; q < QB; q += kThreads)
+        Ts[q] = q < a.nb ? a.thr[q] : 0; // nothing is below 0
+    __syncthreads();
+
+    const uint32_t ntiles = (a.rows.n + TR - 1) / TR;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
+    {
+        const int rl = warp * 32 + lane;
+        uint32_t row[R];
+        bool on[R];
+        float acc[R][QB];
+        rows_accumulate<OP, QB, R, U>(a, Qs, tile * TR, rl, acc, row, on);
+#pragma unroll
+        for (int h = 0; h < R; h++)
+        {
+            unsigned hits = 0;
+#pragma unroll
+            for (int q = 0; q < QB; q++)
+                if (on[h] && q < a.nb)
+                {
+                    acc[h][q] = rows_value<OP>(a, acc[h][q], q, row[h]);
+                    hits |= (make_key(acc[h][q], row[h]) < Ts[q] ? 1u : 0u) << q;
+                }
+            unsigned any = __reduce_or_sync(kFullMask, hits);
+            while (any)
+            {
+                const int q = __ffs(any) - 1;
+                any &= any - 1;
+                const bool pass = (hits >> q) & 1u;
+                const unsigned m = __ballot_sync(kFullMask, pass);
+                uint32_t at = 0;
+                if (lane == 0)
+                    at = atomicAdd(a.count + q, static_cast<uint32_t>(__popc(m)));
+                at = __shfl_sync(kFullMask, at, 0) + __popc(m & below);
+                float v = acc[h][0];
+#pragma unroll
+                for (int i = 1; i < QB; i++)
+                    v = q == i ? acc[h][i] : v;
+                if (pass && at < static_cast<uint32_t>(a.cap))
+                    a.cand[static_cast<size_t>(q) * a.cap + at] = make_key(v, row[h]);
+            }
+        }
+    }
+}
+
+// Group variant: lanes in groups of 8 per row (lane = slot * 8 + g: slot picks one of 4
+// consecutive rows, g the row's 16-byte pieces g, g + 8, ...), so one load instruction reads 4
+// whole 128-byte lines (the lanes-on-rows layout touched 32 lines per load and loaded the L1 data
+// path as much as the queries' shared-memory reads did).  Each lane takes R such rows (4 R rows per
+// warp step) and applies every query float4 it reads from shared memory to all of them; a
+// transposed butterfly over the 8 lanes of a group then leaves each lane QB * R / 8 complete
+// values, compared with the thresholds as in the filter variant (one atomic per hit).
+template <int V> __device__ __forceinline__ void group_reduce(float (&acc)[V], int lane)
+{
+#pragma unroll
+    for (int s = 0; s < 3; s++)
+    {
+        const int m = 4 >> s, half = V >> (s + 1);
+        const bool upper = (lane & m) != 0;
+#pragma unroll
+        for (int i = 0; i < half; i++)
+        {
+            const float keep = upper ? acc[i + half] : acc[i];
+            const float send = upper ? acc[i] : acc[i + half];
+            acc[i] = keep + __shfl_xor_sync(kFullMask, send, m);
+        }
+    }
+}
+
+template <int OP, int QB, int R, int A, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB) rows_group_kernel(ScanArgs a)
+{
+    constexpr int V = QB * R, VL = V / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int d = a.rows.d, d4 = d >> 2, steps = (d4 + 7) / 8;
+    float4 *Qs = reinterpret_cast<float4 *>(smem_raw); // QB x d4
+    uint64_t *Ts = reinterpret_cast<uint64_t *>(Qs + QB * d4);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, slot = lane >> 3, g = lane & 7;
+    for (int i = tid; i < QB * d4; i += kThreads)
+    {
+        int q = i / d4, c = i % d4;
+        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int q = tid; q < QB; q += kThreads)
+        Ts[q] = q < a.nb ? a.thr[q] : 0; // nothing is below 0
+    __syncthreads();
+
+    const uint32_t n = a.rows.n, step_rows = 4 * R;
+    const uint32_t nchunks = (n + step_rows - 1) / step_rows;
+    const uint32_t nwarps = gridDim.x * (kThreads / 32);
+    for (uint32_t chunk = blockIdx.x * (kThreads / 32) + warp; chunk < nchunks; chunk += nwarps)
+    {
+        const uint32_t row0 = chunk * step_rows;
+        const float4 *rp[R];
+        bool on[R];
+        float acc[V];
+#pragma unroll
+        for (int h = 0; h < R; h++)
+        {
+            const uint32_t r = row0 + 4 * h + slot;
+            on[h] = r < n;
+            rp[h] = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on[h] ? r : 0) * d);
+        }
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            acc[i] = 0.0f;
+        // A steps of loads in flight per lane, then their arithmetic.
+        for (int j0 = 0; j0 < steps; j0 += A)
+        {
+            float4 v[A][R];
+#pragma unroll
+            for (int u = 0; u < A; u++)
+#pragma unroll
+                for (int h = 0; h < R; h++)
+                {
+                    const int c = g + 8 * (j0 + u);
+                    v[u][h] = on[h] && c < d4 ? __ldg(rp[h] + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+            for (int u = 0; u < A; u++)
+            {
+                const int c = g + 8 * (j0 + u);
+                if (c < d4)
+                {
+#pragma unroll
+                    for (int q = 0; q < QB; q++)
+                    {
+                        const float4 qv = Qs[q * d4 + c];
+#pragma unroll
+                        for (int h = 0; h < R; h++)
+                            acc[h * QB + q] = op4<OP>(acc[h * QB + q], v[u][h], qv);
+                    }
+                }
+            }
+        }
+        group_reduce<V>(acc, lane);
+        // This lane now holds the values of flat indices VL * g + i (flat = h * QB + q).
+#pragma unroll
+        for (int i = 0; i < VL; i++)
+        {
+            const int f = VL * g + i, h = f / QB, q = f % QB;
+            const uint32_t row = row0 + 4 * h + slot;
+            if (row < n && q < a.nb)
+            {
+                const uint64_t key = make_key(rows_value<OP>(a, acc[i], q, row), row);
+                if (key < Ts[q])
+                {
+                    const uint32_t at = atomicAdd(a.count + q, 1u);
+                    if (at < static_cast<uint32_t>(a.cap))
+                        a.cand[static_cast<size_t>(q) * a.cap + at] = key;
+                }
+            }
+        }
+    }
+}
+
+// Keys of the sampled rows (runs of 32 rows spread over the set) for the filter's thresholds:
+// thread per (sample, query), the rows kernel's arithmetic.
+template <int OP> __global__ void rows_sample_kernel(ScanArgs a, int chunks, uint64_t *keys)
+{
+    const int S = chunks * 32;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= S * a.nb)
+        return;
+    const int q = i / S, j = i % S;
+    const uint32_t row =
+        static_cast<uint32_t>(static_cast<uint64_t>(j / 32) * a.rows.n / chunks) / 32 * 32 + j % 32;
+    const int d4 = a.rows.d >> 2;
+    const float4 *x = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(row) * a.rows.d);
+    const float4 *y = reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * a.rows.d);
+    float acc = 0.0f;
+    for (int c = 0; c < d4; c++)
+        acc = op4<OP>(acc, __ldg(x + c), __ldg(y + c));
+    keys[i] = make_key(rows_value<OP>(a, acc, q, row), row);
 }
 
 template <int QG> const void *kernel_for(int op)
@@ -386,6 +598,81 @@ template <int QB> const void *rows_for(int op)
 }
 
 int rows_qb(int nb) { return nb <= 4 ? 4 : (nb <= 16 ? 16 : 32); }
+
+template <int QB, int MINB, int LOADS> const void *rows_filter_for(int op)
+{
+    if (op == OP_L1)
+        return reinterpret_cast<const void *>(rows_filter_kernel<OP_L1, QB, MINB, LOADS>);
+    return reinterpret_cast<const void *>(rows_filter_kernel<OP_DOT, QB, MINB, LOADS>);
+}
+
+int rows_variant()
+{
+    const char *v = std::getenv("VSEARCH_CUDA_ROWS_VARIANT");
+    return v && *v == '1' ? 1 : 0; // 0: group kernel, 1: lanes-on-rows filter kernel
+}
+
+template <int MINB, int LOADS> const void *rows_filter_for_nb(int nb, int op)
+{
+    int qb = rows_qb(nb);
+    return qb == 4 ? rows_filter_for<4, MINB, LOADS>(op)
+                   : (qb == 16 ? rows_filter_for<16, MINB, LOADS>(op)
+                               : rows_filter_for<32, MINB, LOADS>(op));
+}
+
+template <int QB, int R, int A, int MINB> const void *rows_group_for(int op)
+{
+    if (op == OP_L1)
+        return reinterpret_cast<const void *>(rows_group_kernel<OP_L1, QB, R, A, MINB>);
+    return reinterpret_cast<const void *>(rows_group_kernel<OP_DOT, QB, R, A, MINB>);
+}
+
+int group_cfg()
+{
+    const char *v = std::getenv("VSEARCH_CUDA_GROUP_CFG");
+    return v && *v ? std::atoi(v) : 0;
+}
+
+const void *rows_group_for_nb(int nb, int op)
+{
+    const int qb = rows_qb(nb), cfg = group_cfg();
+    if (qb == 4)
+        return rows_group_for<4, 4, 1, 2>(op);
+    if (qb == 16)
+        switch (cfg)
+        {
+        case 1:
+            return rows_group_for<16, 2, 2, 3>(op);
+        case 2:
+            return rows_group_for<16, 2, 4, 2>(op);
+        case 3:
+            return rows_group_for<16, 4, 2, 2>(op);
+        case 4:
+            return rows_group_for<16, 1, 4, 4>(op);
+        default:
+            return rows_group_for<16, 4, 1, 2>(op);
+        }
+    switch (cfg)
+    {
+    case 1:
+        return rows_group_for<32, 1, 4, 3>(op);
+    case 2:
+        return rows_group_for<32, 2, 2, 2>(op);
+    case 3:
+        return rows_group_for<32, 1, 2, 4>(op);
+    default:
+        return rows_group_for<32, 2, 1, 2>(op);
+    }
+}
+
+const void *rows_filter_for_nb(int nb, int op)
+{
+    if (rows_variant() == 0)
+    {
+        return rows_group_for_nb(nb, op);
+    }
+    return rows_filter_for_nb<2, 8>(nb, op);
+}
 
 const void *rows_for_nb(int nb, int op)
 {
@@ -483,6 +770,50 @@ void launch_stream(const ScanArgs &a, cudaStream_t s)
     ScanArgs args = a;
     void *params[] = {&args};
     VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
+}
+
+size_t stream_filter_smem_bytes(int nb, int d)
+{
+    size_t qb = static_cast<size_t>(rows_qb(nb));
+    return qb * static_cast<size_t>(d) * sizeof(float) + qb * sizeof(uint64_t);
+}
+
+int stream_filter_blocks_per_sm(int nb, int op, int d)
+{
+    int blocks = 0;
+    const void *k = rows_filter_for_nb(nb, op);
+    const size_t smem = stream_filter_smem_bytes(nb, d);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
+    return blocks;
+}
+
+void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, uint64_t *sample_keys,
+                          uint64_t *state, cudaStream_t s)
+{
+    if (a.nb == 0 || a.rows.n == 0)
+        return;
+    const int op = scan_op(a.metric);
+    const int S = p.chunks * 32;
+    const int threads = 256, blocks = (S * a.nb + threads - 1) / threads;
+    if (op == OP_L1)
+        rows_sample_kernel<OP_L1><<<blocks, threads, 0, s>>>(a, p.chunks, sample_keys);
+    else
+        rows_sample_kernel<OP_DOT><<<blocks, threads, 0, s>>>(a, p.chunks, sample_keys);
+    VS_LAUNCH_CHECK();
+    launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, s);
+    VS_CUDA_CHECK(cudaMemsetAsync(a.count, 0, static_cast<size_t>(a.nb) * sizeof(uint32_t), s));
+    const void *k = rows_filter_for_nb(a.nb, op);
+    const size_t smem = stream_filter_smem_bytes(a.nb, a.rows.d);
+    if (smem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    ScanArgs args = a;
+    void *params[] = {&args};
+    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
+    launch_sort_candidates(a.count, a.cand, a.cap, a.kp, a.nb, state, s);
 }
 
 } // namespace vs::cuda
