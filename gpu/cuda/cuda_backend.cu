@@ -213,7 +213,6 @@ public:
         }
         tile_bytes_ = env_size("VSEARCH_CUDA_TILE_BYTES", size_t{1} << 30);
         small_batch_ = static_cast<int>(env_size("VSEARCH_CUDA_SMALL_BATCH", 32));
-        direct_filter_ = env_size("VSEARCH_CUDA_DIRECT_FILTER", 1) != 0;
         smem_optin_ = prop_.sharedMemPerBlockOptin;
     }
 
@@ -975,7 +974,7 @@ private:
     std::vector<int> direct_path(const CudaDataset &c, const float *hq,
                                  const std::vector<int> &which, size_t k, size_t kp, vs_metric m,
                                  int64_t *out_ids, float *out_d, int64_t *out_counts,
-                                 bool allow_filter = true)
+                                 bool allow_rows = true)
     {
         const size_t nb = which.size();
         Profile prof;
@@ -987,32 +986,17 @@ private:
         const int tier = nb <= 16 ? 0 : 1;
         const int bcap = warp_topk_bcap(static_cast<int>(kp));
         const int d = static_cast<int>(c.dim());
-        // <= 32 queries: the rows-on-lanes kernel; otherwise (or odd d) the staged scan.
-        const bool stream = nb <= 32 && stream_ok(d, static_cast<int>(std::min<size_t>(nb, 32)));
-        // The rows kernel with a sampled threshold (no selectors, no merge); the queries whose
-        // sample missed go through the staged scan below.
-        FilterPlan fp = stream && allow_filter && direct_filter_
-                            ? plan_filter(static_cast<int>(kp), static_cast<uint32_t>(c.size()), 256)
-                            : FilterPlan{};
-        if (fp.on && stream_filter_smem_bytes(static_cast<int>(std::min<size_t>(nb, 32)), d) >
-                         smem_optin_)
-            fp = FilterPlan{};
-        auto smem_for = [&](int per) {
-            return stream ? stream_smem_bytes(per, d, static_cast<int>(kp), bcap)
-                          : scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap);
-        };
-        int per = stream ? 32 : scan_tier_queries(tier);
-        per = static_cast<int>(std::min<size_t>(per, nb));
-        while (!fp.on && per > 1 && smem_for(per) > smem_optin_)
+        // <= 32 queries: the rows kernels with a sampled threshold (no selectors, no merge); the
+        // queries whose sample missed, and everything else, go through the staged scan.
+        const int rows_nb = static_cast<int>(std::min<size_t>(nb, 32));
+        FilterPlan fp{};
+        if (allow_rows && nb <= 32 && stream_ok(d, rows_nb) && stream_fits(rows_nb, d, smem_optin_))
+            fp = plan_filter(static_cast<int>(kp), static_cast<uint32_t>(c.size()), 256);
+        int per = fp.on ? rows_nb : static_cast<int>(std::min<size_t>(scan_tier_queries(tier), nb));
+        while (!fp.on && per > 1 &&
+               scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap) > smem_optin_)
             per--;
-        const size_t tile_rows = stream ? stream_tile_rows(per) : 128;
-        const size_t ntiles = (c.size() + tile_rows - 1) / tile_rows;
-        int bps = fp.on ? stream_filter_blocks_per_sm(per, scan_op(m), d)
-                        : (stream ? stream_blocks_per_sm(per, scan_op(m), smem_for(per))
-                                  : scan_blocks_per_sm(tier, smem_for(per)));
-        bps = std::max(1, bps);
-        const int grid = static_cast<int>(
-            std::min<size_t>(ntiles, static_cast<size_t>(prop_.multiProcessorCount) * bps));
+        int grid = 0;
         DeviceArray<uint64_t> partial, sample, thr, cand;
         DeviceArray<uint32_t> count;
         if (fp.on)
@@ -1023,7 +1007,14 @@ private:
             cand = DeviceArray<uint64_t>(*pool_, static_cast<size_t>(per) * fp.cap, main_);
         }
         else
+        {
+            const size_t smem = scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap);
+            const size_t ntiles = (c.size() + 127) / 128;
+            grid = static_cast<int>(std::min<size_t>(
+                ntiles, static_cast<size_t>(prop_.multiProcessorCount) *
+                            std::max(1, scan_blocks_per_sm(tier, smem))));
             partial = DeviceArray<uint64_t>(*pool_, static_cast<size_t>(per) * grid * kp, main_);
+        }
         DeviceArray<uint64_t> state(*pool_, per * kp, main_);
         TileOut out;
         make_out(out, per, k, &pinned_[0]);
@@ -1043,30 +1034,27 @@ private:
             a.select = true;
             a.kp = static_cast<int>(kp);
             a.bcap = bcap;
-            a.partial = partial.get();
-            a.grid = grid;
             if (fp.on)
             {
                 a.thr = thr.get();
                 a.count = count.get();
                 a.cand = cand.get();
                 a.cap = fp.cap;
-                launch_stream_filter(a, fp, sample.get(), state.get(), st);
-                prof.mark("filter", st);
+                launch_stream_filter(a, fp, prop_.multiProcessorCount, sample.get(), state.get(), st);
+                prof.mark("rows", st);
             }
             else
             {
-                if (stream)
-                    launch_stream(a, st);
-                else
-                    launch_scan(a, tier, st);
+                a.partial = partial.get();
+                a.grid = grid;
+                launch_scan(a, tier, st);
                 prof.mark("scan", st);
                 launch_merge_lists(state.get(), false, partial.get(), qn, grid,
                                    static_cast<int>(kp), bcap, st);
                 prof.mark("merge", st);
             }
             // The rows kernels form L2 through dot products (||x||^2 + ||y||^2 - 2 x.y).
-            const int kind = stream ? APPROX_GEMM_F32 : APPROX_DIRECT_F32;
+            const int kind = fp.on ? APPROX_GEMM_F32 : APPROX_DIRECT_F32;
             rerank_finalize(state.get(), qn, static_cast<int>(kp), Q, q0, c, m, k, kind, true,
                             nullptr, nullptr, nullptr, out, st);
             prof.mark("rerank", st);
@@ -1075,7 +1063,7 @@ private:
             scatter(out, qn, which, q0, out_ids, out_d, out_counts, &failed);
             prof.mark("download", st);
         }
-        prof.print(fp.on ? "stream-filter" : (stream ? "stream" : "scan"), nb, k);
+        prof.print(fp.on ? "rows" : "scan", nb, k);
         if (fp.on && !failed.empty())
             failed = direct_path(c, hq, failed, k, kp, m, out_ids, out_d, out_counts, false);
         return failed;
@@ -1561,7 +1549,6 @@ private:
     PinnedBuffer pinned_[2];
     size_t tile_bytes_ = 0;
     int small_batch_ = 32;
-    bool direct_filter_ = true;
     size_t smem_optin_ = 48 << 10;
     size_t stats_gemm_failed_ = 0, stats_fp32_failed_ = 0, stats_exact_ = 0;
     std::vector<unsigned char> staging_;

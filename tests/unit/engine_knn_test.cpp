@@ -322,7 +322,7 @@ TEST(EngineKnnFilter, UnrepresentativeSampleFallsBack)
                 for (size_t i = 0; i < nq; i++)
                     ref[i] = vt::ref_sorted(D, &q[i * d], m);
                 for (size_t k : {size_t{10}, size_t{300}, size_t{1024}})
-                    for (size_t nb : {nq, size_t{12}})
+                    for (size_t nb : {nq, size_t{12}, size_t{29}})
                     {
                         std::vector<int64_t> ids(nb * k, vt::kPoisonId), counts(nb, -7);
                         std::vector<float> dists(nb * k, vt::poison_float());

@@ -192,7 +192,7 @@ struct ScanArgs
     bool select;       // true: top-kp per (query, block) into partial; false: write values
     int kp, bcap;
     uint64_t *partial; // nb x grid x kp
-    // filter variant of the rows kernel: thresholds in, candidates out (see launch_stream_filter)
+    // rows kernels: thresholds in, candidates out (launch_stream_filter)
     uint64_t *thr;       // nb
     uint32_t *count;     // nb
     uint64_t *cand;      // nb x cap
@@ -206,18 +206,12 @@ int scan_tier_queries(int tier); // 16 or 64 queries
 size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap);
 void launch_scan(const ScanArgs &a, int tier, cudaStream_t s);
 int scan_blocks_per_sm(int tier, size_t smem); // occupancy
-// The rows-on-lanes variant for <= 32 queries, d % 4 == 0, d <= 1024 (select mode only).
+// The rows kernels for <= 32 queries, d % 4 == 0, d <= 1024 (scan.cu): sample keys (p.chunks x 32
+// rows per query, into sample_keys), thresholds (a.thr), the filter pass (a.count, a.cand, a.cap)
+// and the sort of the survivors into state (nb x kp; all kNoKey where the threshold missed).
 bool stream_ok(int d, int nb);
-size_t stream_smem_bytes(int nb, int d, int kp, int bcap);
-int stream_blocks_per_sm(int nb, int op, size_t smem);
-int stream_tile_rows(int nb);
-void launch_stream(const ScanArgs &a, cudaStream_t s);
-// The rows kernel with a sampled threshold instead of selectors: sample keys (p.chunks x 32 rows
-// per query, into sample_keys), thresholds (a.thr), the filter pass (a.count, a.cand, a.cap) and
-// the sort of the survivors into state (nb x kp; kNoKey rows where the threshold missed).
-size_t stream_filter_smem_bytes(int nb, int d);
-int stream_filter_blocks_per_sm(int nb, int op, int d);
-void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, uint64_t *sample_keys,
+bool stream_fits(int nb, int d, size_t smem_optin);
+void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint64_t *sample_keys,
                           uint64_t *state, cudaStream_t s);
 
 // ---- range -------------------------------------------------------------------------------

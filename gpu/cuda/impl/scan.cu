@@ -1,5 +1,7 @@
-// The fused direct scan: one pass over the dataset for a batch of up to 64 queries, spread over
-// all SMs (a persistent grid, each block taking 128-row tiles in turn).  A block stages a tile's
+// The direct scans (small batches, L1, GEMM fallbacks).  Below: the rows kernels for up to 32
+// queries (a sampled threshold, no selectors).  First the staged scan, for up to 64 queries and any
+// d: one pass over the dataset, spread over all SMs (a persistent grid, each block taking 128-row
+// tiles in turn).  A block stages a tile's
 // rows and the queries through shared memory in 32-dimension slices (register prefetch of the
 // next slice), each thread accumulates a register tile of RT rows x 4 queries with the metric's
 // operator (L2 difference, dot, L1), and then either
@@ -11,7 +13,7 @@
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/select.cuh"
 
-#include <cstdlib>
+#include <algorithm>
 
 namespace vs::cuda {
 
@@ -246,21 +248,33 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
         select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
 }
 
-// ---- rows kernel: up to 32 queries, d % 4 == 0, queries in shared memory -------------------
+// ---- rows kernels: up to 32 queries, d % 4 == 0, a sampled threshold instead of selectors ----
 //
-// Lane = row: each warp takes 32 consecutive rows of a 256-row tile, each lane streams its own
-// row in 16-byte pieces (8 in flight, a whole 128-byte line per step, so every DRAM sector is
-// used at once) and keeps QB accumulators; the queries come from shared memory as broadcast
-// 16-byte reads (one per 4 multiply-adds).  No cross-lane reduction at all.  L2 is formed as
-// ||x||^2 + ||y||^2 - 2 x.y (one FMA per element), IP and cosine from the dot, L1 directly.  The
-// tile's values go to shared memory and through the per-query selectors (select_tile).
+// The selector variant of these kernels (per-(block, query) WarpTopK over a shared-memory tile of
+// values, then a merge kernel over the grid's lists) spent 0.08 ms of a 16-query call in the merge
+// and held 66 KB of shared memory per block.  Instead (launch_stream_filter): the keys of a sample
+// of rows (runs of 32 spread over the set) give each query a threshold a little above its K'-th
+// key (filter_select.cu: plan_filter, launch_threshold); the rows kernel compares every value with
+// it in registers and appends the keys below it to the query's candidate buffer (one atomic per
+// hit; ~rank / sample of the set per query); one block per query sorts them (launch_sort_candidates).
+// A query whose threshold missed (fewer than K' or more than `cap` hits) comes back uncertified and
+// the caller rescans it with the staged scan kernel above.  L2 is formed as ||x||^2 + ||y||^2 -
+// 2 x.y (one FMA per element), IP and cosine from the dot, L1 directly.
 //
-// From 16 queries on, each lane streams two rows (a 512-row tile) and applies every query float4
-// it reads from shared memory to both: a 128-bit shared load serves a quarter warp per cycle, so
-// with one row per lane 16 queries were bound by shared-memory bandwidth (16 loads per 16 bytes
-// of data), not by DRAM.
+// Two layouts, measured on an H100 (1M x 128, k = 10; docs/ENGINE.md):
+//   * lanes on rows (5-32 queries): lane = row, each lane streams two rows in 16-byte pieces (8 in
+//     flight) and applies every query float4 it reads from shared memory (a broadcast) to both;
+//   * lanes in groups of 8 per row (1-4 queries): lane = slot * 8 + g, slot one of 4 consecutive
+//     rows, g the row's 16-byte pieces g, g + 8, ...: a load instruction reads 4 whole 128-byte
+//     lines instead of touching 32; each lane takes 4 such rows, and a transposed butterfly over
+//     the group's 8 lanes leaves each lane 2 complete values.  Faster for 1-4 queries (0.330
+//     against 0.369 ms for one), slower from 16 on (0.54-0.77 against 0.45 ms) in every register /
+//     rows-per-lane / loads-in-flight configuration tried.
 
-constexpr int kRowsTR = 256;
+constexpr int kRowsTR = 256;     // rows per block step of the lanes-on-rows kernel (per row slot)
+constexpr int kRowsLoads = 8;    // float4 loads in flight per lane (over its rows)
+constexpr int kGroupQB = 4;      // queries of the group kernel
+constexpr int kGroupRows = 4;    // rows per lane of the group kernel
 
 __host__ __device__ constexpr int rows_per_lane(int qb) { return qb >= 16 ? 2 : 1; }
 
@@ -286,126 +300,82 @@ __device__ __forceinline__ float rows_value(const ScanArgs &a, float acc, int q,
     return (a.qsq[q] + a.rows.sq[row]) - 2.0f * acc;
 }
 
-// acc[h][q] = the operator summed over row row0 + h * kRowsTR + rl (rows past n read row 0).
-template <int OP, int QB, int R, int U>
-__device__ __forceinline__ void rows_accumulate(const ScanArgs &a, const float4 *Qs, uint32_t row0,
-                                                int rl, float (&acc)[R][QB], uint32_t (&row)[R],
-                                                bool (&on)[R])
+// Queries (QB x d4 float4, zero past nb) and thresholds (0 past nb: nothing is below it) to
+// shared memory.
+template <int QB>
+__device__ __forceinline__ void rows_stage(const ScanArgs &a, float4 *Qs, uint64_t *Ts)
 {
     const int d = a.rows.d, d4 = d >> 2;
-    const float4 *rp[R];
-#pragma unroll
-    for (int h = 0; h < R; h++)
+    for (int i = threadIdx.x; i < QB * d4; i += kThreads)
     {
-        row[h] = row0 + h * kRowsTR + rl;
-        on[h] = row[h] < a.rows.n;
-        rp[h] = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on[h] ? row[h] : 0) * d);
-#pragma unroll
-        for (int q = 0; q < QB; q++)
-            acc[h][q] = 0.0f;
+        int q = i / d4, c = i % d4;
+        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    for (int c0 = 0; c0 < d4; c0 += U)
+    for (int q = threadIdx.x; q < QB; q += kThreads)
+        Ts[q] = q < a.nb ? a.thr[q] : 0;
+    __syncthreads();
+}
+
+__device__ __forceinline__ void rows_append(const ScanArgs &a, int q, uint64_t key)
+{
+    const uint32_t at = atomicAdd(a.count + q, 1u);
+    if (at < static_cast<uint32_t>(a.cap))
+        a.cand[static_cast<size_t>(q) * a.cap + at] = key;
+}
+
+// Two blocks per SM (128 registers) except L1 with 32 queries, which would spill there.
+template <int OP, int QB>
+__global__ void __launch_bounds__(kThreads, OP == OP_L1 && QB >= 32 ? 1 : 2) rows_kernel(ScanArgs a)
+{
+    constexpr int R = rows_per_lane(QB), TR = kRowsTR * R, U = kRowsLoads / R;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int d = a.rows.d, d4 = d >> 2;
+    float4 *Qs = reinterpret_cast<float4 *>(smem_raw);
+    uint64_t *Ts = reinterpret_cast<uint64_t *>(Qs + QB * d4);
+    rows_stage<QB>(a, Qs, Ts);
+    const int rl = threadIdx.x;
+    const uint32_t n = a.rows.n, ntiles = (n + TR - 1) / TR;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
     {
-        float4 v[R][U];
+        uint32_t row[R];
+        bool on[R];
+        const float4 *rp[R];
+        float acc[R][QB];
 #pragma unroll
         for (int h = 0; h < R; h++)
+        {
+            row[h] = tile * TR + h * kRowsTR + rl;
+            on[h] = row[h] < n;
+            rp[h] = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on[h] ? row[h] : 0) * d);
+#pragma unroll
+            for (int q = 0; q < QB; q++)
+                acc[h][q] = 0.0f;
+        }
+        for (int c0 = 0; c0 < d4; c0 += U)
+        {
+            float4 v[R][U];
+#pragma unroll
+            for (int h = 0; h < R; h++)
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    v[h][u] = on[h] && c0 + u < d4 ? __ldg(rp[h] + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
             for (int u = 0; u < U; u++)
-                v[h][u] = (on[h] && c0 + u < d4) ? __ldg(rp[h] + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-        for (int u = 0; u < U; u++)
-        {
-            if (c0 + u >= d4)
-                break;
-#pragma unroll
-            for (int q = 0; q < QB; q++)
             {
-                const float4 qv = Qs[q * d4 + c0 + u];
+                if (c0 + u >= d4)
+                    break;
 #pragma unroll
-                for (int h = 0; h < R; h++)
-                    acc[h][q] = op4<OP>(acc[h][q], v[h][u], qv);
+                for (int q = 0; q < QB; q++)
+                {
+                    const float4 qv = Qs[q * d4 + c0 + u];
+#pragma unroll
+                    for (int h = 0; h < R; h++)
+                        acc[h][q] = op4<OP>(acc[h][q], v[h][u], qv);
+                }
             }
         }
-    }
-}
-
-template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_kernel(ScanArgs a)
-{
-    constexpr int R = rows_per_lane(QB), TR = kRowsTR * R, U = 8 / R; // U float4 per row in flight
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int d = a.rows.d, d4 = d >> 2;
-    float4 *Qs = reinterpret_cast<float4 *>(smem_raw); // QB x d4
-    float *Dt = reinterpret_cast<float *>(Qs + QB * d4);
-    const int words = warp_topk_words(a.kp, a.bcap);
-    uint64_t *sel = reinterpret_cast<uint64_t *>(Dt + QB * TR);
-    WarpTopKState *st = reinterpret_cast<WarpTopKState *>(sel + static_cast<size_t>(a.nb) * words);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const uint32_t n = a.rows.n;
-
-    for (int i = tid; i < QB * d4; i += kThreads)
-    {
-        int q = i / d4, c = i % d4;
-        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    select_init(sel, st, words, a.nb, a.kp, a.bcap, warp, lane);
-    __syncthreads();
-
-    const uint32_t ntiles = (n + TR - 1) / TR;
-    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
-    {
-        const uint32_t row0 = tile * TR;
-        const int rl = warp * 32 + lane;
-        uint32_t row[R];
-        bool on[R];
-        float acc[R][QB];
-        rows_accumulate<OP, QB, R, U>(a, Qs, row0, rl, acc, row, on);
-#pragma unroll
-        for (int h = 0; h < R; h++)
-#pragma unroll
-            for (int q = 0; q < QB; q++)
-            {
-                const bool ok = on[h] && q < a.nb;
-                Dt[q * TR + h * kRowsTR + rl] = ok ? rows_value<OP>(a, acc[h][q], q, row[h]) : 0.0f;
-            }
-        __syncthreads();
-        select_tile<TR>(Dt, row0, n, a.nb, sel, st, words, a.kp, a.bcap, warp, lane);
-        __syncthreads();
-    }
-    select_finish(sel, st, words, a.nb, a.kp, a.bcap, a.partial, warp, lane);
-}
-
-// Filter variant: no selectors.  Each lane compares its rows' values with the queries' sampled
-// thresholds (a.thr) in registers and appends the keys below them to the queries' candidate
-// buffers (one atomic per warp and hit); no shared-memory tile, no block barrier per tile.
-template <int OP, int QB, int MINB, int LOADS>
-__global__ void __launch_bounds__(kThreads, MINB) rows_filter_kernel(ScanArgs a)
-{
-    constexpr int R = rows_per_lane(QB), TR = kRowsTR * R, U = LOADS / R;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int d = a.rows.d, d4 = d >> 2;
-    float4 *Qs = reinterpret_cast<float4 *>(smem_raw); // QB x d4
-    uint64_t *Ts = reinterpret_cast<uint64_t *>(Qs + QB * d4);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const unsigned below = (1u << lane) - 1u;
-    for (int i = tid; i < QB * d4; i += kThreads)
-    {
-        int q = i / d4, c = i % d4;
-        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    for (int q = tid; q < QB; q += kThreads)
-        Ts[q] = q < a.nb ? a.thr[q] : 0; // nothing is below 0
-    __syncthreads();
-
-    const uint32_t ntiles = (a.rows.n + TR - 1) / TR;
-    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
-    {
-        const int rl = warp * 32 + lane;
-        uint32_t row[R];
-        bool on[R];
-        float acc[R][QB];
-        rows_accumulate<OP, QB, R, U>(a, Qs, tile * TR, rl, acc, row, on);
+        // Almost no lane has a hit: one vote per row skips the appends.
 #pragma unroll
         for (int h = 0; h < R; h++)
         {
@@ -417,35 +387,15 @@ __global__ void __launch_bounds__(kThreads, MINB) rows_filter_kernel(ScanArgs a)
                     acc[h][q] = rows_value<OP>(a, acc[h][q], q, row[h]);
                     hits |= (make_key(acc[h][q], row[h]) < Ts[q] ? 1u : 0u) << q;
                 }
-            unsigned any = __reduce_or_sync(kFullMask, hits);
-            while (any)
-            {
-                const int q = __ffs(any) - 1;
-                any &= any - 1;
-                const bool pass = (hits >> q) & 1u;
-                const unsigned m = __ballot_sync(kFullMask, pass);
-                uint32_t at = 0;
-                if (lane == 0)
-                    at = atomicAdd(a.count + q, static_cast<uint32_t>(__popc(m)));
-                at = __shfl_sync(kFullMask, at, 0) + __popc(m & below);
-                float v = acc[h][0];
+            if (__any_sync(kFullMask, hits != 0))
 #pragma unroll
-                for (int i = 1; i < QB; i++)
-                    v = q == i ? acc[h][i] : v;
-                if (pass && at < static_cast<uint32_t>(a.cap))
-                    a.cand[static_cast<size_t>(q) * a.cap + at] = make_key(v, row[h]);
-            }
+                for (int q = 0; q < QB; q++)
+                    if ((hits >> q) & 1u)
+                        rows_append(a, q, make_key(acc[h][q], row[h]));
         }
     }
 }
 
-// Group variant: lanes in groups of 8 per row (lane = slot * 8 + g: slot picks one of 4
-// consecutive rows, g the row's 16-byte pieces g, g + 8, ...), so one load instruction reads 4
-// whole 128-byte lines (the lanes-on-rows layout touched 32 lines per load and loaded the L1 data
-// path as much as the queries' shared-memory reads did).  Each lane takes R such rows (4 R rows per
-// warp step) and applies every query float4 it reads from shared memory to all of them; a
-// transposed butterfly over the 8 lanes of a group then leaves each lane QB * R / 8 complete
-// values, compared with the thresholds as in the filter variant (one atomic per hit).
 template <int V> __device__ __forceinline__ void group_reduce(float (&acc)[V], int lane)
 {
 #pragma unroll
@@ -463,27 +413,16 @@ template <int V> __device__ __forceinline__ void group_reduce(float (&acc)[V], i
     }
 }
 
-template <int OP, int QB, int R, int A, int MINB>
-__global__ void __launch_bounds__(kThreads, MINB) rows_group_kernel(ScanArgs a)
+template <int OP> __global__ void __launch_bounds__(kThreads, 2) rows_group_kernel(ScanArgs a)
 {
-    constexpr int V = QB * R, VL = V / 8;
+    constexpr int QB = kGroupQB, R = kGroupRows, V = QB * R, VL = V / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int d = a.rows.d, d4 = d >> 2, steps = (d4 + 7) / 8;
-    float4 *Qs = reinterpret_cast<float4 *>(smem_raw); // QB x d4
+    float4 *Qs = reinterpret_cast<float4 *>(smem_raw);
     uint64_t *Ts = reinterpret_cast<uint64_t *>(Qs + QB * d4);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, slot = lane >> 3, g = lane & 7;
-    for (int i = tid; i < QB * d4; i += kThreads)
-    {
-        int q = i / d4, c = i % d4;
-        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    for (int q = tid; q < QB; q += kThreads)
-        Ts[q] = q < a.nb ? a.thr[q] : 0; // nothing is below 0
-    __syncthreads();
-
-    const uint32_t n = a.rows.n, step_rows = 4 * R;
-    const uint32_t nchunks = (n + step_rows - 1) / step_rows;
+    rows_stage<QB>(a, Qs, Ts);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slot = lane >> 3, g = lane & 7;
+    const uint32_t n = a.rows.n, step_rows = 4 * R, nchunks = (n + step_rows - 1) / step_rows;
     const uint32_t nwarps = gridDim.x * (kThreads / 32);
     for (uint32_t chunk = blockIdx.x * (kThreads / 32) + warp; chunk < nchunks; chunk += nwarps)
     {
@@ -501,34 +440,30 @@ __global__ void __launch_bounds__(kThreads, MINB) rows_group_kernel(ScanArgs a)
 #pragma unroll
         for (int i = 0; i < V; i++)
             acc[i] = 0.0f;
-        // A steps of loads in flight per lane, then their arithmetic.
-        for (int j0 = 0; j0 < steps; j0 += A)
+        // The next step's pieces load while this step's are used.
+        float4 v[R];
+#pragma unroll
+        for (int h = 0; h < R; h++)
+            v[h] = on[h] && g < d4 ? __ldg(rp[h] + g) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int j = 0; j < steps; j++)
         {
-            float4 v[A][R];
+            const int c = g + 8 * j;
+            float4 nv[R];
 #pragma unroll
-            for (int u = 0; u < A; u++)
+            for (int h = 0; h < R; h++)
+                nv[h] = on[h] && c + 8 < d4 ? __ldg(rp[h] + c + 8) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (c < d4)
 #pragma unroll
-                for (int h = 0; h < R; h++)
+                for (int q = 0; q < QB; q++)
                 {
-                    const int c = g + 8 * (j0 + u);
-                    v[u][h] = on[h] && c < d4 ? __ldg(rp[h] + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    const float4 qv = Qs[q * d4 + c];
+#pragma unroll
+                    for (int h = 0; h < R; h++)
+                        acc[h * QB + q] = op4<OP>(acc[h * QB + q], v[h], qv);
                 }
 #pragma unroll
-            for (int u = 0; u < A; u++)
-            {
-                const int c = g + 8 * (j0 + u);
-                if (c < d4)
-                {
-#pragma unroll
-                    for (int q = 0; q < QB; q++)
-                    {
-                        const float4 qv = Qs[q * d4 + c];
-#pragma unroll
-                        for (int h = 0; h < R; h++)
-                            acc[h * QB + q] = op4<OP>(acc[h * QB + q], v[u][h], qv);
-                    }
-                }
-            }
+            for (int h = 0; h < R; h++)
+                v[h] = nv[h];
         }
         group_reduce<V>(acc, lane);
         // This lane now holds the values of flat indices VL * g + i (flat = h * QB + q).
@@ -541,18 +476,14 @@ __global__ void __launch_bounds__(kThreads, MINB) rows_group_kernel(ScanArgs a)
             {
                 const uint64_t key = make_key(rows_value<OP>(a, acc[i], q, row), row);
                 if (key < Ts[q])
-                {
-                    const uint32_t at = atomicAdd(a.count + q, 1u);
-                    if (at < static_cast<uint32_t>(a.cap))
-                        a.cand[static_cast<size_t>(q) * a.cap + at] = key;
-                }
+                    rows_append(a, q, key);
             }
         }
     }
 }
 
-// Keys of the sampled rows (runs of 32 rows spread over the set) for the filter's thresholds:
-// thread per (sample, query), the rows kernel's arithmetic.
+// Keys of the sampled rows (runs of 32 rows spread over the set) for the thresholds: thread per
+// (sample, query), the rows kernels' arithmetic.
 template <int OP> __global__ void rows_sample_kernel(ScanArgs a, int chunks, uint64_t *keys)
 {
     const int S = chunks * 32;
@@ -589,95 +520,26 @@ const void *kernel_for(int tier, int op)
     return tier == 0 ? kernel_for<4>(op) : kernel_for<16>(op);
 }
 
-// L2 goes through the dot-product kernel (one FMA per element instead of two).
-template <int QB> const void *rows_for(int op)
+int rows_qb(int nb) { return nb <= kGroupQB ? kGroupQB : (nb <= 16 ? 16 : 32); }
+
+// L2 goes through the dot-product kernels (one FMA per element instead of two).
+template <int OP> const void *rows_for_qb(int qb)
 {
-    if (op == OP_L1)
-        return reinterpret_cast<const void *>(rows_kernel<OP_L1, QB>);
-    return reinterpret_cast<const void *>(rows_kernel<OP_DOT, QB>);
+    if (qb == kGroupQB)
+        return reinterpret_cast<const void *>(rows_group_kernel<OP>);
+    return qb == 16 ? reinterpret_cast<const void *>(rows_kernel<OP, 16>)
+                    : reinterpret_cast<const void *>(rows_kernel<OP, 32>);
 }
 
-int rows_qb(int nb) { return nb <= 4 ? 4 : (nb <= 16 ? 16 : 32); }
-
-template <int QB, int MINB, int LOADS> const void *rows_filter_for(int op)
+const void *rows_for(int nb, int op)
 {
-    if (op == OP_L1)
-        return reinterpret_cast<const void *>(rows_filter_kernel<OP_L1, QB, MINB, LOADS>);
-    return reinterpret_cast<const void *>(rows_filter_kernel<OP_DOT, QB, MINB, LOADS>);
+    return op == OP_L1 ? rows_for_qb<OP_L1>(rows_qb(nb)) : rows_for_qb<OP_DOT>(rows_qb(nb));
 }
 
-int rows_variant()
+size_t rows_smem_bytes(int nb, int d)
 {
-    const char *v = std::getenv("VSEARCH_CUDA_ROWS_VARIANT");
-    return v && *v == '1' ? 1 : 0; // 0: group kernel, 1: lanes-on-rows filter kernel
-}
-
-template <int MINB, int LOADS> const void *rows_filter_for_nb(int nb, int op)
-{
-    int qb = rows_qb(nb);
-    return qb == 4 ? rows_filter_for<4, MINB, LOADS>(op)
-                   : (qb == 16 ? rows_filter_for<16, MINB, LOADS>(op)
-                               : rows_filter_for<32, MINB, LOADS>(op));
-}
-
-template <int QB, int R, int A, int MINB> const void *rows_group_for(int op)
-{
-    if (op == OP_L1)
-        return reinterpret_cast<const void *>(rows_group_kernel<OP_L1, QB, R, A, MINB>);
-    return reinterpret_cast<const void *>(rows_group_kernel<OP_DOT, QB, R, A, MINB>);
-}
-
-int group_cfg()
-{
-    const char *v = std::getenv("VSEARCH_CUDA_GROUP_CFG");
-    return v && *v ? std::atoi(v) : 0;
-}
-
-const void *rows_group_for_nb(int nb, int op)
-{
-    const int qb = rows_qb(nb), cfg = group_cfg();
-    if (qb == 4)
-        return rows_group_for<4, 4, 1, 2>(op);
-    if (qb == 16)
-        switch (cfg)
-        {
-        case 1:
-            return rows_group_for<16, 2, 2, 3>(op);
-        case 2:
-            return rows_group_for<16, 2, 4, 2>(op);
-        case 3:
-            return rows_group_for<16, 4, 2, 2>(op);
-        case 4:
-            return rows_group_for<16, 1, 4, 4>(op);
-        default:
-            return rows_group_for<16, 4, 1, 2>(op);
-        }
-    switch (cfg)
-    {
-    case 1:
-        return rows_group_for<32, 1, 4, 3>(op);
-    case 2:
-        return rows_group_for<32, 2, 2, 2>(op);
-    case 3:
-        return rows_group_for<32, 1, 2, 4>(op);
-    default:
-        return rows_group_for<32, 2, 1, 2>(op);
-    }
-}
-
-const void *rows_filter_for_nb(int nb, int op)
-{
-    if (rows_variant() == 0)
-    {
-        return rows_group_for_nb(nb, op);
-    }
-    return rows_filter_for_nb<2, 8>(nb, op);
-}
-
-const void *rows_for_nb(int nb, int op)
-{
-    int qb = rows_qb(nb);
-    return qb == 4 ? rows_for<4>(op) : (qb == 16 ? rows_for<16>(op) : rows_for<32>(op));
+    const size_t qb = static_cast<size_t>(rows_qb(nb));
+    return qb * static_cast<size_t>(d) * sizeof(float) + qb * sizeof(uint64_t);
 }
 
 } // namespace
@@ -737,82 +599,38 @@ void launch_scan(const ScanArgs &a, int tier, cudaStream_t s)
 
 bool stream_ok(int d, int nb) { return d % 4 == 0 && d <= 1024 && nb <= 32; }
 
-size_t stream_smem_bytes(int nb, int d, int kp, int bcap)
-{
-    size_t qb = static_cast<size_t>(rows_qb(nb));
-    return qb * static_cast<size_t>(d) * sizeof(float) +
-           qb * kRowsTR * rows_per_lane(static_cast<int>(qb)) * sizeof(float) +
-           static_cast<size_t>(nb) * (warp_topk_words(kp, bcap) * 8 + sizeof(WarpTopKState));
-}
+bool stream_fits(int nb, int d, size_t smem_optin) { return rows_smem_bytes(nb, d) <= smem_optin; }
 
-int stream_blocks_per_sm(int nb, int op, size_t smem)
-{
-    int blocks = 0;
-    const void *k = rows_for_nb(nb, op);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
-    return blocks;
-}
-
-int stream_tile_rows(int nb) { return kRowsTR * rows_per_lane(rows_qb(nb)); }
-
-void launch_stream(const ScanArgs &a, cudaStream_t s)
-{
-    if (a.nb == 0 || a.rows.n == 0)
-        return;
-    const void *k = rows_for_nb(a.nb, scan_op(a.metric));
-    size_t smem = stream_smem_bytes(a.nb, a.rows.d, a.kp, a.bcap);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    ScanArgs args = a;
-    void *params[] = {&args};
-    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
-}
-
-size_t stream_filter_smem_bytes(int nb, int d)
-{
-    size_t qb = static_cast<size_t>(rows_qb(nb));
-    return qb * static_cast<size_t>(d) * sizeof(float) + qb * sizeof(uint64_t);
-}
-
-int stream_filter_blocks_per_sm(int nb, int op, int d)
-{
-    int blocks = 0;
-    const void *k = rows_filter_for_nb(nb, op);
-    const size_t smem = stream_filter_smem_bytes(nb, d);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
-    return blocks;
-}
-
-void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, uint64_t *sample_keys,
+void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint64_t *sample_keys,
                           uint64_t *state, cudaStream_t s)
 {
     if (a.nb == 0 || a.rows.n == 0)
         return;
     const int op = scan_op(a.metric);
     const int S = p.chunks * 32;
-    const int threads = 256, blocks = (S * a.nb + threads - 1) / threads;
+    const int blocks = (S * a.nb + kThreads - 1) / kThreads;
     if (op == OP_L1)
-        rows_sample_kernel<OP_L1><<<blocks, threads, 0, s>>>(a, p.chunks, sample_keys);
+        rows_sample_kernel<OP_L1><<<blocks, kThreads, 0, s>>>(a, p.chunks, sample_keys);
     else
-        rows_sample_kernel<OP_DOT><<<blocks, threads, 0, s>>>(a, p.chunks, sample_keys);
+        rows_sample_kernel<OP_DOT><<<blocks, kThreads, 0, s>>>(a, p.chunks, sample_keys);
     VS_LAUNCH_CHECK();
     launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, s);
     VS_CUDA_CHECK(cudaMemsetAsync(a.count, 0, static_cast<size_t>(a.nb) * sizeof(uint32_t), s));
-    const void *k = rows_filter_for_nb(a.nb, op);
-    const size_t smem = stream_filter_smem_bytes(a.nb, a.rows.d);
+    const void *k = rows_for(a.nb, op);
+    const size_t smem = rows_smem_bytes(a.nb, a.rows.d);
     if (smem > (48u << 10))
         VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem)));
+    int per_sm = 0;
+    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem));
+    // Persistent grid, no more blocks than the lanes-on-rows kernel has tiles.
+    const int qb = rows_qb(a.nb);
+    const size_t tiles = (a.rows.n + kRowsTR * rows_per_lane(qb) - 1) / (kRowsTR * rows_per_lane(qb));
+    const int grid = static_cast<int>(std::max<size_t>(
+        1, std::min<size_t>(tiles, static_cast<size_t>(sms) * std::max(1, per_sm))));
     ScanArgs args = a;
     void *params[] = {&args};
-    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
+    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(grid), dim3(kThreads), params, smem, s));
     launch_sort_candidates(a.count, a.cand, a.cap, a.kp, a.nb, state, s);
 }
 
