@@ -262,8 +262,11 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
 // 2 x.y (one FMA per element), IP and cosine from the dot, L1 directly.
 //
 // Two layouts, measured on an H100 (1M x 128, k = 10; docs/ENGINE.md):
-//   * lanes on rows (5-32 queries): lane = row, each lane streams two rows in 16-byte pieces (8 in
-//     flight) and applies every query float4 it reads from shared memory (a broadcast) to both;
+//   * lanes on rows (5-32 queries): a lane pair per row (lane e of the pair takes the 16-byte
+//     pieces e, e + 2, ..., so a load instruction reads 16 rows' 32-byte sectors whole), each lane
+//     streams two rows (8 pieces in flight) and applies every query float4 it reads from shared
+//     memory to both; one shuffle per pair of values completes them (0.438 ms for 16 queries
+//     against 0.449-0.465 with a lane per row and 0.550 with 4 lanes per row);
 //   * lanes in groups of 8 per row (1-4 queries): lane = slot * 8 + g, slot one of 4 consecutive
 //     rows, g the row's 16-byte pieces g, g + 8, ...: a load instruction reads 4 whole 128-byte
 //     lines instead of touching 32; each lane takes 4 such rows, and a transposed butterfly over
@@ -271,7 +274,8 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
 //     against 0.369 ms for one), slower from 16 on (0.54-0.77 against 0.45 ms) in every register /
 //     rows-per-lane / loads-in-flight configuration tried.
 
-constexpr int kRowsTR = 256;     // rows per block step of the lanes-on-rows kernel (per row slot)
+constexpr int kRowLanes = 2;     // lanes per row of the lanes-on-rows kernel
+constexpr int kRowsTR = kThreads / kRowLanes; // rows per block step (per row slot)
 constexpr int kRowsLoads = 8;    // float4 loads in flight per lane (over its rows)
 constexpr int kGroupQB = 4;      // queries of the group kernel
 constexpr int kGroupRows = 4;    // rows per lane of the group kernel
@@ -328,13 +332,15 @@ __device__ __forceinline__ void rows_append(const ScanArgs &a, int q, uint64_t k
 template <int OP, int QB>
 __global__ void __launch_bounds__(kThreads, OP == OP_L1 && QB >= 32 ? 1 : 2) rows_kernel(ScanArgs a)
 {
-    constexpr int R = rows_per_lane(QB), TR = kRowsTR * R, U = kRowsLoads / R;
+    constexpr int P = kRowLanes, R = rows_per_lane(QB), SLOT = kThreads / P, TR = SLOT * R;
+    constexpr int U = kRowsLoads / R;
+    constexpr int QL = QB / P; // complete values per lane and row
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int d = a.rows.d, d4 = d >> 2;
+    const int d = a.rows.d, d4 = d >> 2, dp = (d4 + P - 1) / P;
     float4 *Qs = reinterpret_cast<float4 *>(smem_raw);
     uint64_t *Ts = reinterpret_cast<uint64_t *>(Qs + QB * d4);
     rows_stage<QB>(a, Qs, Ts);
-    const int rl = threadIdx.x;
+    const int rl = threadIdx.x / P, e = threadIdx.x % P;
     const uint32_t n = a.rows.n, ntiles = (n + TR - 1) / TR;
     for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x)
     {
@@ -345,53 +351,75 @@ __global__ void __launch_bounds__(kThreads, OP == OP_L1 && QB >= 32 ? 1 : 2) row
 #pragma unroll
         for (int h = 0; h < R; h++)
         {
-            row[h] = tile * TR + h * kRowsTR + rl;
+            row[h] = tile * TR + h * SLOT + rl;
             on[h] = row[h] < n;
             rp[h] = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(on[h] ? row[h] : 0) * d);
 #pragma unroll
             for (int q = 0; q < QB; q++)
                 acc[h][q] = 0.0f;
         }
-        for (int c0 = 0; c0 < d4; c0 += U)
+        for (int c0 = 0; c0 < dp; c0 += U)
         {
             float4 v[R][U];
 #pragma unroll
             for (int h = 0; h < R; h++)
 #pragma unroll
                 for (int u = 0; u < U; u++)
-                    v[h][u] = on[h] && c0 + u < d4 ? __ldg(rp[h] + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                {
+                    const int c = P * (c0 + u) + e;
+                    v[h][u] = on[h] && c < d4 ? __ldg(rp[h] + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
 #pragma unroll
             for (int u = 0; u < U; u++)
             {
-                if (c0 + u >= d4)
+                const int c = P * (c0 + u) + e;
+                if (c0 + u >= dp)
                     break;
+                if (c < d4)
 #pragma unroll
-                for (int q = 0; q < QB; q++)
-                {
-                    const float4 qv = Qs[q * d4 + c0 + u];
+                    for (int q = 0; q < QB; q++)
+                    {
+                        const float4 qv = Qs[q * d4 + c];
 #pragma unroll
-                    for (int h = 0; h < R; h++)
-                        acc[h][q] = op4<OP>(acc[h][q], v[h][u], qv);
-                }
+                        for (int h = 0; h < R; h++)
+                            acc[h][q] = op4<OP>(acc[h][q], v[h][u], qv);
+                    }
             }
         }
+        // Transposed butterfly over the row's P lanes: lane e ends with the complete values of
+        // queries e * QL .. e * QL + QL - 1.
+#pragma unroll
+        for (int m = P >> 1, half = QB >> 1; m >= 1; m >>= 1, half >>= 1)
+#pragma unroll
+            for (int h = 0; h < R; h++)
+#pragma unroll
+                for (int i = 0; i < half; i++)
+                {
+                    const bool upper = (e & m) != 0;
+                    const float keep = upper ? acc[h][i + half] : acc[h][i];
+                    const float send = upper ? acc[h][i] : acc[h][i + half];
+                    acc[h][i] = keep + __shfl_xor_sync(kFullMask, send, m);
+                }
         // Almost no lane has a hit: one vote per row skips the appends.
 #pragma unroll
         for (int h = 0; h < R; h++)
         {
             unsigned hits = 0;
 #pragma unroll
-            for (int q = 0; q < QB; q++)
+            for (int i = 0; i < QL; i++)
+            {
+                const int q = e * QL + i;
                 if (on[h] && q < a.nb)
                 {
-                    acc[h][q] = rows_value<OP>(a, acc[h][q], q, row[h]);
-                    hits |= (make_key(acc[h][q], row[h]) < Ts[q] ? 1u : 0u) << q;
+                    acc[h][i] = rows_value<OP>(a, acc[h][i], q, row[h]);
+                    hits |= (make_key(acc[h][i], row[h]) < Ts[q] ? 1u : 0u) << i;
                 }
+            }
             if (__any_sync(kFullMask, hits != 0))
 #pragma unroll
-                for (int q = 0; q < QB; q++)
-                    if ((hits >> q) & 1u)
-                        rows_append(a, q, make_key(acc[h][q], row[h]));
+                for (int i = 0; i < QL; i++)
+                    if ((hits >> i) & 1u)
+                        rows_append(a, e * QL + i, make_key(acc[h][i], row[h]));
         }
     }
 }
