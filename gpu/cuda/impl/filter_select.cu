@@ -3,8 +3,9 @@
 // The warp selectors keep K' keys per warp in shared memory; at K' = 1536 (k = 1024 with the TF32
 // margin) that is 26 KB a warp, so few warps fit on an SM and the pass stops being bound by the
 // tile reads (k = 1024 cost 5x k = 10).  Here, per query:
-//   1. sample: one warp reads `chunks` runs of 32 consecutive columns spread evenly over the row
-//      and keeps the `rank` smallest keys (WarpTopK); the rank-th is the threshold T.  rank is the
+//   1. sample: a block reads `chunks` runs of 32 consecutive columns spread evenly over the row
+//      and keeps the `rank` smallest keys (WarpTopK per warp, then merged); the rank-th is the
+//      threshold T.  rank is the
 //      sample's expected count below the K'-th key plus a margin (host: plan_filter), so T lies a
 //      little above the row's K'-th key;
 //   2. filter: every warp of a full-occupancy grid streams a segment of the row and appends the
@@ -46,45 +47,75 @@ __device__ __forceinline__ uint64_t tile_key(const FilterArgs &a, float xs, floa
     return make_key(approx_value(a.mode, v, xs, xi, ys, yi), c);
 }
 
-__global__ void sample_kernel(FilterArgs a)
+// The rank-th smallest of a query's `items` x 32 keys (key_at(j, lane): key `lane` of item j), by
+// the block's kSampleWarps warps: each keeps the rank smallest of its items (four items' loads in
+// flight), then warp 0 merges the others' lists.  One warp alone waited on one load per item.
+template <typename KeyAt>
+__device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem, uint64_t *out)
 {
-    extern __shared__ uint64_t smem[];
+    __shared__ uint64_t *s_top[kSampleWarps];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int q = blockIdx.x * kSampleWarps + warp;
-    if (q >= a.tq)
-        return;
-    const int bcap = warp_topk_bcap(a.rank);
-    WarpTopK t;
-    t.init(smem + static_cast<size_t>(warp) * warp_topk_words(a.rank, bcap), a.rank, bcap, kNoKey,
-           lane);
-    const float *row = a.tile + static_cast<size_t>(q) * a.ld;
-    const float xs = a.xsq ? a.xsq[q] : 0.0f, xi = a.xinv ? a.xinv[q] : 0.0f;
-    for (int j = 0; j < a.chunks; j++)
-    {
-        const uint32_t c = chunk_col(j, a.chunks, a.tn) + lane;
-        t.add(c < a.tn ? tile_key(a, xs, xi, row[c], c) : kNoKey, lane);
-    }
-    t.flush(lane);
-    if (lane == 0)
-        a.thr[q] = t.top[a.rank - 1];
-}
-
-__global__ void threshold_kernel(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr)
-{
-    extern __shared__ uint64_t smem[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int q = blockIdx.x * kSampleWarps + warp;
-    if (q >= nq)
-        return;
     const int bcap = warp_topk_bcap(rank);
     WarpTopK t;
     t.init(smem + static_cast<size_t>(warp) * warp_topk_words(rank, bcap), rank, bcap, kNoKey, lane);
-    const uint64_t *in = keys + static_cast<size_t>(q) * S;
-    for (int i = 0; i < S; i += 32)
-        t.add(i + lane < S ? in[i + lane] : kNoKey, lane);
+    for (int j0 = warp * 4; j0 < items; j0 += kSampleWarps * 4)
+    {
+        uint64_t k[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            k[u] = j0 + u < items ? key_at(j0 + u, lane) : kNoKey;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            t.add(k[u], lane);
+    }
     t.flush(lane);
     if (lane == 0)
-        thr[q] = t.top[rank - 1];
+        s_top[warp] = t.top;
+    __syncthreads();
+    if (warp != 0)
+        return;
+    for (int w = 1; w < kSampleWarps; w++)
+    {
+        const uint64_t *list = s_top[w];
+        for (int i = 0; i < rank; i += 32)
+        {
+            const uint64_t key = i + lane < rank ? list[i + lane] : kNoKey;
+            if (__all_sync(kFullMask, key >= t.thr))
+                break;
+            t.add(key, lane);
+        }
+    }
+    t.flush(lane);
+    if (lane == 0)
+        *out = t.top[rank - 1];
+}
+
+size_t rank_smem_bytes(int rank)
+{
+    return static_cast<size_t>(kSampleWarps) * warp_topk_words(rank, warp_topk_bcap(rank)) * 8;
+}
+
+// Block per query: the threshold from runs of 32 columns spread over the row.
+__global__ void sample_kernel(FilterArgs a)
+{
+    extern __shared__ uint64_t smem[];
+    const int q = blockIdx.x;
+    const float *row = a.tile + static_cast<size_t>(q) * a.ld;
+    const float xs = a.xsq ? a.xsq[q] : 0.0f, xi = a.xinv ? a.xinv[q] : 0.0f;
+    auto key_at = [&](int j, int lane) {
+        const uint32_t c = chunk_col(j, a.chunks, a.tn) + lane;
+        return c < a.tn ? tile_key(a, xs, xi, row[c], c) : kNoKey;
+    };
+    block_rank_key(key_at, a.chunks, a.rank, smem, a.thr + q);
+}
+
+// Block per query: the threshold from S precomputed keys.
+__global__ void threshold_kernel(const uint64_t *keys, int S, int rank, uint64_t *thr)
+{
+    extern __shared__ uint64_t smem[];
+    const uint64_t *in = keys + static_cast<size_t>(blockIdx.x) * S;
+    auto key_at = [&](int j, int lane) { return in[j * 32 + lane]; };
+    block_rank_key(key_at, S / 32, rank, smem, thr + blockIdx.x);
 }
 
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(FilterArgs a, int P)
@@ -236,10 +267,9 @@ void launch_filter_select(const FilterArgs &a, cudaStream_t s)
 {
     if (a.tq == 0)
         return;
-    const int bcap = warp_topk_bcap(a.rank);
-    const size_t sample_smem = static_cast<size_t>(kSampleWarps) * warp_topk_words(a.rank, bcap) * 8;
-    set_smem(reinterpret_cast<const void *>(sample_kernel), sample_smem);
-    sample_kernel<<<(a.tq + kSampleWarps - 1) / kSampleWarps, kSampleWarps * 32, sample_smem, s>>>(a);
+    const size_t smem = rank_smem_bytes(a.rank);
+    set_smem(reinterpret_cast<const void *>(sample_kernel), smem);
+    sample_kernel<<<a.tq, kSampleWarps * 32, smem, s>>>(a);
     VS_LAUNCH_CHECK();
     VS_CUDA_CHECK(cudaMemsetAsync(a.count, 0, static_cast<size_t>(a.tq) * sizeof(uint32_t), s));
     const int P = static_cast<int>((a.tn + kFilterSegment - 1) / kFilterSegment);
@@ -254,11 +284,9 @@ void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *t
 {
     if (nq == 0)
         return;
-    const size_t smem =
-        static_cast<size_t>(kSampleWarps) * warp_topk_words(rank, warp_topk_bcap(rank)) * 8;
+    const size_t smem = rank_smem_bytes(rank);
     set_smem(reinterpret_cast<const void *>(threshold_kernel), smem);
-    threshold_kernel<<<(nq + kSampleWarps - 1) / kSampleWarps, kSampleWarps * 32, smem, s>>>(
-        keys, nq, S, rank, thr);
+    threshold_kernel<<<nq, kSampleWarps * 32, smem, s>>>(keys, S, rank, thr);
     VS_LAUNCH_CHECK();
 }
 
