@@ -510,24 +510,42 @@ template <int OP> __global__ void __launch_bounds__(kThreads, 2) rows_group_kern
     }
 }
 
-// Keys of the sampled rows (runs of 32 rows spread over the set) for the thresholds: thread per
-// (sample, query), the rows kernels' arithmetic.
-template <int OP> __global__ void rows_sample_kernel(ScanArgs a, int chunks, uint64_t *keys)
+// Keys of the sampled rows (runs of 32 rows spread over the set) for the thresholds, the rows
+// kernels' arithmetic: thread per sampled row, every query (from shared memory) on it, so each
+// sampled row is read once.
+template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int chunks, uint64_t *keys)
 {
-    const int S = chunks * 32;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= S * a.nb)
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float4 *Qs = reinterpret_cast<float4 *>(smem_raw);
+    const int d4 = a.rows.d >> 2;
+    for (int i = threadIdx.x; i < QB * d4; i += kThreads)
+    {
+        const int q = i / d4, c = i % d4;
+        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * a.rows.d) + c)
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __syncthreads();
+    const int S = chunks * 32, j = blockIdx.x * kThreads + threadIdx.x;
+    if (j >= S)
         return;
-    const int q = i / S, j = i % S;
     const uint32_t row =
         static_cast<uint32_t>(static_cast<uint64_t>(j / 32) * a.rows.n / chunks) / 32 * 32 + j % 32;
-    const int d4 = a.rows.d >> 2;
     const float4 *x = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(row) * a.rows.d);
-    const float4 *y = reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * a.rows.d);
-    float acc = 0.0f;
+    float acc[QB];
+#pragma unroll
+    for (int q = 0; q < QB; q++)
+        acc[q] = 0.0f;
     for (int c = 0; c < d4; c++)
-        acc = op4<OP>(acc, __ldg(x + c), __ldg(y + c));
-    keys[i] = make_key(rows_value<OP>(a, acc, q, row), row);
+    {
+        const float4 v = __ldg(x + c);
+#pragma unroll
+        for (int q = 0; q < QB; q++)
+            acc[q] = op4<OP>(acc[q], v, Qs[q * d4 + c]);
+    }
+#pragma unroll
+    for (int q = 0; q < QB; q++)
+        if (q < a.nb)
+            keys[static_cast<size_t>(q) * S + j] = make_key(rows_value<OP>(a, acc[q], q, row), row);
 }
 
 template <int QG> const void *kernel_for(int op)
@@ -562,6 +580,18 @@ template <int OP> const void *rows_for_qb(int qb)
 const void *rows_for(int nb, int op)
 {
     return op == OP_L1 ? rows_for_qb<OP_L1>(rows_qb(nb)) : rows_for_qb<OP_DOT>(rows_qb(nb));
+}
+
+template <int OP> const void *rows_sample_for_qb(int qb)
+{
+    return qb == kGroupQB ? reinterpret_cast<const void *>(rows_sample_kernel<OP, kGroupQB>)
+                          : (qb == 16 ? reinterpret_cast<const void *>(rows_sample_kernel<OP, 16>)
+                                      : reinterpret_cast<const void *>(rows_sample_kernel<OP, 32>));
+}
+
+const void *rows_sample_for(int nb, int op)
+{
+    return op == OP_L1 ? rows_sample_for_qb<OP_L1>(rows_qb(nb)) : rows_sample_for_qb<OP_DOT>(rows_qb(nb));
 }
 
 size_t rows_smem_bytes(int nb, int d)
@@ -636,12 +666,18 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
         return;
     const int op = scan_op(a.metric);
     const int S = p.chunks * 32;
-    const int blocks = (S * a.nb + kThreads - 1) / kThreads;
-    if (op == OP_L1)
-        rows_sample_kernel<OP_L1><<<blocks, kThreads, 0, s>>>(a, p.chunks, sample_keys);
-    else
-        rows_sample_kernel<OP_DOT><<<blocks, kThreads, 0, s>>>(a, p.chunks, sample_keys);
-    VS_LAUNCH_CHECK();
+    const void *sk = rows_sample_for(a.nb, op);
+    const size_t qsmem = static_cast<size_t>(rows_qb(a.nb)) * a.rows.d * sizeof(float);
+    if (qsmem > (48u << 10))
+        VS_CUDA_CHECK(cudaFuncSetAttribute(sk, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(qsmem)));
+    {
+        ScanArgs args = a;
+        int chunks = p.chunks;
+        void *params[] = {&args, &chunks, &sample_keys};
+        VS_CUDA_CHECK(cudaLaunchKernel(sk, dim3((S + kThreads - 1) / kThreads), dim3(kThreads),
+                                       params, qsmem, s));
+    }
     launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, s);
     VS_CUDA_CHECK(cudaMemsetAsync(a.count, 0, static_cast<size_t>(a.nb) * sizeof(uint32_t), s));
     const void *k = rows_for(a.nb, op);

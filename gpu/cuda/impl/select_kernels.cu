@@ -279,7 +279,7 @@ __global__ void finalize_kernel(FinalizeArgs a)
                   a.out_ok, &s_count);
 }
 
-constexpr int kRerankThreads = 256;
+constexpr int kRerankThreads = 512; // 16 warps: a query's candidates in few rounds
 
 __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankArgs a, int S)
 {
