@@ -8,9 +8,10 @@
 //     engine/exact.h) with a sort in shared memory, and certification against the GEMM error
 //     bound; two streams alternate query tiles.  The full distance matrix never exists: only
 //     one tile per stream.
-//   * direct path (1..64 queries, L1, and the queries GEMM could not certify): the fused scan
-//     kernel reads the dataset once per batch of queries with fp32 direct distances and fused
-//     selection, then the same re-rank / certification with the tight direct bound.
+//   * direct path (small batches, L1, and the queries GEMM could not certify): up to 32 queries
+//     the rows kernels read the dataset once and keep the keys below a sampled threshold;
+//     otherwise (and for the queries whose sample missed) the staged scan kernel with fused
+//     selectors; then the same re-rank / certification (dot-form or tight direct bound).
 //   * large k (K' > 4096): full-row tiles, radix select of K' candidates, re-rank, certify.
 //   * exhaustive exact path (K' >= n, or the rare queries that no bound certifies: exact keys
 //     of every row and a segmented sort).
