@@ -41,10 +41,10 @@ std::vector<Case> knn_cases()
         {"n2001_d128_b12", 2001, 128, 12, {1, 10, 100}, 0.05, false, 25},
         {"n777_d36_b5", 777, 36, 5, {1, 10}, 0.1, false, 26},
         // At most 32 queries, n >= 4096: CUDA's rows kernel with a sampled threshold
-        {"n9001_d64_b12_filter", 9001, 64, 12, {1, 10, 100}, 0.05, false, 28},
+        {"n9001_d64_b12_filter", 9001, 64, 12, {1, 10, 100}, 0.05, true, 28},
         // More than 32 queries over whole rows: CUDA's filter selection (sampled
         // threshold, filter pass, sort of the survivors)
-        {"n20011_d32_b40_filter", 20011, 32, 40, {300, 1024}, 0.05, false, 27},
+        {"n20011_d32_b40_filter", 20011, 32, 40, {300, 1024}, 0.05, true, 27},
         // Groups of hundreds of identical rows: candidate sets cannot be certified, so the
         // exhaustive exact fallback runs.
         {"n2000_d8_heavy_dups", 2000, 8, 64, {10, 100}, 0.97, false, 23},
