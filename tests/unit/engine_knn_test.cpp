@@ -42,6 +42,8 @@ std::vector<Case> knn_cases()
         {"n777_d36_b5", 777, 36, 5, {1, 10}, 0.1, false, 26},
         // At most 32 queries, n >= 4096: CUDA's rows kernel with a sampled threshold
         {"n9001_d64_b12_filter", 9001, 64, 12, {1, 10, 100}, 0.05, true, 28},
+        // the same with d = 36: an odd number of 16-byte pieces per row (a lane pair per row)
+        {"n4099_d36_b7_filter", 4099, 36, 7, {1, 10, 100}, 0.05, false, 29},
         // More than 32 queries over whole rows: CUDA's filter selection (sampled
         // threshold, filter pass, sort of the survivors)
         {"n20011_d32_b40_filter", 20011, 32, 40, {300, 1024}, 0.05, true, 27},
