@@ -107,15 +107,20 @@ __global__ void sample_kernel(FilterArgs a)
         return c < a.tn ? tile_key(a, xs, xi, row[c], c) : kNoKey;
     };
     block_rank_key(key_at, a.chunks, a.rank, smem, a.thr + q);
+    if (threadIdx.x == 0)
+        a.count[q] = 0;
 }
 
 // Block per query: the threshold from S precomputed keys.
-__global__ void threshold_kernel(const uint64_t *keys, int S, int rank, uint64_t *thr)
+__global__ void threshold_kernel(const uint64_t *keys, int S, int rank, uint64_t *thr,
+                                 uint32_t *count)
 {
     extern __shared__ uint64_t smem[];
     const uint64_t *in = keys + static_cast<size_t>(blockIdx.x) * S;
     auto key_at = [&](int j, int lane) { return in[j * 32 + lane]; };
     block_rank_key(key_at, S / 32, rank, smem, thr + blockIdx.x);
+    if (threadIdx.x == 0)
+        count[blockIdx.x] = 0;
 }
 
 __global__ void __launch_bounds__(kFilterThreads) filter_kernel(FilterArgs a, int P)
@@ -271,7 +276,6 @@ void launch_filter_select(const FilterArgs &a, cudaStream_t s)
     set_smem(reinterpret_cast<const void *>(sample_kernel), smem);
     sample_kernel<<<a.tq, kSampleWarps * 32, smem, s>>>(a);
     VS_LAUNCH_CHECK();
-    VS_CUDA_CHECK(cudaMemsetAsync(a.count, 0, static_cast<size_t>(a.tq) * sizeof(uint32_t), s));
     const int P = static_cast<int>((a.tn + kFilterSegment - 1) / kFilterSegment);
     const long warps = static_cast<long>(a.tq) * P;
     filter_kernel<<<static_cast<int>((warps * 32 + kFilterThreads - 1) / kFilterThreads),
@@ -280,13 +284,14 @@ void launch_filter_select(const FilterArgs &a, cudaStream_t s)
     launch_sort_candidates(a.count, a.cand, a.cap, a.kp, a.tq, a.state, s);
 }
 
-void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr, cudaStream_t s)
+void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr,
+                      uint32_t *count, cudaStream_t s)
 {
     if (nq == 0)
         return;
     const size_t smem = rank_smem_bytes(rank);
     set_smem(reinterpret_cast<const void *>(threshold_kernel), smem);
-    threshold_kernel<<<nq, kSampleWarps * 32, smem, s>>>(keys, S, rank, thr);
+    threshold_kernel<<<nq, kSampleWarps * 32, smem, s>>>(keys, S, rank, thr, count);
     VS_LAUNCH_CHECK();
 }
 

@@ -103,7 +103,7 @@ struct FilterArgs
     const float *ysq, *yinv; // per dataset row (padded to a multiple of 4)
     int chunks, rank, cap, kp;
     uint64_t *thr;    // tq scratch
-    uint32_t *count;  // tq scratch
+    uint32_t *count;  // tq scratch (zeroed by the sample kernel)
     uint64_t *cand;   // tq x cap scratch
     uint64_t *state;  // tq x kp: the K' smallest keys, sorted (all kNoKey: not found, fall back)
 };
@@ -112,8 +112,9 @@ void launch_filter_select(const FilterArgs &a, cudaStream_t s);
 // <= cap; else kp x kNoKey (not found).
 void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap, int kp, int nq,
                             uint64_t *state, cudaStream_t s);
-// thr[q] = the rank-th smallest of keys[q * S .. q * S + S) (rank <= S).
-void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr, cudaStream_t s);
+// thr[q] = the rank-th smallest of keys[q * S .. q * S + S) (rank <= S); count[q] = 0.
+void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr,
+                      uint32_t *count, cudaStream_t s);
 
 // state[q] (kp sorted keys, or empty if !state_valid) merged with P sorted lists per query.
 void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,

@@ -511,10 +511,12 @@ template <int OP> __global__ void __launch_bounds__(kThreads, 2) rows_group_kern
 }
 
 // Keys of the sampled rows (runs of 32 rows spread over the set) for the thresholds, the rows
-// kernels' arithmetic: thread per sampled row, every query (from shared memory) on it, so each
-// sampled row is read once.
-template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int chunks, uint64_t *keys)
+// kernels' arithmetic: thread per (sampled row, group of 4 queries), the threads of a row adjacent
+// so that it is read from DRAM once; short per-thread chains keep the kernel's latency low.
+template <int OP, int QB>
+__global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int chunks, uint64_t *keys)
 {
+    constexpr int G = QB / 4;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float4 *Qs = reinterpret_cast<float4 *>(smem_raw);
     const int d4 = a.rows.d >> 2;
@@ -525,27 +527,25 @@ template <int OP, int QB> __global__ void __launch_bounds__(kThreads) rows_sampl
                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     __syncthreads();
-    const int S = chunks * 32, j = blockIdx.x * kThreads + threadIdx.x;
-    if (j >= S)
+    const int S = chunks * 32, t = blockIdx.x * kThreads + threadIdx.x, j = t / G, q0 = (t % G) * 4;
+    if (j >= S || q0 >= a.nb)
         return;
     const uint32_t row =
         static_cast<uint32_t>(static_cast<uint64_t>(j / 32) * a.rows.n / chunks) / 32 * 32 + j % 32;
     const float4 *x = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(row) * a.rows.d);
-    float acc[QB];
-#pragma unroll
-    for (int q = 0; q < QB; q++)
-        acc[q] = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int c = 0; c < d4; c++)
     {
         const float4 v = __ldg(x + c);
 #pragma unroll
-        for (int q = 0; q < QB; q++)
-            acc[q] = op4<OP>(acc[q], v, Qs[q * d4 + c]);
+        for (int i = 0; i < 4; i++)
+            acc[i] = op4<OP>(acc[i], v, Qs[(q0 + i) * d4 + c]);
     }
 #pragma unroll
-    for (int q = 0; q < QB; q++)
-        if (q < a.nb)
-            keys[static_cast<size_t>(q) * S + j] = make_key(rows_value<OP>(a, acc[q], q, row), row);
+    for (int i = 0; i < 4; i++)
+        if (q0 + i < a.nb)
+            keys[static_cast<size_t>(q0 + i) * S + j] =
+                make_key(rows_value<OP>(a, acc[i], q0 + i, row), row);
 }
 
 template <int QG> const void *kernel_for(int op)
@@ -675,11 +675,11 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
         ScanArgs args = a;
         int chunks = p.chunks;
         void *params[] = {&args, &chunks, &sample_keys};
-        VS_CUDA_CHECK(cudaLaunchKernel(sk, dim3((S + kThreads - 1) / kThreads), dim3(kThreads),
+        const int threads = S * (rows_qb(a.nb) / 4);
+        VS_CUDA_CHECK(cudaLaunchKernel(sk, dim3((threads + kThreads - 1) / kThreads), dim3(kThreads),
                                        params, qsmem, s));
     }
-    launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, s);
-    VS_CUDA_CHECK(cudaMemsetAsync(a.count, 0, static_cast<size_t>(a.nb) * sizeof(uint32_t), s));
+    launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, a.count, s);
     const void *k = rows_for(a.nb, op);
     const size_t smem = rows_smem_bytes(a.nb, a.rows.d);
     if (smem > (48u << 10))
