@@ -235,12 +235,6 @@ __global__ void __launch_bounds__(kSortThreads)
         state[i] = keys[i];
 }
 
-void set_smem(const void *kernel, size_t bytes)
-{
-    if (bytes > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(bytes)));
-}
 
 } // namespace
 

@@ -417,9 +417,7 @@ void launch_pq_scan(const PqScanArgs &a, int npairs, cudaStream_t s)
     if (npairs == 0)
         return;
     const size_t smem = pq_scan_smem_bytes(a.m, a.nbits, a.d);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(pq_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
+    set_smem(reinterpret_cast<const void *>(pq_scan_kernel), smem);
     pq_scan_kernel<<<npairs, 256, smem, s>>>(a);
     VS_LAUNCH_CHECK();
 }
@@ -446,9 +444,7 @@ void launch_pq_scan_select(const PqSelectArgs &a, int npairs, cudaStream_t s)
         return;
     const size_t smem = pq_select_smem_bytes(a.m, a.nbits, a.d, a.k, a.nwarps);
     auto kernel = a.nbits == 8 ? pq_scan_select_kernel<8> : pq_scan_select_kernel<4>;
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
+    set_smem(reinterpret_cast<const void *>(kernel), smem);
     kernel<<<npairs, 32 * a.nwarps, smem, s>>>(a);
     VS_LAUNCH_CHECK();
 }

@@ -4,6 +4,7 @@
 #ifndef VSEARCH_CUDA_IMPL_KERNELS_CUH
 #define VSEARCH_CUDA_IMPL_KERNELS_CUH
 
+#include "cuda/utils/launch.cuh"
 #include "cuda/utils/memory_pool.cuh"
 #include "engine/exact.h"
 

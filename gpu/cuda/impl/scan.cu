@@ -11,6 +11,7 @@
 //   * write: stores the distances to a tile in device memory (large k, range).
 // Distances are fp32 direct (not GEMM): the approximation bound is the tight direct one.
 #include "cuda/impl/kernels.cuh"
+#include "cuda/utils/async_copy.cuh"
 #include "cuda/utils/select.cuh"
 
 #include <algorithm>
@@ -304,10 +305,8 @@ __device__ __forceinline__ float rows_value(const ScanArgs &a, float acc, int q,
     return (a.qsq[q] + a.rows.sq[row]) - 2.0f * acc;
 }
 
-// Queries (QB x d4 float4, zero past nb) and thresholds (0 past nb: nothing is below it) to
-// shared memory.
-template <int QB>
-__device__ __forceinline__ void rows_stage(const ScanArgs &a, float4 *Qs, uint64_t *Ts)
+// Queries (QB x d4 float4, zero past nb) to shared memory (no barrier).
+template <int QB> __device__ __forceinline__ void stage_queries(const ScanArgs &a, float4 *Qs)
 {
     const int d = a.rows.d, d4 = d >> 2;
     for (int i = threadIdx.x; i < QB * d4; i += kThreads)
@@ -316,6 +315,13 @@ __device__ __forceinline__ void rows_stage(const ScanArgs &a, float4 *Qs, uint64
         Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * d) + c)
                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
+}
+
+// The queries and their thresholds (0 past nb: nothing is below it) to shared memory.
+template <int QB>
+__device__ __forceinline__ void rows_stage(const ScanArgs &a, float4 *Qs, uint64_t *Ts)
+{
+    stage_queries<QB>(a, Qs);
     for (int q = threadIdx.x; q < QB; q += kThreads)
         Ts[q] = q < a.nb ? a.thr[q] : 0;
     __syncthreads();
@@ -424,6 +430,131 @@ __global__ void __launch_bounds__(kThreads, OP == OP_L1 && QB >= 32 ? 1 : 2) row
     }
 }
 
+// Staged rows kernel (16 or 32 queries, d <= 128): the lanes-on-rows kernel above reads each row
+// in 32-byte pieces into registers, so a load instruction touches 16 rows and a block's loads
+// stride over its tile.  Here the block streams tiles of kStagedRows whole rows - one contiguous
+// range of memory - and their norms into shared memory with cp.async, kStages tiles in flight,
+// and a warp computes one row pair at a time: lane (g, s) holds queries 4g .. 4g + 3 (of its half
+// of 16) for the pieces s, s + 8, s + 16, s + 24 in registers, so the 8 lanes of a piece share one
+// broadcast shared-memory load, and a transposed butterfly over the 8 lanes of a group leaves
+// lane s the complete value of (row s / 4 of the pair, query 4g + s % 4).
+constexpr int kStagedRows = 64; // rows per stage
+constexpr int kStages = 3;      // stages in flight per block
+constexpr int kStagedD4 = 32;   // pieces a lane group covers: d <= 128
+
+__host__ __device__ constexpr size_t staged_smem_bytes(int d)
+{
+    return static_cast<size_t>(kStages) * kStagedRows * (d + 1) * sizeof(float);
+}
+
+template <int OP, int QB>
+__global__ void __launch_bounds__(kThreads, 2) rows_staged_kernel(ScanArgs a)
+{
+    constexpr int QH = QB / 16;            // warps per row pair (halves of the queries)
+    constexpr int WR = kThreads / 32 / QH; // row pairs a block computes at once
+    constexpr int PIECES = kStagedD4 / 8;  // pieces per lane
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int d4 = a.rows.d >> 2, pieces = kStagedRows * d4; // 16-byte pieces per stage
+    float4 *Rs = reinterpret_cast<float4 *>(smem_raw);
+    float *Ns = reinterpret_cast<float *>(Rs + kStages * pieces); // row norms per stage
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, s = lane & 7;
+    const int q0 = (warp % QH) * 16 + (lane >> 3) * 4, wr = warp / QH;
+    float4 qv[4][PIECES];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < PIECES; j++)
+        {
+            const int c = s + 8 * j;
+            qv[i][j] = q0 + i < a.nb && c < d4
+                           ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q0 + i) * a.rows.d) + c)
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    // This lane's query, its threshold and norm term; the rows' norm term comes with the tile.
+    const int myq = q0 + (s & 3);
+    const bool live = myq < a.nb;
+    const uint64_t thr = live ? a.thr[myq] : 0;
+    const bool cosine = a.metric == VS_METRIC_COSINE, ip = a.metric == VS_METRIC_IP;
+    const float *norms = OP != OP_DOT || ip ? nullptr : (cosine ? a.rows.inv : a.rows.sq);
+    const float qn = !live || norms == nullptr ? 0.0f : (cosine ? a.qinv[myq] : a.qsq[myq]);
+
+    const uint32_t n = a.rows.n, ntiles = (n + kStagedRows - 1) / kStagedRows;
+    const size_t total = static_cast<size_t>(n) * d4;
+    const float4 *src = reinterpret_cast<const float4 *>(a.rows.x);
+    auto issue = [&](uint32_t tile, int buf) {
+        if (tile < ntiles)
+        {
+            const size_t base = static_cast<size_t>(tile) * pieces;
+            float4 *dst = Rs + buf * pieces;
+            for (int e = threadIdx.x; e < pieces; e += kThreads)
+            {
+                const bool valid = base + e < total;
+                cp_async16(dst + e, src + (valid ? base + e : 0), valid ? 16 : 0);
+            }
+            const uint32_t r = tile * kStagedRows + threadIdx.x * 4;
+            if (norms != nullptr && threadIdx.x < kStagedRows / 4)
+                cp_async16(Ns + buf * kStagedRows + threadIdx.x * 4, norms + (r < n ? r : 0),
+                           r < n ? static_cast<int>(min(4u, n - r)) * 4 : 0);
+        }
+        cp_async_commit(); // empty groups past the end keep the wait counts uniform
+    };
+#pragma unroll
+    for (int st = 0; st < kStages - 1; st++)
+        issue(blockIdx.x + st * gridDim.x, st);
+    int it = 0;
+    for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x, it++)
+    {
+        cp_async_wait<kStages - 2>();
+        __syncthreads(); // the tile is in; every warp is done with the buffer refilled next
+        issue(tile + (kStages - 1) * gridDim.x, (it + kStages - 1) % kStages);
+        const float4 *R = Rs + (it % kStages) * pieces;
+        const float *N = Ns + (it % kStages) * kStagedRows;
+        for (int p = wr; p < kStagedRows / 2; p += WR)
+        {
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                v[i] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < PIECES; j++)
+            {
+                const int c = s + 8 * j;
+                if (c < d4)
+                {
+                    const float4 x0 = R[(2 * p) * d4 + c], x1 = R[(2 * p + 1) * d4 + c];
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                    {
+                        v[i] = op4<OP>(v[i], x0, qv[i][j]);
+                        v[4 + i] = op4<OP>(v[4 + i], x1, qv[i][j]);
+                    }
+                }
+            }
+            // v[h * 4 + i] (row h, query i) summed over the group: lane s ends with v[s].
+#pragma unroll
+            for (int m = 4; m >= 1; m >>= 1)
+#pragma unroll
+                for (int i = 0; i < m; i++)
+                {
+                    const bool upper = (s & m) != 0;
+                    const float keep = upper ? v[i + m] : v[i];
+                    const float send = upper ? v[i] : v[i + m];
+                    v[i] = keep + __shfl_xor_sync(kFullMask, send, m);
+                }
+            const int r = 2 * p + (s >> 2);
+            const uint32_t row = tile * kStagedRows + r;
+            float val = v[0]; // L1 (and the rows' norm-free forms below)
+            if (OP == OP_DOT)
+                val = cosine ? 1.0f - val * qn * N[r] : (ip ? -val : (qn + N[r]) - 2.0f * val);
+            const uint64_t key = row < n && live ? make_key(val, row) : kNoKey;
+            const bool hit = key < thr;
+            if (__any_sync(kFullMask, hit) && hit)
+                rows_append(a, myq, key);
+        }
+    }
+    cp_async_wait<0>();
+}
+
 template <int V> __device__ __forceinline__ void group_reduce(float (&acc)[V], int lane)
 {
 #pragma unroll
@@ -520,12 +651,7 @@ __global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int c
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float4 *Qs = reinterpret_cast<float4 *>(smem_raw);
     const int d4 = a.rows.d >> 2;
-    for (int i = threadIdx.x; i < QB * d4; i += kThreads)
-    {
-        const int q = i / d4, c = i % d4;
-        Qs[i] = q < a.nb ? __ldg(reinterpret_cast<const float4 *>(a.q + static_cast<size_t>(q) * a.rows.d) + c)
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
+    stage_queries<QB>(a, Qs);
     __syncthreads();
     const int S = chunks * 32, t = blockIdx.x * kThreads + threadIdx.x, j = t / G, q0 = (t % G) * 4;
     if (j >= S || q0 >= a.nb)
@@ -594,8 +720,24 @@ const void *rows_sample_for(int nb, int op)
     return op == OP_L1 ? rows_sample_for_qb<OP_L1>(rows_qb(nb)) : rows_sample_for_qb<OP_DOT>(rows_qb(nb));
 }
 
+// 5-32 queries with d <= 128 take the staged kernel.
+bool rows_staged(int nb, int d) { return rows_qb(nb) >= 16 && d / 4 <= kStagedD4; }
+
+template <int OP> const void *rows_staged_for_qb(int qb)
+{
+    return qb == 16 ? reinterpret_cast<const void *>(rows_staged_kernel<OP, 16>)
+                    : reinterpret_cast<const void *>(rows_staged_kernel<OP, 32>);
+}
+
+const void *rows_staged_for(int nb, int op)
+{
+    return op == OP_L1 ? rows_staged_for_qb<OP_L1>(rows_qb(nb)) : rows_staged_for_qb<OP_DOT>(rows_qb(nb));
+}
+
 size_t rows_smem_bytes(int nb, int d)
 {
+    if (rows_staged(nb, d))
+        return staged_smem_bytes(d);
     const size_t qb = static_cast<size_t>(rows_qb(nb));
     return qb * static_cast<size_t>(d) * sizeof(float) + qb * sizeof(uint64_t);
 }
@@ -631,13 +773,9 @@ size_t scan_smem_bytes(int tier, bool select, int nb, int kp, int bcap)
 
 int scan_blocks_per_sm(int tier, size_t smem)
 {
-    int blocks = 0;
     const void *k = kernel_for(tier, OP_L2);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads, smem));
-    return blocks;
+    set_smem(k, smem);
+    return blocks_per_sm(k, kThreads, smem);
 }
 
 void launch_scan(const ScanArgs &a, int tier, cudaStream_t s)
@@ -647,9 +785,7 @@ void launch_scan(const ScanArgs &a, int tier, cudaStream_t s)
     int op = scan_op(a.metric);
     const void *k = kernel_for(tier, op);
     size_t smem = scan_smem_bytes(tier, a.select, a.nb, a.kp, a.bcap);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
+    set_smem(k, smem);
     ScanArgs args = a;
     void *params[] = {&args};
     VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(a.grid), dim3(kThreads), params, smem, s));
@@ -668,9 +804,7 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
     const int S = p.chunks * 32;
     const void *sk = rows_sample_for(a.nb, op);
     const size_t qsmem = static_cast<size_t>(rows_qb(a.nb)) * a.rows.d * sizeof(float);
-    if (qsmem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(sk, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(qsmem)));
+    set_smem(sk, qsmem);
     {
         ScanArgs args = a;
         int chunks = p.chunks;
@@ -680,16 +814,15 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
                                        params, qsmem, s));
     }
     launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, a.count, s);
-    const void *k = rows_for(a.nb, op);
+    const bool staged = rows_staged(a.nb, a.rows.d);
+    const void *k = staged ? rows_staged_for(a.nb, op) : rows_for(a.nb, op);
     const size_t smem = rows_smem_bytes(a.nb, a.rows.d);
-    if (smem > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    int per_sm = 0;
-    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem));
-    // Persistent grid, no more blocks than the lanes-on-rows kernel has tiles.
+    set_smem(k, smem);
+    const int per_sm = blocks_per_sm(k, kThreads, smem);
+    // Persistent grid, no more blocks than the kernel has tiles.
     const int qb = rows_qb(a.nb);
-    const size_t tiles = (a.rows.n + kRowsTR * rows_per_lane(qb) - 1) / (kRowsTR * rows_per_lane(qb));
+    const size_t tile_rows = staged ? kStagedRows : kRowsTR * rows_per_lane(qb);
+    const size_t tiles = (a.rows.n + tile_rows - 1) / tile_rows;
     const int grid = static_cast<int>(std::max<size_t>(
         1, std::min<size_t>(tiles, static_cast<size_t>(sms) * std::max(1, per_sm))));
     ScanArgs args = a;

@@ -25,12 +25,6 @@ int select_warps_per_block(int kp, int bcap)
     return w < 1 ? 1 : w;
 }
 
-void set_smem(const void *kernel, size_t bytes)
-{
-    if (bytes > (48u << 10))
-        VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(bytes)));
-}
 
 __global__ void tile_select_kernel(TileSelectArgs a, int wpb)
 {

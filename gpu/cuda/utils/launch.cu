@@ -1,0 +1,72 @@
+#include "cuda/utils/launch.cuh"
+
+#include "cuda/utils/error.cuh"
+
+#include <mutex>
+#include <vector>
+
+namespace vs::cuda {
+
+namespace {
+
+struct Entry
+{
+    int device;
+    const void *kernel;
+    int threads;   // 0: the shared memory opt-in
+    size_t bytes;
+    int value;
+};
+
+std::mutex g_mutex;
+std::vector<Entry> g_entries;
+constexpr size_t kMaxEntries = 512; // shared memory sizes vary with k: bound the table
+
+int current_device()
+{
+    int dev = 0;
+    VS_CUDA_CHECK(cudaGetDevice(&dev));
+    return dev;
+}
+
+} // namespace
+
+void set_smem(const void *kernel, size_t bytes)
+{
+    if (bytes <= (48u << 10))
+        return;
+    const int dev = current_device();
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (Entry &e : g_entries)
+        if (e.device == dev && e.kernel == kernel && e.threads == 0)
+        {
+            if (e.bytes >= bytes)
+                return;
+            VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(bytes)));
+            e.bytes = bytes;
+            return;
+        }
+    VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+    g_entries.push_back({dev, kernel, 0, bytes, 0});
+}
+
+int blocks_per_sm(const void *kernel, int threads, size_t bytes)
+{
+    const int dev = current_device();
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        for (const Entry &e : g_entries)
+            if (e.device == dev && e.kernel == kernel && e.threads == threads && e.bytes == bytes)
+                return e.value;
+    }
+    int blocks = 0;
+    VS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, bytes));
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_entries.size() < kMaxEntries)
+        g_entries.push_back({dev, kernel, threads, bytes, blocks});
+    return blocks;
+}
+
+} // namespace vs::cuda
