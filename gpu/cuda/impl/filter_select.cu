@@ -116,6 +116,8 @@ __global__ void threshold_kernel(const uint64_t *keys, int S, int rank, uint64_t
                                  uint32_t *count)
 {
     extern __shared__ uint64_t smem[];
+    grid_dependents_launch(); // the rows kernel prefetches its first tiles meanwhile
+    grid_dependency_wait();
     const uint64_t *in = keys + static_cast<size_t>(blockIdx.x) * S;
     auto key_at = [&](int j, int lane) { return in[j * 32 + lane]; };
     block_rank_key(key_at, S / 32, rank, smem, thr + blockIdx.x);
@@ -199,6 +201,7 @@ __global__ void __launch_bounds__(kSortThreads)
     sort_kernel(const uint32_t *count, const uint64_t *cand, int cap, int kp, uint64_t *state_all)
 {
     extern __shared__ uint64_t keys[];
+    grid_dependency_wait();
     const int q = blockIdx.x;
     const uint32_t cnt = count[q];
     uint64_t *state = state_all + static_cast<size_t>(q) * kp;
@@ -285,8 +288,9 @@ void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *t
         return;
     const size_t smem = rank_smem_bytes(rank);
     set_smem(reinterpret_cast<const void *>(threshold_kernel), smem);
-    threshold_kernel<<<nq, kSampleWarps * 32, smem, s>>>(keys, S, rank, thr, count);
-    VS_LAUNCH_CHECK();
+    void *params[] = {&keys, &S, &rank, &thr, &count};
+    launch_dependent(reinterpret_cast<const void *>(threshold_kernel), dim3(nq),
+                     dim3(kSampleWarps * 32), smem, s, params);
 }
 
 void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap, int kp, int nq,
@@ -296,8 +300,9 @@ void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap
         return;
     const size_t smem = static_cast<size_t>(cap) * 8;
     set_smem(reinterpret_cast<const void *>(sort_kernel), smem);
-    sort_kernel<<<nq, kSortThreads, smem, s>>>(count, cand, cap, kp, state);
-    VS_LAUNCH_CHECK();
+    void *params[] = {&count, &cand, &cap, &kp, &state};
+    launch_dependent(reinterpret_cast<const void *>(sort_kernel), dim3(nq), dim3(kSortThreads),
+                     smem, s, params);
 }
 
 } // namespace vs::cuda

@@ -322,6 +322,7 @@ template <int QB>
 __device__ __forceinline__ void rows_stage(const ScanArgs &a, float4 *Qs, uint64_t *Ts)
 {
     stage_queries<QB>(a, Qs);
+    grid_dependency_wait();
     for (int q = threadIdx.x; q < QB; q += kThreads)
         Ts[q] = q < a.nb ? a.thr[q] : 0;
     __syncthreads();
@@ -473,7 +474,6 @@ __global__ void __launch_bounds__(kThreads, 2) rows_staged_kernel(ScanArgs a)
     // This lane's query, its threshold and norm term; the rows' norm term comes with the tile.
     const int myq = q0 + (s & 3);
     const bool live = myq < a.nb;
-    const uint64_t thr = live ? a.thr[myq] : 0;
     const bool cosine = a.metric == VS_METRIC_COSINE, ip = a.metric == VS_METRIC_IP;
     const float *norms = OP != OP_DOT || ip ? nullptr : (cosine ? a.rows.inv : a.rows.sq);
     const float qn = !live || norms == nullptr ? 0.0f : (cosine ? a.qinv[myq] : a.qsq[myq]);
@@ -501,6 +501,8 @@ __global__ void __launch_bounds__(kThreads, 2) rows_staged_kernel(ScanArgs a)
 #pragma unroll
     for (int st = 0; st < kStages - 1; st++)
         issue(blockIdx.x + st * gridDim.x, st);
+    grid_dependency_wait(); // the thresholds and hit counters come from the kernel before
+    const uint64_t thr = live ? a.thr[myq] : 0;
     int it = 0;
     for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x, it++)
     {
@@ -651,6 +653,7 @@ __global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int c
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float4 *Qs = reinterpret_cast<float4 *>(smem_raw);
     const int d4 = a.rows.d >> 2;
+    grid_dependents_launch(); // the threshold kernel, which waits for this one
     stage_queries<QB>(a, Qs);
     __syncthreads();
     const int S = chunks * 32, t = blockIdx.x * kThreads + threadIdx.x, j = t / G, q0 = (t % G) * 4;
@@ -660,12 +663,19 @@ __global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int c
         static_cast<uint32_t>(static_cast<uint64_t>(j / 32) * a.rows.n / chunks) / 32 * 32 + j % 32;
     const float4 *x = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(row) * a.rows.d);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int c = 0; c < d4; c++)
+    constexpr int U = 8; // loads in flight: the chain is otherwise d4 DRAM latencies long
+    for (int c0 = 0; c0 < d4; c0 += U)
     {
-        const float4 v = __ldg(x + c);
+        float4 v[U];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            acc[i] = op4<OP>(acc[i], v, Qs[(q0 + i) * d4 + c]);
+        for (int u = 0; u < U; u++)
+            v[u] = c0 + u < d4 ? __ldg(x + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (c0 + u < d4)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[i] = op4<OP>(acc[i], v[u], Qs[(q0 + i) * d4 + c0 + u]);
     }
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -810,6 +820,7 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
         int chunks = p.chunks;
         void *params[] = {&args, &chunks, &sample_keys};
         const int threads = S * (rows_qb(a.nb) / 4);
+        // A plain launch: the queries' upload (a copy, not a kernel) comes just before.
         VS_CUDA_CHECK(cudaLaunchKernel(sk, dim3((threads + kThreads - 1) / kThreads), dim3(kThreads),
                                        params, qsmem, s));
     }
@@ -827,7 +838,7 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
         1, std::min<size_t>(tiles, static_cast<size_t>(sms) * std::max(1, per_sm))));
     ScanArgs args = a;
     void *params[] = {&args};
-    VS_CUDA_CHECK(cudaLaunchKernel(k, dim3(grid), dim3(kThreads), params, smem, s));
+    launch_dependent(k, dim3(grid), dim3(kThreads), smem, s, params);
     launch_sort_candidates(a.count, a.cand, a.cap, a.kp, a.nb, state, s);
 }
 

@@ -2,6 +2,7 @@
 
 #include "cuda/utils/error.cuh"
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -67,6 +68,33 @@ int blocks_per_sm(const void *kernel, int threads, size_t bytes)
     if (g_entries.size() < kMaxEntries)
         g_entries.push_back({dev, kernel, threads, bytes, blocks});
     return blocks;
+}
+
+void launch_dependent(const void *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                      void **params)
+{
+    static std::atomic<int> major[64]; // per device: compute capability, 0 until asked
+    const int dev = current_device();
+    int cc = major[dev & 63].load(std::memory_order_relaxed);
+    if (cc == 0)
+    {
+        VS_CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
+        major[dev & 63].store(cc, std::memory_order_relaxed);
+    }
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    if (cc >= 9)
+    {
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+    }
+    VS_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel, params));
 }
 
 } // namespace vs::cuda

@@ -4,6 +4,8 @@
 #ifndef VSEARCH_CUDA_UTILS_LAUNCH_CUH
 #define VSEARCH_CUDA_UTILS_LAUNCH_CUH
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
 
 namespace vs::cuda {
@@ -15,6 +17,32 @@ void set_smem(const void *kernel, size_t bytes);
 // Resident blocks of `threads` threads and `bytes` of dynamic shared memory per SM (after
 // set_smem), on the current device.
 int blocks_per_sm(const void *kernel, int threads, size_t bytes);
+
+// Launches `kernel` so that it may start while the stream's previous kernel is finishing
+// (programmatic dependent launch, sm_90+; a plain launch on older devices).  The kernel must call
+// grid_dependency_wait() before it touches anything the earlier work writes.
+void launch_dependent(const void *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                      void **params);
+
+#ifdef __CUDACC__
+// Waits until the previous kernel of the stream has completed and its writes are visible (a
+// no-op unless launched by launch_dependent on sm_90+).
+__device__ __forceinline__ void grid_dependency_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Lets the stream's next kernel (launched by launch_dependent) start now, its prologue overlapping
+// the rest of this one; its grid_dependency_wait still waits for all of this kernel.
+__device__ __forceinline__ void grid_dependents_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+#endif
 
 } // namespace vs::cuda
 
