@@ -503,6 +503,17 @@ __global__ void __launch_bounds__(kThreads, 2) rows_staged_kernel(ScanArgs a)
         issue(blockIdx.x + st * gridDim.x, st);
     grid_dependency_wait(); // the thresholds and hit counters come from the kernel before
     const uint64_t thr = live ? a.thr[myq] : 0;
+    const float thr_value = key_dist(thr); // !(v > thr_value) holds for every key below thr
+    // Branch-free piece loads: past d4 a lane reads its row's last piece, which meets a zero
+    // query piece (dot forms) or is zeroed (L1).
+    int off[PIECES];
+    bool in_row[PIECES];
+#pragma unroll
+    for (int j = 0; j < PIECES; j++)
+    {
+        in_row[j] = s + 8 * j < d4;
+        off[j] = min(s + 8 * j, d4 - 1);
+    }
     int it = 0;
     for (uint32_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x, it++)
     {
@@ -517,21 +528,24 @@ __global__ void __launch_bounds__(kThreads, 2) rows_staged_kernel(ScanArgs a)
 #pragma unroll
             for (int i = 0; i < 8; i++)
                 v[i] = 0.0f;
+            const float4 *r0 = R + (2 * p) * d4, *r1 = r0 + d4;
+            float4 x0[PIECES], x1[PIECES];
 #pragma unroll
             for (int j = 0; j < PIECES; j++)
             {
-                const int c = s + 8 * j;
-                if (c < d4)
-                {
-                    const float4 x0 = R[(2 * p) * d4 + c], x1 = R[(2 * p + 1) * d4 + c];
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                    {
-                        v[i] = op4<OP>(v[i], x0, qv[i][j]);
-                        v[4 + i] = op4<OP>(v[4 + i], x1, qv[i][j]);
-                    }
-                }
+                x0[j] = r0[off[j]];
+                x1[j] = r1[off[j]];
+                if (OP == OP_L1 && !in_row[j])
+                    x0[j] = x1[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
+#pragma unroll
+            for (int j = 0; j < PIECES; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                {
+                    v[i] = op4<OP>(v[i], x0[j], qv[i][j]);
+                    v[4 + i] = op4<OP>(v[4 + i], x1[j], qv[i][j]);
+                }
             // v[h * 4 + i] (row h, query i) summed over the group: lane s ends with v[s].
 #pragma unroll
             for (int m = 4; m >= 1; m >>= 1)
@@ -548,10 +562,9 @@ __global__ void __launch_bounds__(kThreads, 2) rows_staged_kernel(ScanArgs a)
             float val = v[0]; // L1 (and the rows' norm-free forms below)
             if (OP == OP_DOT)
                 val = cosine ? 1.0f - val * qn * N[r] : (ip ? -val : (qn + N[r]) - 2.0f * val);
-            const uint64_t key = row < n && live ? make_key(val, row) : kNoKey;
-            const bool hit = key < thr;
+            const bool hit = !(val > thr_value) && row < n && live && make_key(val, row) < thr;
             if (__any_sync(kFullMask, hit) && hit)
-                rows_append(a, myq, key);
+                rows_append(a, myq, make_key(val, row));
         }
     }
     cp_async_wait<0>();
