@@ -3,6 +3,8 @@
 #include "cuda/utils/error.cuh"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -89,7 +91,12 @@ void launch_dependent(const void *kernel, dim3 grid, dim3 block, size_t smem, cu
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
-    if (cc >= 9)
+    // VSEARCH_CUDA_PDL=0: plain launches (to measure the overlap, or to rule it out).
+    static const bool pdl = [] {
+        const char *v = std::getenv("VSEARCH_CUDA_PDL");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    if (cc >= 9 && pdl)
     {
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
