@@ -262,8 +262,10 @@ template <int OP, int QG> __global__ void __launch_bounds__(kThreads, 2) scan_ke
 // the caller rescans it with the staged scan kernel above.  L2 is formed as ||x||^2 + ||y||^2 -
 // 2 x.y (one FMA per element), IP and cosine from the dot, L1 directly.
 //
-// Two layouts, measured on an H100 (1M x 128, k = 10; docs/ENGINE.md):
-//   * lanes on rows (5-32 queries): a lane pair per row (lane e of the pair takes the 16-byte
+// Three layouts, measured on an H100 (1M x 128, k = 10; docs/ENGINE.md):
+//   * staged (5-32 queries, d <= 128; rows_staged_kernel below): whole-row tiles through shared
+//     memory by cp.async, queries in registers (0.290 ms for 16 queries);
+//   * lanes on rows (5-32 queries, larger d): a lane pair per row (lane e of the pair takes the 16-byte
 //     pieces e, e + 2, ..., so a load instruction reads 16 rows' 32-byte sectors whole), each lane
 //     streams two rows (8 pieces in flight) and applies every query float4 it reads from shared
 //     memory to both; one shuffle per pair of values completes them (0.438 ms for 16 queries
@@ -433,12 +435,13 @@ __global__ void __launch_bounds__(kThreads, OP == OP_L1 && QB >= 32 ? 1 : 2) row
 
 // Staged rows kernel (16 or 32 queries, d <= 128): the lanes-on-rows kernel above reads each row
 // in 32-byte pieces into registers, so a load instruction touches 16 rows and a block's loads
-// stride over its tile.  Here the block streams tiles of kStagedRows whole rows - one contiguous
-// range of memory - and their norms into shared memory with cp.async, kStages tiles in flight,
-// and a warp computes one row pair at a time: lane (g, s) holds queries 4g .. 4g + 3 (of its half
-// of 16) for the pieces s, s + 8, s + 16, s + 24 in registers, so the 8 lanes of a piece share one
-// broadcast shared-memory load, and a transposed butterfly over the 8 lanes of a group leaves
-// lane s the complete value of (row s / 4 of the pair, query 4g + s % 4).
+// stride over its tile (0.36 ms for 16 queries; 0.29 here).  Here the block streams tiles of
+// kStagedRows whole rows - one contiguous range of memory - and their norms into shared memory
+// with cp.async, kStages tiles in flight, and a warp computes one row pair at a time: lane (g, s)
+// holds queries 4g .. 4g + 3 (of its half of 16) for the pieces s, s + 8, s + 16, s + 24 in
+// registers, so the 8 lanes of a piece share one broadcast shared-memory load, and a transposed
+// butterfly over the 8 lanes of a group leaves lane s the complete value of (row s / 4 of the
+// pair, query 4g + s % 4).  The arithmetic, not the copies, bounds it (docs/ENGINE.md).
 constexpr int kStagedRows = 64; // rows per stage
 constexpr int kStages = 3;      // stages in flight per block
 constexpr int kStagedD4 = 32;   // pieces a lane group covers: d <= 128
