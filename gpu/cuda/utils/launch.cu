@@ -75,13 +75,15 @@ int blocks_per_sm(const void *kernel, int threads, size_t bytes)
 void launch_dependent(const void *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                       void **params)
 {
-    static std::atomic<int> major[64]; // per device: compute capability, 0 until asked
+    constexpr int kCached = 64;
+    static std::atomic<int> major[kCached]; // per device: compute capability, 0 until asked
     const int dev = current_device();
-    int cc = major[dev & 63].load(std::memory_order_relaxed);
+    int cc = dev < kCached ? major[dev].load(std::memory_order_relaxed) : 0;
     if (cc == 0)
     {
         VS_CUDA_CHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
-        major[dev & 63].store(cc, std::memory_order_relaxed);
+        if (dev < kCached)
+            major[dev].store(cc, std::memory_order_relaxed);
     }
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
