@@ -270,8 +270,6 @@ void launch_gather_rows(float *dst, const float *old, const float *fresh, const 
                         size_t n, int d, cudaStream_t s);
 // offs[i] = i * stride for i <= nseg
 void launch_fill_offsets(int *offs, int nseg, int stride, cudaStream_t s);
-void launch_gather_queries(float *dst, const float *src, const int *which, int nb, int d,
-                           cudaStream_t s);
 
 // ---- k-means -----------------------------------------------------------------------------
 

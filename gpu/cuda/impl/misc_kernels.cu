@@ -173,17 +173,6 @@ __global__ void fill_offsets_kernel(int *offs, int nseg, int stride)
         offs[i] = i * stride;
 }
 
-__global__ void gather_queries_kernel(float *dst, const float *src, const int *which, int nb, int d)
-{
-    size_t total = static_cast<size_t>(nb) * d;
-    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-         i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    {
-        size_t q = i / d, j = i % d;
-        dst[i] = src[static_cast<size_t>(which[q]) * d + j];
-    }
-}
-
 // ---- k-means ----
 
 __global__ void kmeans_argmin_kernel(const float *tile, int64_t ld, int np, int k, bool spherical,
@@ -365,16 +354,6 @@ void launch_fill_offsets(int *offs, int nseg, int stride, cudaStream_t s)
 {
     fill_offsets_kernel<<<blocks_for(static_cast<size_t>(nseg) + 1, 256), 256, 0, s>>>(offs, nseg,
                                                                                        stride);
-    VS_LAUNCH_CHECK();
-}
-
-void launch_gather_queries(float *dst, const float *src, const int *which, int nb, int d,
-                           cudaStream_t s)
-{
-    if (nb == 0)
-        return;
-    gather_queries_kernel<<<blocks_for(static_cast<size_t>(nb) * d, 256), 256, 0, s>>>(dst, src,
-                                                                                       which, nb, d);
     VS_LAUNCH_CHECK();
 }
 
