@@ -75,16 +75,7 @@ __device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem
     if (warp != 0)
         return;
     for (int w = 1; w < kSampleWarps; w++)
-    {
-        const uint64_t *list = s_top[w];
-        for (int i = 0; i < rank; i += 32)
-        {
-            const uint64_t key = i + lane < rank ? list[i + lane] : kNoKey;
-            if (__all_sync(kFullMask, key >= t.thr))
-                break;
-            t.add(key, lane);
-        }
-    }
+        t.add_sorted(s_top[w], 0, rank, lane);
     t.flush(lane);
     if (lane == 0)
         *out = t.top[rank - 1];

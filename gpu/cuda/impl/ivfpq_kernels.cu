@@ -219,16 +219,7 @@ template <int NBITS> __global__ void pq_scan_select_kernel(PqSelectArgs a)
     if (warp != 0)
         return;
     for (int w = 1; w < a.nwarps; w++)
-    {
-        const uint64_t *o = tops[w];
-        for (int i0 = 0; i0 < kp; i0 += 32)
-        {
-            const uint64_t key = i0 + lane < kp ? o[i0 + lane] : kNoKey;
-            if (!__any_sync(kFullMask, key < t.thr))
-                break; // o is sorted: nothing further passes either
-            t.add(key, lane);
-        }
-    }
+        t.add_sorted(tops[w], 0, kp, lane);
     t.flush(lane);
     const int64_t *ids = a.list_sorted_ids[p.list];
     for (int i = lane; i < kp; i += 32)

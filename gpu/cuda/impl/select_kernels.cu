@@ -125,14 +125,7 @@ __global__ void merge_kernel(uint64_t *state, bool valid, const uint64_t *lists,
         {
             const int l = __ffs(todo) - 1;
             todo &= todo - 1;
-            const uint64_t *list = qlists + static_cast<size_t>(p0 + l) * kp;
-            for (int i = 1; i < kp; i += 32)
-            {
-                uint64_t key = i + lane < kp ? list[i + lane] : kNoKey;
-                if (__all_sync(kFullMask, key >= t.thr))
-                    break;
-                t.add(key, lane);
-            }
+            t.add_sorted(qlists + static_cast<size_t>(p0 + l) * kp, 1, kp, lane);
         }
     }
     t.flush(lane);
@@ -142,16 +135,7 @@ __global__ void merge_kernel(uint64_t *state, bool valid, const uint64_t *lists,
     if (warp == 0)
     {
         for (int w = 1; w < W; w++)
-        {
-            const uint64_t *list = s_top[w];
-            for (int i = 0; i < kp; i += 32)
-            {
-                uint64_t key = i + lane < kp ? list[i + lane] : kNoKey;
-                if (__all_sync(kFullMask, key >= t.thr))
-                    break;
-                t.add(key, lane);
-            }
-        }
+            t.add_sorted(s_top[w], 0, kp, lane);
         t.finish(state + static_cast<size_t>(q) * kp, lane);
     }
 }

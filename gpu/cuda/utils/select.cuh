@@ -152,6 +152,19 @@ struct WarpTopK
         count += c;
     }
 
+    // Adds list[from .. len) of a list sorted ascending, stopping at the first 32 keys that all
+    // fail the threshold (nothing after them can pass).
+    __device__ void add_sorted(const uint64_t *list, int from, int len, int lane)
+    {
+        for (int i = from; i < len; i += 32)
+        {
+            const uint64_t key = i + lane < len ? list[i + lane] : kNoKey;
+            if (__all_sync(kFullMask, key >= thr))
+                break;
+            add(key, lane);
+        }
+    }
+
     // Merges the buffer into the top list.
     __device__ void flush(int lane)
     {
