@@ -5,19 +5,22 @@
  *   vsearch_range_batch(index regclass, queries vector[], radius double precision)
  *     RETURNS TABLE (query integer, row_ctid tid, distance double precision)
  *
- * All queries go to the search layer in one request (one GPU batch when the worker serves).  The
- * answer is what the per-query SQL would return, visible rows only:
- *   knn:   for each query, the k rows of `ORDER BY col <op> q LIMIT k` (fewer if the table has
- *          fewer visible rows), nearest first;
- *   range: for each query, the rows with `col <op> q <= radius` (<<op>> semantics), nearest first;
+ * All queries go to the search layer together (one GPU batch when the worker serves).  The answer
+ * is what the per-query SQL would return, visible rows only:
+ *   knn:   for each query, the k rows of `ORDER BY col <op> q LIMIT k` through the index (fewer if
+ *          the table has fewer visible rows), nearest first: for an exact index exactly the
+ *          sequential scan's rows, for an approximate one the rows its index scan returns first;
+ *   range: for each query, the rows the index finds with `col <op> q <= radius` (<<op>>
+ *          semantics), nearest first;
  * where <op> is the index's metric operator, `distance` is that operator's value and `query` the
  * query's 1-based position in the array.  Each candidate is checked against the caller's snapshot
  * like an index scan does (following HOT chains); row_ctid is the visible version's ctid, so
  * `JOIN items t ON t.ctid = b.row_ctid` finds it in the same statement.  Dead rows are skipped
  * and the search widened until k visible rows are found or the index is exhausted; distances are
- * recomputed from the heap row with the SQL operator, and the kNN search goes on until no unseen
- * row can beat the k-th (the same lower bounds as the index scan), so ties aside the rows are
- * exactly the per-query ones.
+ * recomputed from the heap row with the SQL operator.  How a kNN batch searches is the index
+ * kind's (indexkind.h, batch_knn); vs_batch_knn_exact below serves kinds with exact searches: it
+ * goes on until no unseen row can beat the k-th (the same lower bounds as the index scan), so
+ * ties aside the rows are exactly the per-query ones.
  *
  * The caller needs SELECT on the index's table; tables with row level security are refused (the
  * functions cannot apply its policies).
@@ -33,7 +36,6 @@
 #include "catalog/index.h"
 #include "catalog/objectaddress.h"
 #include "funcapi.h"
-#include "portability/instr_time.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -43,43 +45,12 @@
 #include "utils/rls.h"
 #include "utils/tuplestore.h"
 
-#include "batchrows.h"
-#include "flat.h"
-#include "ivfpq.h"
-#include "search.h"
+#include "batch.h"
+#include "indexkind.h"
 #include "vector.h"
 
-/* Most (query, row) pairs one kNN batch call may produce. */
-#define VS_BATCH_MAX_RESULTS	50000000
-
-typedef struct BatchContext
-{
-	Relation	heap;
-	Relation	index;
-	VsIndexRef	ref;
-	int			nq;
-	float	   *queries;		/* nq x dim */
-	VsDistanceSlack *slack;		/* per query */
-
-	/* visibility checks and distances */
-	VsRowReader reader;
-
-	/* where the time went (reported at DEBUG1) */
-	int			rounds;			/* engine calls */
-	instr_time	search_time;	/* in the search layer: the worker or the backend's engine */
-	instr_time	heap_time;		/* reading and checking candidate rows */
-} BatchContext;
-
-
-typedef struct Hit
-{
-	double		distance;
-	ItemPointerData tid;
-} Hit;
-
-/* float8 order (NaN last), then tid. */
-static int
-cmp_hit(const Hit *a, const Hit *b)
+int
+vs_cmp_hit(const VsHit *a, const VsHit *b)
 {
 	bool		nan_a = isnan(a->distance);
 	bool		nan_b = isnan(b->distance);
@@ -99,7 +70,7 @@ cmp_hit(const Hit *a, const Hit *b)
 static int
 cmp_hit_qsort(const void *a, const void *b)
 {
-	return cmp_hit((const Hit *) a, (const Hit *) b);
+	return vs_cmp_hit((const VsHit *) a, (const VsHit *) b);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -107,7 +78,7 @@ cmp_hit_qsort(const void *a, const void *b)
  */
 
 static void
-open_index(Oid indexoid, BatchContext *bc)
+open_index(Oid indexoid, VsBatch *bc)
 {
 	Oid			heapoid = IndexGetRelation(indexoid, true);
 	AclResult	aclresult;
@@ -145,12 +116,13 @@ open_index(Oid indexoid, BatchContext *bc)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("index \"%s\" changed while it was opened",
 						RelationGetRelationName(bc->index))));
-	if (!vs_is_flat_index(bc->index) && !vs_is_ivfpq_index(bc->index))
+	if (vs_kind_of_index(bc->index) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a vs_flat or vs_ivfpq index",
-						RelationGetRelationName(bc->index)),
-				 errhint("Batch searches need an index created USING vs_flat or vs_ivfpq.")));
+				 errmsg("\"%s\" is not a %s index",
+						RelationGetRelationName(bc->index), vs_kind_names("or")),
+				 errhint("Batch searches need an index created USING %s.",
+						 vs_kind_names("or"))));
 	if (!bc->index->rd_index->indisvalid)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -161,7 +133,7 @@ open_index(Oid indexoid, BatchContext *bc)
 
 /* The queries as nq x dim floats; ERROR for NULLs and dimension mismatches. */
 static void
-read_queries(ArrayType *array, BatchContext *bc)
+read_queries(ArrayType *array, VsBatch *bc)
 {
 	Oid			elemtype = ARR_ELEMTYPE(array);
 	int16		typlen;
@@ -208,21 +180,8 @@ read_queries(ArrayType *array, BatchContext *bc)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Visibility and distance: is the row of an index entry visible to the snapshot, and how far is
- * it from a query?  (batchrows.c)
+ * Candidate rows
  */
-
-static void
-begin_fetch(BatchContext *bc)
-{
-	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric, bc->queries);
-}
-
-static void
-end_fetch(BatchContext *bc)
-{
-	vs_row_reader_end(&bc->reader);
-}
 
 static void
 too_many_pairs(void)
@@ -233,9 +192,17 @@ too_many_pairs(void)
 			 errhint("Use fewer queries per call, or a smaller radius.")));
 }
 
-/* Appends the pair (id, query), answered in slot, to a growing array. */
-static void
-add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query, Size slot)
+void
+vs_batch_too_many(int64 limit)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("batch search needs more than " INT64_FORMAT " candidate rows", limit),
+			 errhint("Many rows are dead: VACUUM the table, or use fewer queries per call.")));
+}
+
+void
+vs_batch_add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query, Size slot)
 {
 	if (slot > PG_UINT32_MAX)
 		too_many_pairs();
@@ -253,7 +220,7 @@ add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query, Size slot)
 
 /* At DEBUG1, where a batch call spent its time: SET client_min_messages = debug1 shows it. */
 static void
-report_times(const BatchContext *bc, const char *fn)
+report_times(const VsBatch *bc, const char *fn)
 {
 	ereport(DEBUG1,
 			(errmsg_internal("%s: %d queries, %d engine calls %.1f ms, " INT64_FORMAT " candidate rows read and checked %.1f ms",
@@ -262,33 +229,32 @@ report_times(const BatchContext *bc, const char *fn)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * kNN
+ * kNN for kinds with exact searches
  */
 
-/* The k best hits of one query: a max-heap on cmp_hit (top = the k-th best so far). */
-typedef struct QueryState
+/* Where a query stands: the last engine (distance, id) processed, and whether it is done. */
+typedef struct ExactQuery
 {
-	Hit		   *heap;
-	int			n;
 	bool		done;
-	bool		have_last;		/* last engine (distance, id) processed */
+	bool		have_last;
 	float		last_dist;
 	int64		last_id;
-} QueryState;
+} ExactQuery;
 
+/* The answer's hits as a max-heap on vs_cmp_hit: the top is the k-th best so far. */
 static void
-heap_sift_down(Hit *h, int n, int i)
+heap_sift_down(VsHit *h, int n, int i)
 {
 	for (;;)
 	{
 		int			l = 2 * i + 1,
 					r = l + 1,
 					m = i;
-		Hit			t;
+		VsHit		t;
 
-		if (l < n && cmp_hit(&h[l], &h[m]) > 0)
+		if (l < n && vs_cmp_hit(&h[l], &h[m]) > 0)
 			m = l;
-		if (r < n && cmp_hit(&h[r], &h[m]) > 0)
+		if (r < n && vs_cmp_hit(&h[r], &h[m]) > 0)
 			m = r;
 		if (m == i)
 			return;
@@ -300,26 +266,26 @@ heap_sift_down(Hit *h, int n, int i)
 }
 
 static void
-heap_offer(QueryState *qs, int k, const Hit *hit)
+heap_offer(VsBatchAnswer *a, int k, const VsHit *hit)
 {
-	if (qs->n < k)
+	if (a->n < k)
 	{
-		int			i = qs->n++;
+		int			i = a->n++;
 
-		qs->heap[i] = *hit;
-		while (i > 0 && cmp_hit(&qs->heap[(i - 1) / 2], &qs->heap[i]) < 0)
+		a->hits[i] = *hit;
+		while (i > 0 && vs_cmp_hit(&a->hits[(i - 1) / 2], &a->hits[i]) < 0)
 		{
-			Hit			t = qs->heap[i];
+			VsHit		t = a->hits[i];
 
-			qs->heap[i] = qs->heap[(i - 1) / 2];
-			qs->heap[(i - 1) / 2] = t;
+			a->hits[i] = a->hits[(i - 1) / 2];
+			a->hits[(i - 1) / 2] = t;
 			i = (i - 1) / 2;
 		}
 	}
-	else if (cmp_hit(hit, &qs->heap[0]) < 0)
+	else if (vs_cmp_hit(hit, &a->hits[0]) < 0)
 	{
-		qs->heap[0] = *hit;
-		heap_sift_down(qs->heap, qs->n, 0);
+		a->hits[0] = *hit;
+		heap_sift_down(a->hits, a->n, 0);
 	}
 }
 
@@ -343,16 +309,16 @@ cmp_engine(float d1, int64 id1, float d2, int64 id2)
 }
 
 /*
- * Checks, in one pass over the heap (vs_check_pairs), the pairs a vs_flat kNN pass over one round
+ * Checks, in one pass over the heap (vs_check_pairs), the pairs a kNN pass over one round
  * of engine candidates most likely needs: per query the candidates after the last one it used, as
  * many as it still lacks, plus those within a relative 1e-5 of the last of them (near ties, where
  * the stop rule may ask for more).  The answer of candidate j of todo entry t goes to
  * res[t * kk + j], with checked[t * kk + j] set; the pass checks the others itself.
  */
 static void
-check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int ntodo, int kq,
-				 const int64 *ids, const float *dists, const int64 *counts, int64 kk,
-				 VsPairResult *res, bool *checked)
+check_round(VsBatch *bc, const ExactQuery *st, const int *todo, int ntodo, int kq,
+			const int64 *ids, const float *dists, const int64 *counts, int64 kk,
+			VsPairResult *res, bool *checked)
 {
 	VsPair	   *pairs = NULL;
 	Size		n = 0,
@@ -360,12 +326,13 @@ check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int nt
 
 	for (int t = 0; t < ntodo; t++)
 	{
-		const QueryState *s = &qs[todo[t]];
+		const ExactQuery *s = &st[todo[t]];
+		int			have = bc->answers[todo[t]].n;
 		int64		count = Min(counts[t], kk);
 		const int64 *qids = ids + (Size) t * kk;
 		const float *qd = dists + (Size) t * kk;
 		int64		j = 0,
-					need = Max(kq - s->n, 1),
+					need = Max(kq - have, 1),
 					taken = 0;
 		float		last = 0;
 
@@ -378,7 +345,7 @@ check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int nt
 				break;
 			if (qids[j] >= 0)
 			{
-				add_pair(&pairs, &n, &cap, qids[j], todo[t], (Size) t * kk + j);
+				vs_batch_add_pair(&pairs, &n, &cap, qids[j], todo[t], (Size) t * kk + j);
 				checked[(Size) t * kk + j] = true;
 			}
 			last = qd[j];
@@ -391,8 +358,140 @@ check_flat_round(BatchContext *bc, const QueryState *qs, const int *todo, int nt
 	pfree(pairs);
 }
 
+void
+vs_batch_knn_exact(VsBatch *bc, int kq)
+{
+	ExactQuery *st = palloc0(sizeof(ExactQuery) * bc->nq);
+	int		   *todo = palloc(sizeof(int) * bc->nq);
+	int			ntodo = bc->nq;
+	int64		kk;
+	instr_time	t0,
+				t1;
+
+	for (int q = 0; q < bc->nq; q++)
+		todo[q] = q;
+
+	/*
+	 * A little beyond k, to see that the next row cannot beat the k-th and for a few dead rows.
+	 * Not much more: on clustered data the engine's exact certification of the k-th candidate
+	 * gets dearer as k approaches its candidate list (H100, 10M x 96: k = 10 in 758 ms, k = 26 in
+	 * 1 277 ms); queries that need more go on in a wider round.
+	 */
+	kk = Min((int64) kq + Max(4, kq / 8), (int64) bc->ref.ntuples + 1);
+	while (ntodo > 0)
+	{
+		float	   *queries;
+		int64	   *ids;
+		float	   *dists;
+		int64	   *counts;
+		VsPairResult *res;
+		bool	   *checked;
+		int			next = 0;
+
+		if ((double) ntodo * kk > 2.0 * VS_BATCH_MAX_RESULTS)
+			vs_batch_too_many(2 * (int64) VS_BATCH_MAX_RESULTS);
+		if (ntodo == bc->nq)
+			queries = bc->queries;	/* every query, in order */
+		else
+		{
+			queries = palloc_extended(sizeof(float) * bc->ref.dim * (Size) ntodo, MCXT_ALLOC_HUGE);
+			for (int t = 0; t < ntodo; t++)
+				memcpy(queries + (Size) t * bc->ref.dim, bc->queries + (Size) todo[t] * bc->ref.dim,
+					   sizeof(float) * bc->ref.dim);
+		}
+		ids = palloc_extended(sizeof(int64) * ntodo * kk, MCXT_ALLOC_HUGE);
+		dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
+		counts = palloc(sizeof(int64) * ntodo);
+
+		INSTR_TIME_SET_CURRENT(t0);
+		vs_search_knn(&bc->ref, NULL, queries, ntodo, (int) kk, ids, dists, counts);
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
+		res = palloc_extended(sizeof(VsPairResult) * ntodo * kk, MCXT_ALLOC_HUGE);
+		checked = palloc_extended(sizeof(bool) * ntodo * kk, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		check_round(bc, st, todo, ntodo, kq, ids, dists, counts, kk, res, checked);
+
+		for (int t = 0; t < ntodo; t++)
+		{
+			int			q = todo[t];
+			ExactQuery *s = &st[q];
+			VsBatchAnswer *a = &bc->answers[q];
+			int64		count = Min(counts[t], kk);
+
+			for (int64 j = 0; j < count && !s->done; j++)
+			{
+				Size		pos = (Size) t * kk + j;
+				int64		id = ids[pos];
+				float		d = dists[pos];
+
+				if (id < 0)
+					continue;
+				if (s->have_last && cmp_engine(d, id, s->last_dist, s->last_id) <= 0)
+					continue;	/* seen in an earlier round */
+				s->have_last = true;
+				s->last_dist = d;
+				s->last_id = id;
+
+				/* no row from here on can beat the k-th best */
+				if (a->n == kq)
+				{
+					VsHit		bound;
+
+					bound.distance = vs_distance_lower(&bc->slack[q], d);
+					ItemPointerSetInvalid(&bound.tid);
+					if (!isnan(bound.distance) && !isnan(a->hits[0].distance) &&
+						bound.distance > a->hits[0].distance)
+					{
+						s->done = true;
+						break;
+					}
+				}
+				if (!checked[pos])
+					vs_check_pair(&bc->reader, id, q, &res[pos]);
+				if (res[pos].visible)
+				{
+					VsHit		hit;
+
+					hit.distance = res[pos].distance;
+					hit.tid = res[pos].tid;
+					heap_offer(a, kq, &hit);
+				}
+			}
+			if (count < kk)
+				s->done = true; /* the index is exhausted */
+			if (!s->done)
+				todo[next++] = q;
+		}
+		ntodo = next;
+		INSTR_TIME_SET_CURRENT(t0);
+		INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
+		bc->rounds++;
+		if (queries != bc->queries)
+			pfree(queries);
+		pfree(ids);
+		pfree(dists);
+		pfree(counts);
+		pfree(res);
+		pfree(checked);
+
+		/* widen: x4, or just past the row count, which finishes every query */
+		if (ntodo > 0 && kk == INT_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("batch search cannot look at more than %d rows per query", INT_MAX)));
+		if (kk >= (int64) INT_MAX / 4)
+			kk = INT_MAX;
+		else if (kk * 4 > (int64) bc->ref.ntuples + 1 && kk < (int64) bc->ref.ntuples + 1)
+			kk = (int64) bc->ref.ntuples + 1;
+		else
+			kk *= 4;
+	}
+	pfree(st);
+	pfree(todo);
+}
+
 static void
-emit(Tuplestorestate *store, TupleDesc desc, int q, const Hit *hit)
+emit(Tuplestorestate *store, TupleDesc desc, int q, const VsHit *hit)
 {
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
@@ -403,255 +502,9 @@ emit(Tuplestorestate *store, TupleDesc desc, int q, const Hit *hit)
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 
-/*
- * kNN on a vs_ivfpq index: for each query the rounds of the index scan (ivfpqscan.c): the
- * `vsearch.ivfpq_rerank` best estimates of the first `vsearch.ivfpq_probes` lists (and every pending
- * entry), then 4x as many of the same lists, then the next lists, ...; each round's visible rows in
- * exact order, until k rows.  So the rows are those of `ORDER BY col <op> q LIMIT k` through the
- * index, in its order.  Within a window a larger search's answer starts with the smaller one's
- * (estimates sorted, ties by id), so a round's new candidates are the ones after the previous
- * count.  The queries of a round that are at the same window and k share one engine call.
+/* ---------------------------------------------------------------------------------------------
+ * The SQL functions
  */
-typedef struct IvfpqQuery
-{
-	int			offset;			/* probe window */
-	int64		k;				/* k of the last search in this window (0: none yet) */
-	int64		prev;			/* candidates of the window already taken */
-	bool		first;
-	bool		done;
-} IvfpqQuery;
-
-typedef struct RoundKey
-{
-	int			offset;
-	int64		k;
-	int			q;
-} RoundKey;
-
-static int
-cmp_round_key(const void *a, const void *b)
-{
-	const RoundKey *x = (const RoundKey *) a;
-	const RoundKey *y = (const RoundKey *) b;
-
-	if (x->offset != y->offset)
-		return x->offset < y->offset ? -1 : 1;
-	if (x->k != y->k)
-		return x->k < y->k ? -1 : 1;
-	return x->q < y->q ? -1 : (x->q > y->q ? 1 : 0);
-}
-
-typedef struct RoundHit
-{
-	Hit			hit;
-	int64		id;
-} RoundHit;
-
-static int
-cmp_round_hit(const void *a, const void *b)
-{
-	const RoundHit *x = (const RoundHit *) a;
-	const RoundHit *y = (const RoundHit *) b;
-	bool		nan_a = isnan(x->hit.distance);
-	bool		nan_b = isnan(y->hit.distance);
-
-	if (nan_a != nan_b)
-		return nan_a ? 1 : -1;
-	if (!nan_a)
-	{
-		if (x->hit.distance < y->hit.distance)
-			return -1;
-		if (x->hit.distance > y->hit.distance)
-			return 1;
-	}
-	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
-}
-
-/* Checks the pairs one group of a vs_ivfpq round re-ranks: its new candidates (and, in a query's
- * first round, the pending entries), in the order the round takes them, ids < 0 left out; the
- * answers go to *res and their ids to *pair_ids (palloc'd), query i's from (*first)[i] to
- * (*first)[i + 1]. */
-static void
-check_ivfpq_group(BatchContext *bc, const IvfpqQuery *st, const RoundKey *keys, int ng, int64 k,
-				  const int64 *ids, const int64 *counts, const int64 *pending, int64 npending,
-				  int64 **pair_ids, VsPairResult **res, Size **first)
-{
-	VsPair	   *pairs = NULL;
-	Size		n = 0,
-				cap = 0;
-
-	*first = palloc(sizeof(Size) * (ng + 1));
-	for (int i = 0; i < ng; i++)
-	{
-		const IvfpqQuery *s = &st[keys[i].q];
-		int64		count = k > 0 ? Min(counts[i], k) : 0;
-
-		(*first)[i] = n;
-		if (s->first)
-			for (int64 j = 0; j < npending; j++)
-				if (pending[j] >= 0)
-					add_pair(&pairs, &n, &cap, pending[j], keys[i].q, n);
-		for (int64 j = k > 0 ? Min(s->prev, count) : 0; j < count; j++)
-			if (ids[(Size) i * k + j] >= 0)
-				add_pair(&pairs, &n, &cap, ids[(Size) i * k + j], keys[i].q, n);
-	}
-	(*first)[ng] = n;
-	*res = palloc_extended(sizeof(VsPairResult) * Max(n, 1), MCXT_ALLOC_HUGE);
-	*pair_ids = palloc_extended(sizeof(int64) * Max(n, 1), MCXT_ALLOC_HUGE);
-	for (Size i = 0; i < n; i++)
-		(*pair_ids)[i] = pairs[i].id;
-	vs_check_pairs(&bc->reader, pairs, n, *res);
-	if (pairs)
-		pfree(pairs);
-}
-
-static void
-ivfpq_knn_rounds(BatchContext *bc, int kq, QueryState *qs)
-{
-	int			lists = (int) bc->ref.ivf_lists;
-	int64		npending = 0;
-	int64	   *pending = vs_ivfpq_pending_ids(&bc->ref, &npending);
-	int			probes = Max(vs_ivfpq_probes, 1);
-	int			rerank = Max(vs_ivfpq_rerank, 1);
-	int64		maxk = (int64) bc->ref.ntuples + 1;
-	IvfpqQuery *st = palloc0(sizeof(IvfpqQuery) * bc->nq);
-	RoundKey   *keys = palloc(sizeof(RoundKey) * bc->nq);
-	int			active = bc->nq;
-	instr_time	t0,
-				t1;
-
-	for (int q = 0; q < bc->nq; q++)
-		st[q].first = true;
-
-	while (active > 0)
-	{
-		int			nkeys = 0;
-
-		CHECK_FOR_INTERRUPTS();
-		for (int q = 0; q < bc->nq; q++)
-		{
-			if (st[q].done)
-				continue;
-			keys[nkeys].offset = st[q].offset;
-			keys[nkeys].k = (st[q].offset < lists)
-				? Min(Min(st[q].k == 0 ? (int64) rerank : st[q].k * 4, maxk), (int64) INT_MAX) : 0;
-			keys[nkeys].q = q;
-			nkeys++;
-		}
-		qsort(keys, nkeys, sizeof(RoundKey), cmp_round_key);
-
-		for (int g = 0; g < nkeys;)
-		{
-			int			h = g;
-			int			ng;
-			int64		k = keys[g].k;
-			float	   *queries;
-			int64	   *ids = NULL;
-			float	   *dists = NULL;
-			int64	   *counts;
-			int64	   *pair_ids;
-			VsPairResult *res;
-			Size	   *first;
-
-			while (h < nkeys && keys[h].offset == keys[g].offset && keys[h].k == k)
-				h++;
-			ng = h - g;
-			counts = palloc0(sizeof(int64) * ng);
-			if (k > 0)
-			{
-				if ((double) ng * k > 2.0 * VS_BATCH_MAX_RESULTS)
-					ereport(ERROR,
-							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-							 errmsg("batch search needs more than %d candidate rows",
-									2 * VS_BATCH_MAX_RESULTS),
-							 errhint("Many rows are dead: VACUUM the table, or use fewer queries per call.")));
-				queries = palloc_extended(sizeof(float) * bc->ref.dim * (Size) ng, MCXT_ALLOC_HUGE);
-				for (int i = 0; i < ng; i++)
-					memcpy(queries + (Size) i * bc->ref.dim,
-						   bc->queries + (Size) keys[g + i].q * bc->ref.dim,
-						   sizeof(float) * bc->ref.dim);
-				ids = palloc_extended(sizeof(int64) * ng * k, MCXT_ALLOC_HUGE);
-				dists = palloc_extended(sizeof(float) * ng * k, MCXT_ALLOC_HUGE);
-				INSTR_TIME_SET_CURRENT(t0);
-				vs_ivfpq_search_candidates(&bc->ref, queries, ng, keys[g].offset, probes, (int) k,
-										   ids, dists, counts);
-				INSTR_TIME_SET_CURRENT(t1);
-				INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
-				bc->rounds++;
-				pfree(queries);
-			}
-			else
-				INSTR_TIME_SET_CURRENT(t1);
-			check_ivfpq_group(bc, st, keys + g, ng, k, ids, counts, pending, npending,
-							  &pair_ids, &res, &first);
-
-			for (int i = 0; i < ng; i++)
-			{
-				int			q = keys[g + i].q;
-				IvfpqQuery *s = &st[q];
-				QueryState *out = &qs[q];
-				int64		count = k > 0 ? Min(counts[i], k) : 0;
-				RoundHit   *round = palloc_extended(sizeof(RoundHit) * Max(first[i + 1] - first[i], 1),
-													MCXT_ALLOC_HUGE);
-				int64		n = 0;
-
-				for (Size j = first[i]; j < first[i + 1]; j++)
-				{
-					if (!res[j].visible)
-						continue;
-					round[n].hit.distance = res[j].distance;
-					round[n].hit.tid = res[j].tid;
-					round[n].id = pair_ids[j];
-					n++;
-				}
-				if (n > 1)
-					qsort(round, n, sizeof(RoundHit), cmp_round_hit);
-				for (int64 j = 0; j < n && out->n < kq; j++)
-				{
-					if (j > 0 && round[j].id == round[j - 1].id)
-						continue;
-					out->heap[out->n++] = round[j].hit;
-				}
-				pfree(round);
-
-				s->first = false;
-				if (k == 0 || count < k)
-				{
-					s->offset += probes;
-					s->k = 0;
-					s->prev = 0;
-				}
-				else
-				{
-					s->k = k;
-					s->prev = count;
-				}
-				if (out->n >= kq || s->offset >= lists)
-				{
-					s->done = true;
-					active--;
-				}
-			}
-			if (ids)
-			{
-				pfree(ids);
-				pfree(dists);
-			}
-			pfree(pair_ids);
-			pfree(res);
-			pfree(first);
-			pfree(counts);
-			INSTR_TIME_SET_CURRENT(t0);
-			INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
-			g = h;
-		}
-		vs_ivfpq_trim_cache();
-	}
-	pfree(st);
-	pfree(keys);
-	if (pending)
-		pfree(pending);
-}
 
 PG_FUNCTION_INFO_V1(vsearch_knn_batch);
 Datum
@@ -661,14 +514,8 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	Oid			indexoid = PG_GETARG_OID(0);
 	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	int32		k = PG_GETARG_INT32(2);
-	BatchContext bc;
-	QueryState *qs;
+	VsBatch		bc;
 	int			kq;
-	int64		kk;
-	int		   *todo;
-	int			ntodo;
-	instr_time	t0,
-				t1;
 
 	if (k < 1)
 		ereport(ERROR,
@@ -691,157 +538,21 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 						bc.nq, kq, VS_BATCH_MAX_RESULTS),
 				 errhint("Split the queries over several calls or use a smaller k.")));
 
-	qs = palloc0(sizeof(QueryState) * bc.nq);
-	todo = palloc(sizeof(int) * bc.nq);
+	bc.answers = palloc0(sizeof(VsBatchAnswer) * bc.nq);
 	for (int q = 0; q < bc.nq; q++)
-	{
-		qs[q].heap = palloc(sizeof(Hit) * kq);
-		todo[q] = q;
-	}
-	ntodo = bc.nq;
-	begin_fetch(&bc);
-
-	if (bc.ref.kind == VS_INDEX_IVFPQ)
-	{
-		/* the rows the index scan would return first, in its order (ivfpq_knn_rounds) */
-		ivfpq_knn_rounds(&bc, kq, qs);
-		report_times(&bc, "vsearch_knn_batch");
-		end_fetch(&bc);
-		for (int q = 0; q < bc.nq; q++)
-		{
-			qsort(qs[q].heap, qs[q].n, sizeof(Hit), cmp_hit_qsort);
-			for (int i = 0; i < qs[q].n; i++)
-				emit(rsinfo->setResult, rsinfo->setDesc, q, &qs[q].heap[i]);
-		}
-		goto done;
-	}
-
-	/*
-	 * A little beyond k, to see that the next row cannot beat the k-th and for a few dead rows.
-	 * Not much more: on clustered data the engine's exact certification of the k-th candidate
-	 * gets dearer as k approaches its candidate list (H100, 10M x 96: k = 10 in 758 ms, k = 26 in
-	 * 1 277 ms); queries that need more go on in a wider round.
-	 */
-	kk = Min((int64) kq + Max(4, kq / 8), (int64) bc.ref.ntuples + 1);
-	while (ntodo > 0)
-	{
-		float	   *queries;
-		int64	   *ids;
-		float	   *dists;
-		int64	   *counts;
-		VsPairResult *res;
-		bool	   *checked;
-		int			next = 0;
-
-		if ((double) ntodo * kk > 2.0 * VS_BATCH_MAX_RESULTS)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("batch search needs more than %d candidate rows",
-							2 * VS_BATCH_MAX_RESULTS),
-					 errhint("Many rows are dead: VACUUM the table, or use fewer queries per call.")));
-		if (ntodo == bc.nq)
-			queries = bc.queries;	/* every query, in order */
-		else
-		{
-			queries = palloc_extended(sizeof(float) * bc.ref.dim * (Size) ntodo, MCXT_ALLOC_HUGE);
-			for (int t = 0; t < ntodo; t++)
-				memcpy(queries + (Size) t * bc.ref.dim, bc.queries + (Size) todo[t] * bc.ref.dim,
-					   sizeof(float) * bc.ref.dim);
-		}
-		ids = palloc_extended(sizeof(int64) * ntodo * kk, MCXT_ALLOC_HUGE);
-		dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
-		counts = palloc(sizeof(int64) * ntodo);
-
-		INSTR_TIME_SET_CURRENT(t0);
-		vs_search_knn(&bc.ref, queries, ntodo, (int) kk, ids, dists, counts);
-		INSTR_TIME_SET_CURRENT(t1);
-		INSTR_TIME_ACCUM_DIFF(bc.search_time, t1, t0);
-		res = palloc_extended(sizeof(VsPairResult) * ntodo * kk, MCXT_ALLOC_HUGE);
-		checked = palloc_extended(sizeof(bool) * ntodo * kk, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-		check_flat_round(&bc, qs, todo, ntodo, kq, ids, dists, counts, kk, res, checked);
-
-		for (int t = 0; t < ntodo; t++)
-		{
-			int			q = todo[t];
-			QueryState *s = &qs[q];
-			int64		count = Min(counts[t], kk);
-
-			for (int64 j = 0; j < count && !s->done; j++)
-			{
-				Size		pos = (Size) t * kk + j;
-				int64		id = ids[pos];
-				float		d = dists[pos];
-
-				if (id < 0)
-					continue;
-				if (s->have_last && cmp_engine(d, id, s->last_dist, s->last_id) <= 0)
-					continue;	/* seen in an earlier round */
-				s->have_last = true;
-				s->last_dist = d;
-				s->last_id = id;
-
-				/* no row from here on can beat the k-th best */
-				if (s->n == kq)
-				{
-					Hit			bound;
-
-					bound.distance = vs_distance_lower(&bc.slack[q], d);
-					ItemPointerSetInvalid(&bound.tid);
-					if (!isnan(bound.distance) && !isnan(s->heap[0].distance) &&
-						bound.distance > s->heap[0].distance)
-					{
-						s->done = true;
-						break;
-					}
-				}
-				if (!checked[pos])
-					vs_check_pair(&bc.reader, id, q, &res[pos]);
-				if (res[pos].visible)
-				{
-					Hit			hit;
-
-					hit.distance = res[pos].distance;
-					hit.tid = res[pos].tid;
-					heap_offer(s, kq, &hit);
-				}
-			}
-			if (count < kk)
-				s->done = true; /* the index is exhausted */
-			if (!s->done)
-				todo[next++] = q;
-		}
-		ntodo = next;
-		INSTR_TIME_SET_CURRENT(t0);
-		INSTR_TIME_ACCUM_DIFF(bc.heap_time, t0, t1);
-		bc.rounds++;
-		if (queries != bc.queries)
-			pfree(queries);
-		pfree(ids);
-		pfree(dists);
-		pfree(counts);
-		pfree(res);
-		pfree(checked);
-
-		/* widen: x4, or just past the row count, which finishes every query */
-		if (ntodo > 0 && kk == INT_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("batch search cannot look at more than %d rows per query", INT_MAX)));
-		if (kk >= (int64) INT_MAX / 4)
-			kk = INT_MAX;
-		else if (kk * 4 > (int64) bc.ref.ntuples + 1 && kk < (int64) bc.ref.ntuples + 1)
-			kk = (int64) bc.ref.ntuples + 1;
-		else
-			kk *= 4;
-	}
+		bc.answers[q].hits = palloc(sizeof(VsHit) * kq);
+	vs_row_reader_begin(&bc.reader, bc.heap, bc.index, bc.ref.dim, bc.ref.metric, bc.queries);
+	vs_ref_kind(&bc.ref)->batch_knn(&bc, kq);
 	report_times(&bc, "vsearch_knn_batch");
-	end_fetch(&bc);
+	vs_row_reader_end(&bc.reader);
 
 	for (int q = 0; q < bc.nq; q++)
 	{
-		qsort(qs[q].heap, qs[q].n, sizeof(Hit), cmp_hit_qsort);
-		for (int i = 0; i < qs[q].n; i++)
-			emit(rsinfo->setResult, rsinfo->setDesc, q, &qs[q].heap[i]);
+		VsBatchAnswer *a = &bc.answers[q];
+
+		qsort(a->hits, a->n, sizeof(VsHit), cmp_hit_qsort);
+		for (int i = 0; i < a->n; i++)
+			emit(rsinfo->setResult, rsinfo->setDesc, q, &a->hits[i]);
 	}
 
 done:
@@ -849,10 +560,6 @@ done:
 	table_close(bc.heap, NoLock);
 	return (Datum) 0;
 }
-
-/* ---------------------------------------------------------------------------------------------
- * Range
- */
 
 PG_FUNCTION_INFO_V1(vsearch_range_batch);
 Datum
@@ -862,10 +569,9 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	Oid			indexoid = PG_GETARG_OID(0);
 	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	double		radius = PG_GETARG_FLOAT8(2);
-	BatchContext bc;
-	double		search_radius = -INFINITY;
+	VsBatch		bc;
 	VsRangeResult result;
-	Hit		   *hits = NULL;
+	VsHit	   *hits = NULL;
 	int64		maxhits = 0;
 	VsPair	   *pairs = NULL;
 	VsPairResult *res = NULL;
@@ -884,20 +590,9 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 		goto done;
 
 	INSTR_TIME_SET_CURRENT(t0);
-	if (bc.ref.kind == VS_INDEX_IVFPQ)
-	{
-		/* candidates: estimates within the radius in the probed lists (approximate) */
-		vs_ivfpq_range_candidates(&bc.ref, bc.queries, bc.nq, Max(vs_ivfpq_probes, 1), radius,
-								  &result);
-		vs_ivfpq_trim_cache();
-	}
-	else
-	{
-		/* one radius for the whole batch: wide enough for every query's operator matches */
-		for (int q = 0; q < bc.nq; q++)
-			search_radius = Max(search_radius, vs_radius_upper(&bc.slack[q], radius));
-		vs_search_range(&bc.ref, bc.queries, bc.nq, search_radius, &result);
-	}
+	/* every row the index may find within the radius; the operator decides below */
+	vs_ref_kind(&bc.ref)->range_candidates(&bc.ref, bc.queries, bc.nq, radius, &result);
+	vs_search_trim_cache();
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(bc.search_time, t1, t0);
 	bc.rounds = 1;
@@ -908,7 +603,8 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	 */
 	chunk = Max((Size) work_mem * 1024 / 64, 1024);
 	qfirst = palloc_extended(sizeof(Size) * ((Size) bc.nq + 1), MCXT_ALLOC_HUGE);
-	begin_fetch(&bc);
+	vs_row_reader_begin(&bc.reader, bc.heap, bc.index, bc.ref.dim, bc.ref.metric,
+						bc.queries);
 	for (int q0 = 0, q1; q0 < bc.nq; q0 = q1)
 	{
 		int64		from0 = result.offsets[q0];
@@ -959,8 +655,8 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 					if (n == maxhits)
 					{
 						maxhits = Max(maxhits * 2, 1024);
-						hits = hits ? repalloc_huge(hits, sizeof(Hit) * maxhits)
-							: palloc_extended(sizeof(Hit) * maxhits, MCXT_ALLOC_HUGE);
+						hits = hits ? repalloc_huge(hits, sizeof(VsHit) * maxhits)
+							: palloc_extended(sizeof(VsHit) * maxhits, MCXT_ALLOC_HUGE);
 					}
 					hits[n].distance = res[p].distance;
 					hits[n].tid = res[p].tid;
@@ -968,7 +664,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 				}
 			}
 			if (n > 1)
-				qsort(hits, n, sizeof(Hit), cmp_hit_qsort);
+				qsort(hits, n, sizeof(VsHit), cmp_hit_qsort);
 			for (int64 i = 0; i < n; i++)
 				emit(rsinfo->setResult, rsinfo->setDesc, q, &hits[i]);
 		}
@@ -976,7 +672,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	INSTR_TIME_SET_CURRENT(t0);
 	INSTR_TIME_ACCUM_DIFF(bc.heap_time, t0, t1);
 	report_times(&bc, "vsearch_range_batch");
-	end_fetch(&bc);
+	vs_row_reader_end(&bc.reader);
 	if (pairs)
 	{
 		pfree(pairs);

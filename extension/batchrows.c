@@ -15,7 +15,8 @@
  * Tried and measured, then left out: the same reads split among parallel workers (a parallel
  * context sharing the leader's snapshot).  On an H100 host (16 cores, shared_buffers = 8GB, 1M x
  * 128 rows) six workers took the read of 91 282 rows from 238 to 188 ms only, and the re-rank of
- * vs_ivfpq (357 000 rows) took 806-942 ms with them against 808 ms in one backend the day before:
+ * an approximate index's candidates (357 000 rows) took 806-942 ms with them against 808 ms in one
+ * backend the day before:
  * every new worker process takes a page fault on each shared-buffer page it touches
  * (docs/BENCHMARKS.md).
  */

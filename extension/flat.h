@@ -17,8 +17,9 @@
  * VACUUM compacts each page in place, so items never move between pages.  NULL vectors are not
  * indexed.  Every page change is Generic WAL (GenericXLog*), including the build.
  *
- * Files: flatutils.c (handler, metapage, options), flatbuild.c, flatinsert.c, flatscan.c,
- * flatvacuum.c, flatcost.c, flatvalidate.c.
+ * Files: flatutils.c (the index kind, metapage, options), flatsearch.c (reading the items, the
+ * engine object and its searches), flatbuild.c, flatinsert.c, flatscan.c, flatvacuum.c,
+ * flatcost.c.  What every access method shares is in amutils.h.
  */
 #ifndef VSEARCH_FLAT_H
 #define VSEARCH_FLAT_H
@@ -35,8 +36,11 @@
 #include "common/relpath.h"
 #include "utils/relcache.h"
 
+#include "amutils.h"
 #include "search.h"
 #include "vector.h"
+
+#define VS_FLAT_KIND			1	/* the index kind's id (indexkind.h) */
 
 #define VS_FLAT_MAGIC			0x56534654	/* "VSFT" */
 #define VS_FLAT_VERSION			1
@@ -44,13 +48,6 @@
 
 #define VS_FLAT_METAPAGE_BLKNO	0
 #define VS_FLAT_FIRST_DATA_BLKNO 1
-
-/* Operator strategies and support functions of the vs_flat operator classes. */
-#define VS_FLAT_DISTANCE_STRATEGY	1	/* vector <op> vector -> float8, ORDER BY */
-#define VS_FLAT_RANGE_STRATEGY		2	/* vector <<op>> sphere -> bool, WHERE */
-#define VS_FLAT_NSTRATEGIES			2
-#define VS_FLAT_METRIC_PROC			1	/* vsearch_metric_*(internal) -> int4 (a vs_metric) */
-#define VS_FLAT_NPROC				1
 
 /* Page flags */
 #define VS_FLAT_META			(1 << 0)
@@ -120,20 +117,45 @@ typedef struct VsFlatItem
 	(!PageIsNew(page) && PageGetSpecialSize(page) == MAXALIGN(sizeof(VsFlatPageOpaqueData)) && \
 	 (VsFlatPageGetOpaque(page)->flags & VS_FLAT_DATA) != 0)
 
+/*
+ * Where a read of the items stopped: the metapage state it started from and the last item it read.
+ * Until the metapage's `epoch` changes, everything after that item is new.
+ */
+typedef struct VsFlatMark
+{
+	uint64		generation;		/* metapage generation before the pages were read */
+	uint64		epoch;
+	BlockNumber block;			/* last data page read (VS_FLAT_METAPAGE_BLKNO: none) */
+	int			nitems;			/* items read on it */
+} VsFlatMark;
+
 /* flatutils.c */
-extern bool vs_is_flat_index(Relation index);
+extern const VsIndexKind vs_flat_kind;
 extern void vs_flat_init_page(Page page, uint16 flags);
 extern void vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric);
 extern void vs_flat_read_meta(Relation index, VsFlatMetaPageData *meta);
 extern VsFlatMetaPage vs_flat_page_meta(Page page);
 extern void vs_flat_page_set_items(Page page, uint32 dim, int nitems);
-extern vs_metric vs_flat_opclass_metric(Relation index);
 extern void vs_flat_check_dim(int dim);
 extern void vs_flat_check_vector_dim(uint32 index_dim, int dim);
-extern double vs_vector_norm(const float *x, int dim);
-extern uint64 vs_flat_initial_generation(void);
 extern bytea *vs_flat_options(Datum reloptions, bool validate);
-extern Buffer vs_flat_new_buffer(Relation index, ForkNumber fork);
+
+/* flatsearch.c: the items, the engine object (indexkind.h) and its searches */
+typedef void (*VsFlatConsumer) (void *arg, const float *vectors, const int64 *ids, size_t n);
+extern bool vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to,
+							   VsFlatConsumer consume, void *arg);
+extern void *vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
+						  uint64 *generation);
+extern void vs_flat_destroy(struct vs_context *engine, void *obj);
+extern int	vs_flat_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
+						const float *queries, Size nq, Size k, int64 *ids, float *distances,
+						int64 *counts);
+extern int	vs_flat_range(struct vs_context *engine, void *obj, const VsKindParams *params,
+						  const float *queries, Size nq, double radius, vs_alloc_fn alloc,
+						  void *alloc_arg, vs_range_result *out);
+extern void vs_flat_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+									 double radius, VsRangeResult *out);
+extern bool vs_flat_check_request(const struct VsRequest *req, char *why, Size whylen);
 
 /* flatbuild.c */
 extern IndexBuildResult *vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo);
@@ -149,8 +171,6 @@ extern IndexBulkDeleteResult *vs_flat_bulkdelete(IndexVacuumInfo *info,
 												 IndexBulkDeleteResult *stats,
 												 IndexBulkDeleteCallback callback,
 												 void *callback_state);
-extern IndexBulkDeleteResult *vs_flat_vacuumcleanup(IndexVacuumInfo *info,
-													IndexBulkDeleteResult *stats);
 
 /* flatscan.c */
 extern IndexScanDesc vs_flat_beginscan(Relation index, int nkeys, int norderbys);
@@ -158,16 +178,11 @@ extern void vs_flat_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey 
 						   int norderbys);
 extern bool vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 vs_flat_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
-extern void vs_flat_endscan(IndexScanDesc scan);
 
 /* flatcost.c */
 extern void vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 								 Cost *indexStartupCost, Cost *indexTotalCost,
 								 Selectivity *indexSelectivity, double *indexCorrelation,
 								 double *indexPages);
-
-/* flatvalidate.c */
-extern bool vs_flat_validate(Oid opclassoid);
-extern bool vs_opclass_validate(Oid opclassoid, const char *amname);
 
 #endif							/* VSEARCH_FLAT_H */

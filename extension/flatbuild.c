@@ -43,7 +43,7 @@ flush_page(FlatBuildState *state)
 	if (state->nitems == 0)
 		return;
 	vs_flat_page_set_items(state->page, state->dim, state->nitems);
-	buf = vs_flat_new_buffer(state->index, MAIN_FORKNUM);
+	buf = vs_new_buffer(state->index, MAIN_FORKNUM);
 	xlog = GenericXLogStart(state->index);
 	page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
 	memcpy(page, state->page, BLCKSZ);
@@ -96,18 +96,15 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	MemoryContextReset(state->tmpcxt);
 }
 
-/* The dimension declared by the column's type modifier, or 0 (vector without (n)). */
+/* The dimension declared by the column's type modifier (checked), or 0 (vector without (n)). */
 static uint32
 declared_dim(Relation index)
 {
-	int32		typmod = TupleDescAttr(RelationGetDescr(index), 0)->atttypmod;
+	uint32		dim = vs_declared_dim(index);
 
-	if (typmod > 0)
-	{
-		vs_flat_check_dim(typmod);
-		return (uint32) typmod;
-	}
-	return 0;
+	if (dim > 0)
+		vs_flat_check_dim((int) dim);
+	return dim;
 }
 
 IndexBuildResult *
@@ -129,10 +126,10 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	state.index = index;
 	state.dim = declared_dim(index);
 	state.capacity = state.dim > 0 ? VsFlatItemsPerPage(state.dim) : 0;
-	metric = vs_flat_opclass_metric(index);
+	metric = vs_opclass_metric(index);
 
 	/* Block 0: the metapage, so the index is readable even if the table is empty. */
-	metabuf = vs_flat_new_buffer(index, MAIN_FORKNUM);
+	metabuf = vs_new_buffer(index, MAIN_FORKNUM);
 	Assert(BufferGetBlockNumber(metabuf) == VS_FLAT_METAPAGE_BLKNO);
 	xlog = GenericXLogStart(index);
 	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
@@ -183,11 +180,11 @@ void
 vs_flat_buildempty(Relation index)
 {
 	uint32		dim = declared_dim(index);
-	vs_metric	metric = vs_flat_opclass_metric(index);
+	vs_metric	metric = vs_opclass_metric(index);
 	Buffer		buf;
 	Page		page;
 
-	buf = vs_flat_new_buffer(index, INIT_FORKNUM);
+	buf = vs_new_buffer(index, INIT_FORKNUM);
 	page = BufferGetPage(buf);
 	START_CRIT_SECTION();
 	vs_flat_init_metapage(page, dim, metric);

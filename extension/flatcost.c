@@ -15,7 +15,7 @@
  *             + rows returned * (cpu_index_tuple_cost + ORDER BY: executor reordering)
  *
  * Cached: a search reads the index pages only to load or refresh the search layer's copy (the
- * backend's dataset cache, up to vs_search_cache_mb, or the GPU worker's), not per query, so an
+ * backend's object cache, up to vs_search_cache_mb, or the GPU worker's), not per query, so an
  * index that fits is charged no page reads; a larger one is read by every search.
  *
  * ORDER BY rows are rechecked (the executor recomputes the operator and passes every row through
@@ -31,18 +31,10 @@
 
 #include <math.h>
 
-#include "access/genam.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
-#include "parser/parsetree.h"
-#include "utils/lsyscache.h"
-#include "utils/rel.h"
-#include "utils/selfuncs.h"
-#include "utils/spccache.h"
 
 #include "flat.h"
-#include "search.h"
-#include "vector.h"
 
 /* Fixed overhead of one search (request, engine call, result handling), in seq page units. */
 #define VS_FLAT_SEARCH_OVERHEAD		4.0
@@ -57,56 +49,27 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 					 double *indexPages)
 {
 	IndexOptInfo *index = path->indexinfo;
-	GenericCosts costs;
-	double		rows = Max(index->tuples, 1.0);
-	int			nranges = list_length(path->indexclauses);
-	bool		ordered = path->indexorderbys != NIL;
-	double		search_factor = vs_search_distance_cost(index->indexoid);
+	VsCostBase	c;
 	double		distance_cost;
 	double		row_cost;		/* the operator on a heap row: the executor's recheck */
 	double		page_cost;
-	Oid			heapoid = planner_rt_fetch(index->rel->relid, root)->relid;
-	AttrNumber	attnum = index->indexkeys[0];
-	VsFlatMetaPageData meta;
-	Relation	rel;
-	double		spc_seq_page_cost;
 	double		searches;
 	Cost		startup;
 	Cost		total;
 
-	*indexCorrelation = 0.0;	/* heap rows come in distance order: random */
-	*indexPages = index->pages;
-
-	/* A scan with neither a range nor an ORDER BY would return every row: never worth it. */
-	if (!ordered && nranges == 0)
-	{
-		*indexStartupCost = disable_cost;
-		*indexTotalCost = disable_cost;
-		*indexSelectivity = 1.0;
+	if (!vs_cost_begin(root, path, loop_count, &c, indexStartupCost, indexTotalCost,
+					   indexSelectivity, indexCorrelation, indexPages))
 		return;
-	}
-
-	/* For the selectivity of the range quals (their operators' estimators). */
-	MemSet(&costs, 0, sizeof(costs));
-	costs.numIndexTuples = rows;
-	genericcostestimate(root, path, loop_count, &costs);
-	*indexSelectivity = costs.indexSelectivity;
-
-	get_tablespace_page_costs(index->reltablespace, NULL, &spc_seq_page_cost);
-
-	rel = index_open(index->indexoid, NoLock);	/* the planner holds a lock */
-	vs_flat_read_meta(rel, &meta);
-	index_close(rel, NoLock);
-	distance_cost = vs_distance_cost((int) meta.dim) * search_factor;
-	row_cost = vs_distance_cost((int) meta.dim) + vs_detoast_cost(heapoid, attnum, (int) meta.dim);
-	page_cost = (search_factor < 1.0 ||
+	distance_cost = vs_distance_cost((int) c.ref.dim) * c.search_factor;
+	row_cost = vs_distance_cost((int) c.ref.dim) + vs_detoast_cost(c.heapoid, c.attnum, (int) c.ref.dim);
+	page_cost = (c.search_factor < 1.0 ||
 				 (double) index->pages * BLCKSZ <= (double) Max(vs_search_cache_mb, 0) * 1024 * 1024)
-		? 0.0 : index->pages * spc_seq_page_cost;
+		? 0.0 : index->pages * c.seq_page_cost;
 
 	/* One range search per range qual, one kNN search for the ORDER BY. */
-	searches = nranges + (ordered ? 1 : 0);
+	searches = c.nranges + (c.ordered ? 1 : 0);
 	startup = page_cost +
-		searches * (rows * distance_cost + VS_FLAT_SEARCH_OVERHEAD * spc_seq_page_cost);
+		searches * (c.rows * distance_cost + VS_FLAT_SEARCH_OVERHEAD * c.seq_page_cost);
 	total = startup;
 
 	/*
@@ -114,16 +77,16 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	 * (flatscan.c); with a range qual the first search already covers the range.  This is run
 	 * cost: a LIMIT discounts it.
 	 */
-	if (ordered && nranges == 0 && rows > VS_FLAT_COST_FIRST_BATCH)
+	if (c.ordered && c.nranges == 0 && c.rows > VS_FLAT_COST_FIRST_BATCH)
 	{
-		double		more = ceil(log(rows / VS_FLAT_COST_FIRST_BATCH) / log(VS_FLAT_COST_GROWTH));
+		double		more = ceil(log(c.rows / VS_FLAT_COST_FIRST_BATCH) / log(VS_FLAT_COST_GROWTH));
 
-		total += more * (rows * distance_cost + VS_FLAT_SEARCH_OVERHEAD * spc_seq_page_cost);
+		total += more * (c.rows * distance_cost + VS_FLAT_SEARCH_OVERHEAD * c.seq_page_cost);
 	}
-	total += rows * costs.indexSelectivity * cpu_index_tuple_cost;
-	if (ordered)
+	total += c.rows * c.selectivity * cpu_index_tuple_cost;
+	if (c.ordered)
 	{
-		double		returned = Max(rows * costs.indexSelectivity, 1.0);
+		double		returned = Max(c.rows * c.selectivity, 1.0);
 
 		/* recheck the operator, then a pairing-heap push and pop per row */
 		total += returned * (row_cost + cpu_operator_cost * 2.0 * log2(Max(returned, 2.0)));

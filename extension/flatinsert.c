@@ -57,7 +57,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	}
 	if (!BufferIsValid(buf))
 	{
-		buf = vs_flat_new_buffer(index, MAIN_FORKNUM);
+		buf = vs_new_buffer(index, MAIN_FORKNUM);
 		newpage = true;
 	}
 

@@ -44,10 +44,7 @@
 
 typedef struct FlatScanOpaqueData
 {
-	MemoryContext cxt;			/* state of the current rescan */
-	bool		started;
-	bool		done;			/* nothing (more) to return */
-	VsIndexRef	ref;
+	VsScanBase	base;			/* cxt, started, done, ref */
 
 	/* ORDER BY */
 	bool		ordered;
@@ -77,45 +74,13 @@ typedef FlatScanOpaqueData *FlatScanOpaque;
 IndexScanDesc
 vs_flat_beginscan(Relation index, int nkeys, int norderbys)
 {
-	IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
-	FlatScanOpaque so = (FlatScanOpaque) palloc0(sizeof(FlatScanOpaqueData));
-
-	so->cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_flat scan", ALLOCSET_DEFAULT_SIZES);
-	scan->opaque = so;
-	if (norderbys > 0)
-	{
-		/* the AM provides these (as GiST and SP-GiST do) */
-		scan->xs_orderbyvals = palloc0(sizeof(Datum) * norderbys);
-		scan->xs_orderbynulls = palloc(sizeof(bool) * norderbys);
-		memset(scan->xs_orderbynulls, true, sizeof(bool) * norderbys);
-	}
-	return scan;
+	return vs_scan_begin(index, nkeys, norderbys, sizeof(FlatScanOpaqueData));
 }
 
 void
 vs_flat_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
 {
-	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
-	MemoryContext cxt = so->cxt;
-
-	MemoryContextReset(cxt);
-	memset(so, 0, sizeof(FlatScanOpaqueData));
-	so->cxt = cxt;
-
-	if (keys && scan->numberOfKeys > 0)
-		memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
-	if (orderbys && scan->numberOfOrderBys > 0)
-		memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
-}
-
-void
-vs_flat_endscan(IndexScanDesc scan)
-{
-	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
-
-	MemoryContextDelete(so->cxt);
-	pfree(so);
-	scan->opaque = NULL;
+	vs_scan_rescan(scan, keys, orderbys);
 }
 
 static bool
@@ -141,18 +106,6 @@ cmp_key(float d1, int64 id1, float d2, int64 id2)
 			return 1;
 	}
 	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
-}
-
-/* A query vector of the scan as float[dim]: ERROR 22000 if its dimension differs. */
-static float *
-query_floats(FlatScanOpaque so, Vector *vec)
-{
-	float	   *x;
-
-	vector_check_same_dim(so->ref.dim, vec->dim);
-	x = palloc(sizeof(float) * vec->dim);
-	memcpy(x, vec->x, sizeof(float) * vec->dim);
-	return x;
 }
 
 typedef struct IdCollector
@@ -184,90 +137,34 @@ static void
 scan_start(IndexScanDesc scan)
 {
 	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
-	MemoryContext old = MemoryContextSwitchTo(so->cxt);
-	Vector	  **centers = NULL;
-	double	   *radii = NULL;
+	MemoryContext old;
+	VsScanKeys	keys;
 
-	so->started = true;
-	vs_index_ref(scan->indexRelation, &so->ref);
-
-	/* Check every key before searching: NULLs match nothing, bad radii are errors. */
-	if (scan->numberOfKeys > 0)
+	vs_scan_keys(scan, &keys);
+	if (keys.empty)
 	{
-		centers = palloc(sizeof(Vector *) * scan->numberOfKeys);
-		radii = palloc(sizeof(double) * scan->numberOfKeys);
-	}
-	for (int i = 0; i < scan->numberOfKeys; i++)
-	{
-		ScanKey		key = &scan->keyData[i];
-
-		if (key->sk_strategy != VS_FLAT_RANGE_STRATEGY)
-			elog(ERROR, "vs_flat: unexpected scan strategy %d", key->sk_strategy);
-		if ((key->sk_flags & SK_ISNULL) ||
-			!vs_sphere_get(key->sk_argument, &centers[i], &radii[i]))
-			so->done = true;
-		else
-			vs_check_radius(so->ref.metric, radii[i]);
-	}
-	if (scan->numberOfOrderBys > 0)
-	{
-		ScanKey		key = &scan->orderByData[0];
-
-		so->ordered = true;
-		if (key->sk_flags & SK_ISNULL)
-			so->done = true;
-		else if (so->ref.dim > 0)
-			so->query = query_floats(so, DatumGetVectorP(key->sk_argument));
-	}
-	if (so->done || so->ref.dim == 0)
-	{
-		so->done = true;		/* NULL keys, or an index that never held a vector */
-		MemoryContextSwitchTo(old);
+		so->base.done = true;	/* NULL keys, or an index that never held a vector */
 		return;
 	}
+	old = MemoryContextSwitchTo(so->base.cxt);
+	so->ordered = keys.norderbys > 0;
+	so->query = so->ordered ? keys.queries[0] : NULL;
 
 	/* One range search per qual; candidates are the rows every one of them found. */
-	so->has_range = scan->numberOfKeys > 0;
-	for (int i = 0; i < scan->numberOfKeys; i++)
-	{
-		float	   *center = query_floats(so, centers[i]);
-		VsDistanceSlack slack;
-		VsRangeResult result;
-		int64		n;
-
-		vs_distance_slack_init(&slack, &so->ref, center);
-		vs_search_range(&so->ref, center, 1, vs_radius_upper(&slack, radii[i]), &result);
-		n = vs_sort_ids(result.ids, result.total);
-		if (i == 0)
-		{
-			so->cand = result.ids;
-			so->ncand = n;
-		}
-		else
-		{
-			so->ncand = vs_intersect_ids(so->cand, so->ncand, result.ids, n);
-			if (result.ids)
-				pfree(result.ids);
-		}
-		if (result.distances)
-			pfree(result.distances);
-		pfree(result.offsets);
-		if (so->ncand == 0)
-		{
-			so->done = true;
-			break;
-		}
-	}
+	so->has_range = keys.nranges > 0;
+	if (so->has_range && !vs_scan_range_rows(&so->base.ref, &keys, &so->cand, &so->ncand))
+		so->base.done = true;
 	so->have_cand = so->has_range;
 
 	if (so->ordered)
-		vs_distance_slack_init(&so->slack, &so->ref, so->query);
+		vs_distance_slack_init(&so->slack, &so->base.ref, so->query);
 	else if (!so->has_range)
 	{
 		/* no quals and no ORDER BY (the planner avoids this): every row */
 		IdCollector c = {0};
+		VsFlatMark	mark;
 
-		vs_index_read_vectors(&so->ref, collect_ids, &c);
+		(void) vs_flat_read_items(&so->base.ref, NULL, &mark, collect_ids, &c);
 		so->cand = c.ids;
 		so->ncand = vs_sort_ids(c.ids, c.n);
 		so->have_cand = true;
@@ -298,12 +195,12 @@ next_batch(FlatScanOpaque so)
 					 errmsg("vs_flat ordered scan cannot return more than %d rows", INT_MAX)));
 		k = (int64) so->k * VS_FLAT_GROWTH;
 		/* just past the row count finishes the scan in one more search */
-		if (k > (int64) so->ref.ntuples + 1 && (int64) so->ref.ntuples + 1 > so->k)
-			k = (int64) so->ref.ntuples + 1;
+		if (k > (int64) so->base.ref.ntuples + 1 && (int64) so->base.ref.ntuples + 1 > so->k)
+			k = (int64) so->base.ref.ntuples + 1;
 	}
 	k = Min(k, (int64) INT_MAX);
 
-	old = MemoryContextSwitchTo(so->cxt);
+	old = MemoryContextSwitchTo(so->base.cxt);
 	if (so->ids)
 		pfree(so->ids);
 	if (so->dists)
@@ -312,7 +209,7 @@ next_batch(FlatScanOpaque so)
 	so->dists = palloc_extended(sizeof(float) * k, MCXT_ALLOC_HUGE);
 	MemoryContextSwitchTo(old);
 
-	vs_search_knn(&so->ref, so->query, 1, (int) k, so->ids, so->dists, &count);
+	vs_search_knn(&so->base.ref, NULL, so->query, 1, (int) k, so->ids, so->dists, &count);
 	so->k = (int) k;
 	so->count = Min(count, k);
 	so->pos = 0;
@@ -363,9 +260,9 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 
 	if (!ScanDirectionIsForward(dir))
 		elog(ERROR, "vs_flat indexes only scan forward");
-	if (!so->started)
+	if (!so->base.started)
 		scan_start(scan);
-	if (so->done)
+	if (so->base.done)
 		return false;
 
 	if (so->ordered)
@@ -374,7 +271,7 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 
 		if (!next_ordered(so, &id, &dist))
 		{
-			so->done = true;
+			so->base.done = true;
 			return false;
 		}
 		vs_id_to_tid(id, &scan->xs_heaptid);
@@ -393,7 +290,7 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 
 	if (so->cand_pos >= so->ncand)
 	{
-		so->done = true;
+		so->base.done = true;
 		return false;
 	}
 	id = so->cand[so->cand_pos++];
@@ -406,28 +303,13 @@ int64
 vs_flat_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 {
 	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
-	ItemPointerData tids[256];
-	int64		total = 0;
-	int			n = 0;
+	int64		n;
 
-	if (!so->started)
+	if (!so->base.started)
 		scan_start(scan);
-	if (so->done || !so->have_cand)
+	if (so->base.done || !so->have_cand)
 		return 0;
-
-	for (int64 i = 0; i < so->ncand; i++)
-	{
-		vs_id_to_tid(so->cand[i], &tids[n++]);
-		if (n == lengthof(tids))
-		{
-			tbm_add_tuples(tbm, tids, n, so->has_range);
-			total += n;
-			n = 0;
-		}
-	}
-	if (n > 0)
-		tbm_add_tuples(tbm, tids, n, so->has_range);
-	total += n;
-	so->done = true;
-	return total;
+	n = vs_scan_bitmap(tbm, so->cand, so->ncand, so->has_range);
+	so->base.done = true;
+	return n;
 }

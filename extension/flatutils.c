@@ -1,113 +1,16 @@
 /*
- * vs_flat: the access method handler, page and metapage helpers, the operator class's metric,
+ * vs_flat: the index kind (indexkind.h) and its access method handler, page and metapage helpers,
  * dimension limits and reloptions (none).
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include "access/reloptions.h"
-#include "access/xloginsert.h"
-#include "commands/vacuum.h"
 #include "fmgr.h"
 #include "nodes/makefuncs.h"
 #include "storage/bufmgr.h"
-#include "storage/lmgr.h"
-#include "utils/builtins.h"
-#include "utils/timestamp.h"
 
+#include "batch.h"
 #include "flat.h"
-
-/* Column properties the generic code cannot know: every operator class orders by distance. */
-static bool
-vs_flat_property(Oid index_oid, int attno, IndexAMProperty prop, const char *propname,
-				 bool *res, bool *isnull)
-{
-	if (attno == 0)
-		return false;
-	switch (prop)
-	{
-		case AMPROP_DISTANCE_ORDERABLE:
-			*res = true;		/* amvalidate requires operator 1, an ORDER BY distance */
-			*isnull = false;
-			return true;
-		case AMPROP_RETURNABLE:
-			*res = false;
-			*isnull = false;
-			return true;
-		default:
-			return false;
-	}
-}
-
-PG_FUNCTION_INFO_V1(vs_flat_handler);
-Datum
-vs_flat_handler(PG_FUNCTION_ARGS)
-{
-	IndexAmRoutine *am = makeNode(IndexAmRoutine);
-
-	am->amstrategies = VS_FLAT_NSTRATEGIES;
-	am->amsupport = VS_FLAT_NPROC;
-	am->amoptsprocnum = 0;
-	am->amcanorder = false;
-	am->amcanorderbyop = true;
-	am->amcanbackward = false;
-	am->amcanunique = false;
-	am->amcanmulticol = false;
-	am->amoptionalkey = true;
-	am->amsearcharray = false;
-	am->amsearchnulls = false;
-	am->amstorage = false;
-	am->amclusterable = false;
-	am->ampredlocks = false;
-	am->amcanparallel = false;
-#if PG_VERSION_NUM >= 170000
-	am->amcanbuildparallel = false;
-#endif
-	am->amcaninclude = false;
-	am->amusemaintenanceworkmem = false;
-#if PG_VERSION_NUM >= 160000
-	am->amsummarizing = false;
-#endif
-	am->amparallelvacuumoptions = VACUUM_OPTION_PARALLEL_BULKDEL | VACUUM_OPTION_PARALLEL_CLEANUP;
-	am->amkeytype = InvalidOid;
-
-	am->ambuild = vs_flat_build;
-	am->ambuildempty = vs_flat_buildempty;
-	am->aminsert = vs_flat_insert;
-#if PG_VERSION_NUM >= 170000
-	am->aminsertcleanup = NULL;
-#endif
-	am->ambulkdelete = vs_flat_bulkdelete;
-	am->amvacuumcleanup = vs_flat_vacuumcleanup;
-	am->amcanreturn = NULL;
-	am->amcostestimate = vs_flat_costestimate;
-	am->amoptions = vs_flat_options;
-	am->amproperty = vs_flat_property;
-	am->ambuildphasename = NULL;
-	am->amvalidate = vs_flat_validate;
-	am->amadjustmembers = NULL;
-	am->ambeginscan = vs_flat_beginscan;
-	am->amrescan = vs_flat_rescan;
-	am->amgettuple = vs_flat_gettuple;
-	am->amgetbitmap = vs_flat_getbitmap;
-	am->amendscan = vs_flat_endscan;
-	am->ammarkpos = NULL;
-	am->amrestrpos = NULL;
-	am->amestimateparallelscan = NULL;
-	am->aminitparallelscan = NULL;
-	am->amparallelrescan = NULL;
-
-	PG_RETURN_POINTER(am);
-}
-
-/* Is this relation a vs_flat index? (Its access method's routines are ours.) */
-bool
-vs_is_flat_index(Relation index)
-{
-	return index->rd_rel->relkind == RELKIND_INDEX && index->rd_indam != NULL &&
-		index->rd_indam->ambuild == vs_flat_build;
-}
 
 void
 vs_flat_init_page(Page page, uint16 flags)
@@ -132,20 +35,6 @@ vs_flat_page_set_items(Page page, uint32 dim, int nitems)
 	Assert(((PageHeader) page)->pd_lower <= ((PageHeader) page)->pd_upper);
 }
 
-/*
- * The generation an index starts with: microseconds since 2000 times 4096 (good until 2140).  No
- * index changes 4096 times a microsecond, so the generation of an index built on a reused or
- * truncated-in-place relfilenode is above anything its predecessor reached (see
- * VsFlatMetaPageData), unless the clock went back.
- */
-uint64
-vs_flat_initial_generation(void)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	return (uint64) (now > 0 ? now : 0) * 4096 + 1;
-}
-
 void
 vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric)
 {
@@ -159,7 +48,7 @@ vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric)
 	meta->dim = dim;
 	meta->metric = (uint32) metric;
 	meta->ntuples = 0;
-	meta->generation = vs_flat_initial_generation();
+	meta->generation = vs_initial_generation();
 	meta->epoch = meta->generation;
 	meta->last_block = VS_FLAT_METAPAGE_BLKNO;
 	meta->max_norm = 0.0;
@@ -220,27 +109,6 @@ vs_flat_read_meta(Relation index, VsFlatMetaPageData *meta)
 	vs_flat_check_meta(meta);
 }
 
-/* The metric of the index's operator class: its support function 1 returns it. */
-vs_metric
-vs_flat_opclass_metric(Relation index)
-{
-	Oid			proc = index_getprocid(index, 1, VS_FLAT_METRIC_PROC);
-	int32		metric;
-
-	if (!OidIsValid(proc))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-				 errmsg("operator class of index \"%s\" has no metric support function",
-						RelationGetRelationName(index))));
-	metric = DatumGetInt32(OidFunctionCall1Coll(proc, InvalidOid, PointerGetDatum(NULL)));
-	if (metric < 0 || metric >= VS_METRIC_COUNT)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-				 errmsg("operator class of index \"%s\" returned unknown metric %d",
-						RelationGetRelationName(index), metric)));
-	return (vs_metric) metric;
-}
-
 /* ERROR unless vectors of dim elements fit on a vs_flat page. */
 void
 vs_flat_check_dim(int dim)
@@ -269,17 +137,6 @@ vs_flat_check_vector_dim(uint32 index_dim, int dim)
 						 "declare the column as vector(n).")));
 }
 
-/* L2 norm in double (vectors are finite, so no overflow). */
-double
-vs_vector_norm(const float *x, int dim)
-{
-	double		sum = 0.0;
-
-	for (int i = 0; i < dim; i++)
-		sum += (double) x[i] * (double) x[i];
-	return sqrt(sum);
-}
-
 /* No options yet; reject any, like an access method with an empty option table would. */
 bytea *
 vs_flat_options(Datum reloptions, bool validate)
@@ -301,54 +158,50 @@ vs_flat_options(Datum reloptions, bool validate)
 	return NULL;
 }
 
-/* A new page at the end of the index, pinned and exclusively locked (not initialized). */
-Buffer
-vs_flat_new_buffer(Relation index, ForkNumber fork)
+static void
+flat_read_ref(Relation index, VsIndexRef *ref)
 {
-	Buffer		buf;
-#if PG_VERSION_NUM >= 160000
-	buf = ExtendBufferedRel(BMR_REL(index), fork, NULL, EB_LOCK_FIRST);
-#else
-	bool		local = RELATION_IS_LOCAL(index);
+	VsFlatMetaPageData meta;
 
-	if (!local)
-		LockRelationForExtension(index, ExclusiveLock);
-	buf = ReadBufferExtended(index, fork, P_NEW, RBM_NORMAL, NULL);
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	if (!local)
-		UnlockRelationForExtension(index, ExclusiveLock);
-#endif
-	return buf;
+	vs_flat_read_meta(index, &meta);
+	vs_ref_init(index, VS_FLAT_KIND, ref);
+	ref->metric = (vs_metric) meta.metric;
+	ref->dim = meta.dim;
+	ref->generation = meta.generation;
+	ref->ntuples = meta.ntuples;
+	ref->max_norm = meta.max_norm;
+	ref->min_norm = meta.min_norm;
 }
 
-/*
- * Support function 1 of the operator classes: the metric (a vs_metric).  They take `internal`
- * so that SQL cannot call them.
- */
-PG_FUNCTION_INFO_V1(vsearch_metric_l2);
-Datum
-vsearch_metric_l2(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(VS_METRIC_L2);
-}
+const VsIndexKind vs_flat_kind = {
+	.id = VS_FLAT_KIND,
+	.name = "vs_flat",
+	.uses_maintenance_work_mem = false,
+	.build = vs_flat_build,
+	.buildempty = vs_flat_buildempty,
+	.insert = vs_flat_insert,
+	.bulkdelete = vs_flat_bulkdelete,
+	.costestimate = vs_flat_costestimate,
+	.options = vs_flat_options,
+	.beginscan = vs_flat_beginscan,
+	.rescan = vs_flat_rescan,
+	.gettuple = vs_flat_gettuple,
+	.getbitmap = vs_flat_getbitmap,
+	.endscan = vs_scan_end,
+	.read_ref = flat_read_ref,
+	.load = vs_flat_load,
+	.destroy = vs_flat_destroy,
+	.knn = vs_flat_knn,
+	.range = vs_flat_range,
+	.range_candidates = vs_flat_range_candidates,
+	.batch_knn = vs_batch_knn_exact,
+	.max_k = 1 << 20,
+	.check_request = vs_flat_check_request,
+};
 
-PG_FUNCTION_INFO_V1(vsearch_metric_ip);
+PG_FUNCTION_INFO_V1(vs_flat_handler);
 Datum
-vsearch_metric_ip(PG_FUNCTION_ARGS)
+vs_flat_handler(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT32(VS_METRIC_IP);
-}
-
-PG_FUNCTION_INFO_V1(vsearch_metric_cosine);
-Datum
-vsearch_metric_cosine(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(VS_METRIC_COSINE);
-}
-
-PG_FUNCTION_INFO_V1(vsearch_metric_l1);
-Datum
-vsearch_metric_l1(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(VS_METRIC_L1);
+	PG_RETURN_POINTER(vs_am_routine(&vs_flat_kind));
 }

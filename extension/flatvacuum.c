@@ -1,5 +1,5 @@
 /*
- * vs_flat: VACUUM (ambulkdelete, amvacuumcleanup).
+ * vs_flat: VACUUM (ambulkdelete; amvacuumcleanup is every kind's, amutils.c).
  *
  * Bulk delete visits every data page once, removes the items whose heap tid the callback reports
  * dead and compacts the page in place (one Generic WAL record per changed page); items never move
@@ -168,27 +168,5 @@ again:
 	stats->num_index_tuples = (double) remaining;
 	stats->tuples_removed += (double) removed;
 	stats->estimated_count = false;
-	return stats;
-}
-
-IndexBulkDeleteResult *
-vs_flat_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
-{
-	Relation	index = info->index;
-
-	if (info->analyze_only)
-		return stats;
-
-	/* No bulk delete ran: report the index's size from the metapage. */
-	if (stats == NULL)
-	{
-		VsFlatMetaPageData meta;
-
-		vs_flat_read_meta(index, &meta);
-		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
-		stats->num_index_tuples = (double) meta.ntuples;
-		stats->estimated_count = false;
-	}
-	stats->num_pages = RelationGetNumberOfBlocks(index);
 	return stats;
 }

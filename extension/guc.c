@@ -8,7 +8,6 @@
 #include "utils/guc.h"
 
 #include "guc.h"
-#include "ivfpq.h"
 
 int			vs_device_mode = VS_DEVICE_AUTO;
 int			vs_worker_device = VS_WORKER_DEVICE_GPU;
@@ -107,31 +106,12 @@ vs_guc_init(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
 
-	DefineCustomIntVariable("vsearch.ivfpq_probes",
-							"Inverted lists a vs_ivfpq search scans per round.",
-							"More lists find more of the true nearest rows (recall) at the cost of "
-							"more work per query.  When a scan needs more rows it goes on with the "
-							"next lists, so this bounds the first round only.",
-							&vs_ivfpq_probes,
-							10,
-							1, VS_IVFPQ_MAX_LISTS,
-							PGC_USERSET,
-							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("vsearch.ivfpq_rerank",
-							"Candidates per vs_ivfpq search round re-ranked with exact distances.",
-							"The candidates with the best estimated distances in the probed lists "
-							"are re-ranked exactly (from the table, or the index's stored vectors); "
-							"rows come back in exact order within a round.",
-							&vs_ivfpq_rerank,
-							100,
-							1, 1000000,
-							PGC_USERSET,
-							0,
-							NULL, NULL, NULL);
-
+/* No more vsearch.* settings will be defined (after vs_guc_init and the index kinds'). */
+void
+vs_guc_reserve(void)
+{
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("vsearch");
 #else

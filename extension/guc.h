@@ -27,8 +27,13 @@ extern int	vs_batch_max;
 extern double vs_batch_wait_ms;
 extern int	vs_worker_timeout_ms;
 
-/* Defines every vsearch.* setting; called from _PG_init in every process that loads vsearch. */
+/*
+ * Defines the vsearch.* settings of the search layer and the worker; called from _PG_init in every
+ * process that loads vsearch.  The index kinds define their own (indexkind.h, init); then
+ * vs_guc_reserve() reserves the prefix.
+ */
 extern void vs_guc_init(void);
+extern void vs_guc_reserve(void);
 
 /* Name of a vsearch.worker_device value ("gpu", "cpu", "off"). */
 extern const char *vs_worker_device_name(int value);

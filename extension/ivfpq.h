@@ -28,9 +28,11 @@
  * Every page change is Generic WAL.  Changes of the entry set (insert, VACUUM) happen under the
  * metapage's exclusive lock, which also serializes them, and bump the metapage's generation.
  *
- * Files: ivfpqutils.c (handler, options, pages, reading an index into memory, the backend's cache of
- * engine objects), ivfpqbuild.c, ivfpqinsert.c, ivfpqscan.c, ivfpqvacuum.c, ivfpqcost.c,
- * ivfpqvalidate.c.
+ * Files: ivfpqutils.c (the index kind, options, settings, pages), ivfpqsearch.c (reading an index
+ * into memory, the engine object and its searches, the candidate searches of scans and batches,
+ * the quantizer of inserts), ivfpqworker.c (the build steps the GPU worker runs), ivfpqbuild.c,
+ * ivfpqinsert.c, ivfpqscan.c, ivfpqbatch.c, ivfpqvacuum.c, ivfpqcost.c.  What every access method
+ * shares is in amutils.h.
  */
 #ifndef VSEARCH_IVFPQ_H
 #define VSEARCH_IVFPQ_H
@@ -46,21 +48,18 @@
 #include "storage/itemptr.h"
 #include "utils/relcache.h"
 
+#include "amutils.h"
 #include "search.h"
 #include "vector.h"
+#include "vsearch/ivfpq.h"
+
+#define VS_IVFPQ_KIND			2	/* the index kind's id (indexkind.h) */
 
 #define VS_IVFPQ_MAGIC			0x56534951	/* "VSIQ" */
 #define VS_IVFPQ_VERSION		1
 #define VS_IVFPQ_PAGE_ID		0xFF92
 
 #define VS_IVFPQ_METAPAGE_BLKNO	0
-
-/* Operator strategies and support functions: the same as vs_flat's. */
-#define VS_IVFPQ_DISTANCE_STRATEGY	1
-#define VS_IVFPQ_RANGE_STRATEGY		2
-#define VS_IVFPQ_NSTRATEGIES		2
-#define VS_IVFPQ_METRIC_PROC		1
-#define VS_IVFPQ_NPROC				1
 
 /* Page flags */
 #define VS_IVFPQ_META			(1 << 0)
@@ -74,6 +73,42 @@
 /* Limits of the options. */
 #define VS_IVFPQ_MAX_LISTS		65536
 #define VS_IVFPQ_MAX_M			1024
+
+/* A reference's kind_info (search.h), from the metapage. */
+#define VsIvfpqRefLists(ref)		((uint32) (ref)->kind_info[0])	/* 0: no quantizer */
+#define VsIvfpqRefPending(ref)		((ref)->kind_info[1])	/* pending entries */
+#define VsIvfpqRefStoreVectors(ref) ((ref)->kind_info[2] != 0)
+
+/* The search parameters (VsKindParams): the probe window of list ranks. */
+typedef struct VsIvfpqSearchParams
+{
+	uint32		probe_offset;	/* first list rank */
+	uint32		nprobe;			/* lists in the window */
+} VsIvfpqSearchParams;
+
+/* The worker's build steps (VsKindParams of a VS_OP_BUILD request, ivfpqworker.c). */
+typedef enum VsIvfpqBuildStep
+{
+	VS_IVFPQ_TRAIN = 1,			/* the rows are the sample; answer: centroids | codebooks */
+	VS_IVFPQ_ENCODE = 2			/* the rows are encoded with the payload's quantizer; answer:
+								 * int32 lists[n] | uint8 codes[n x code_size] */
+} VsIvfpqBuildStep;
+
+typedef struct VsIvfpqBuildParams
+{
+	uint32		step;			/* VsIvfpqBuildStep */
+	uint32		lists;			/* coarse centroids */
+	uint32		m;				/* sub-quantizers (divides dim) */
+	uint32		nbits;			/* 4 or 8 */
+	uint64		seed;			/* training */
+	uint64		build_id;		/* encoding: names the build (keys the worker's encoder) */
+} VsIvfpqBuildParams;
+
+/* Largest training sample sent to the worker (bytes of vectors); a larger one trains in the backend. */
+#define VS_IVFPQ_MAX_TRAIN_BYTES	((Size) 256 * 1024 * 1024)
+/* Most rows of one encode request, and most bytes of its rows plus its quantizer. */
+#define VS_IVFPQ_MAX_ENCODE_ROWS	(1 << 20)
+#define VS_IVFPQ_MAX_ENCODE_BYTES	((Size) 256 * 1024 * 1024)
 
 typedef struct VsIvfpqPageOpaqueData
 {
@@ -95,7 +130,7 @@ typedef VsIvfpqPageOpaqueData *VsIvfpqPageOpaque;
 
 /*
  * The metapage.  `generation` changes with every change of the entry set (insert, VACUUM) and
- * starts, like vs_flat's, at the build time in microseconds x 4096 (`build_id` keeps that first
+ * starts at vs_initial_generation() (amutils.h), the build time in microseconds x 4096 (`build_id` keeps that first
  * value: it names the quantizer, which only a rebuild changes).
  */
 typedef struct VsIvfpqMetaPageData
@@ -189,9 +224,22 @@ typedef struct VsIvfpqContents
 	int64		npending;
 } VsIvfpqContents;
 
+/* The backend's engine object of an index (ivfpqsearch.c; in the worker only the quantizer and
+ * the lists). */
+struct vs_ivfpq;
+typedef struct VsIvfpqCached
+{
+	VsIvfpqMetaPageData meta;
+	struct vs_ivfpq *ivf;		/* NULL when untrained */
+	int64	   *ids;			/* store_vectors: list and pending entries' ids, ascending */
+	float	   *vectors;		/* ... and their vectors */
+	int64		n;
+	int64	   *pending_ids;	/* pending entries */
+	int64		npending;
+} VsIvfpqCached;
+
 /* ivfpqutils.c */
-extern void vs_ivfpq_init(void);
-extern bool vs_is_ivfpq_index(Relation index);
+extern const VsIndexKind vs_ivfpq_kind;
 extern void vs_ivfpq_init_page(Page page, uint16 flags, uint32 list, BlockNumber prev);
 extern void vs_ivfpq_init_metapage(Page page, uint32 dim, vs_metric metric, int nbits,
 								   bool store_vectors);
@@ -204,41 +252,56 @@ extern void vs_ivfpq_meta_layout(const VsIvfpqMetaPageData *meta, bool pending,
 extern void vs_ivfpq_page_set_items(Page page, int nitems);
 extern int	vs_ivfpq_default_m(int dim);
 extern bytea *vs_ivfpq_options(Datum reloptions, bool validate);
-extern void vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, VsIvfpqContents *out);
-extern void (*vs_ivfpq_read_progress) (void);
-struct vs_context;
-struct vs_ivfpq;
-extern int	vs_ivfpq_contents_object(struct vs_context *ctx, const VsIvfpqContents *contents,
-									 struct vs_ivfpq **out);
-extern Size vs_ivfpq_object_bytes(const VsIvfpqMetaPageData *meta, int64 n);
-extern void vs_ivfpq_read_floats(Relation index, BlockNumber start, uint32 npages, float *dst,
-								 Size nfloats);
-extern void vs_ivfpq_ref(Relation index, VsIndexRef *ref, VsIvfpqMetaPageData *meta);
 
-/* The backend's engine objects (ivfpqutils.c). */
-struct vs_ivfpq;
-typedef struct VsIvfpqCached
-{
-	VsIvfpqMetaPageData meta;
-	struct vs_ivfpq *ivf;		/* NULL when untrained */
-	int64	   *ids;			/* store_vectors: list and pending entries' ids, ascending */
-	float	   *vectors;		/* ... and their vectors */
-	int64		n;
-	int64	   *pending_ids;	/* pending entries */
-	float	   *pending_vectors;	/* (unused: their vectors are in `vectors`) */
-	int64		npending;
-} VsIvfpqCached;
-
-extern VsIvfpqCached *vs_ivfpq_get_cached(const VsIndexRef *ref);
-extern void vs_ivfpq_trim_cache(void);
-extern void vs_ivfpq_cache_reset(void);
-extern struct vs_ivfpq *vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta);
+/* ivfpqsearch.c: reading an index, the engine object (indexkind.h), candidate searches */
+extern void vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (void),
+								VsIvfpqContents *out);
+extern void vs_ivfpq_read_floats(const VsIndexRef *ref, Relation rel, BlockNumber start,
+								 uint32 npages, float *dst, Size nfloats);
+extern void *vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
+						   uint64 *generation);
+extern void vs_ivfpq_destroy_object(struct vs_context *engine, void *obj);
+extern int	vs_ivfpq_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
+						 const float *queries, Size nq, Size k, int64 *ids, float *distances,
+						 int64 *counts);
+extern int	vs_ivfpq_range_search(struct vs_context *engine, void *obj, const VsKindParams *params,
+								  const float *queries, Size nq, double radius, vs_alloc_fn alloc,
+								  void *alloc_arg, vs_range_result *out);
+extern bool vs_ivfpq_check_search(const struct VsRequest *req, char *why, Size whylen);
 extern const float *vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id);
+extern struct vs_ivfpq *vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta);
+
+/*
+ * Candidate searches shared by the scan and the batch functions: the k smallest estimates in the
+ * probe window, the pending entries, and the rows whose estimate is within a radius in the first
+ * vsearch.ivfpq_probes lists plus every pending entry.
+ */
+extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq,
+									   int probe_offset, int nprobe, int k, int64 *ids,
+									   float *dists, int64 *counts);
+extern int64 *vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n);
+extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+									  double radius, VsRangeResult *out);
+
+/*
+ * ivfpqworker.c: the worker's build steps, and asking for them (CREATE INDEX): training the
+ * quantizer on a sample and encoding a chunk of rows in the worker; false: do it in the backend.
+ */
+extern bool vs_ivfpq_worker_train(const VsIndexRef *ref, const vs_ivfpq_params *params,
+								  uint64 seed, const float *sample, int64 n, float *centroids,
+								  float *codebooks);
+extern bool vs_ivfpq_worker_encode(const VsIndexRef *ref, const vs_ivfpq_params *params,
+								   uint64 build_id, const float *centroids, const float *codebooks,
+								   const float *rows, int n, int32 *out_lists, uint8 *out_codes);
+extern int	vs_ivfpq_build_step(struct vs_context *engine, const struct VsRequest *req,
+								const float *rows, const char *payload, char **answer,
+								Size *answer_len, char *err, Size errlen);
+extern bool vs_ivfpq_check_request(const struct VsRequest *req, char *why, Size whylen);
+extern void vs_ivfpq_worker_tick(struct vs_context *engine, bool stop);
 
 /* ivfpqbuild.c */
 extern IndexBuildResult *vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo);
 extern void vs_ivfpq_buildempty(Relation index);
-extern Buffer vs_ivfpq_new_buffer(Relation index, ForkNumber fork);
 
 /* ivfpqinsert.c */
 extern bool vs_ivfpq_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
@@ -250,8 +313,6 @@ extern IndexBulkDeleteResult *vs_ivfpq_bulkdelete(IndexVacuumInfo *info,
 												  IndexBulkDeleteResult *stats,
 												  IndexBulkDeleteCallback callback,
 												  void *callback_state);
-extern IndexBulkDeleteResult *vs_ivfpq_vacuumcleanup(IndexVacuumInfo *info,
-													 IndexBulkDeleteResult *stats);
 
 /* ivfpqscan.c */
 extern IndexScanDesc vs_ivfpq_beginscan(Relation index, int nkeys, int norderbys);
@@ -261,15 +322,11 @@ extern bool vs_ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 vs_ivfpq_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void vs_ivfpq_endscan(IndexScanDesc scan);
 
-/* Candidate searches shared by the scan and the batch functions (ivfpqscan.c). */
-extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq,
-									   int probe_offset, int nprobe, int k, int64 *ids,
-									   float *dists, int64 *counts);
-extern int64 *vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n);
-extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
-									  int nprobe, double radius, VsRangeResult *out);
+/* ivfpqbatch.c */
+struct VsBatch;
+extern void vs_ivfpq_batch_knn(struct VsBatch *batch, int k);
 
-/* settings (guc.c) */
+/* settings (ivfpqutils.c) */
 extern PGDLLIMPORT int vs_ivfpq_probes;
 extern PGDLLIMPORT int vs_ivfpq_rerank;
 
@@ -278,8 +335,5 @@ extern void vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loo
 								  Cost *indexStartupCost, Cost *indexTotalCost,
 								  Selectivity *indexSelectivity, double *indexCorrelation,
 								  double *indexPages);
-
-/* ivfpqvalidate.c */
-extern bool vs_ivfpq_validate(Oid opclassoid);
 
 #endif							/* VSEARCH_IVFPQ_H */

@@ -34,7 +34,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "flat.h"
 #include "guc.h"
 #include "ivfpq.h"
 #include "vsearch/engine.h"
@@ -94,23 +93,16 @@ typedef struct IvfpqBuildState
 	bool		use_worker;
 	VsIndexRef	ref;
 	uint64		build_id;
-	uint32		m;
-	int			nbits;
+	vs_ivfpq_params params;
 	const float *centroids;
 	const float *codebooks;
 } IvfpqBuildState;
-
-Buffer
-vs_ivfpq_new_buffer(Relation index, ForkNumber fork)
-{
-	return vs_flat_new_buffer(index, fork);
-}
 
 /* Writes a page image as a new block of the index (full-page Generic WAL record). */
 static BlockNumber
 write_new_page(Relation index, Page image)
 {
-	Buffer		buf = vs_ivfpq_new_buffer(index, MAIN_FORKNUM);
+	Buffer		buf = vs_new_buffer(index, MAIN_FORKNUM);
 	GenericXLogState *xlog = GenericXLogStart(index);
 	Page		page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
 	BlockNumber blkno = BufferGetBlockNumber(buf);
@@ -181,9 +173,8 @@ flush_chunk(IvfpqBuildState *s)
 		int			retries = 0;
 
 		if (s->use_worker &&
-			!vs_worker_ivfpq_encode(&s->ref, (int) s->lists, (int) s->m, s->nbits, s->build_id,
-									s->centroids, s->codebooks, s->chunk, s->chunk_n,
-									s->chunk_lists, s->chunk_codes))
+			!vs_ivfpq_worker_encode(&s->ref, &s->params, s->build_id, s->centroids, s->codebooks,
+									s->chunk, s->chunk_n, s->chunk_lists, s->chunk_codes))
 			s->use_worker = false;	/* counted as a fallback; the rest encodes here */
 		for (; !s->use_worker;)
 		{
@@ -314,15 +305,6 @@ encode_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bo
 	MemoryContextReset(s->tmpcxt);
 }
 
-/* The dimension declared by the column's type modifier, or 0. */
-static uint32
-declared_dim(Relation index)
-{
-	int32		typmod = TupleDescAttr(RelationGetDescr(index), 0)->atttypmod;
-
-	return typmod > 0 ? (uint32) typmod : 0;
-}
-
 static void
 options_of(Relation index, VsIvfpqOptions *opts)
 {
@@ -375,24 +357,19 @@ check_dim_options(const VsIvfpqOptions *opts, uint32 dim, int code_size)
 	}
 }
 
-/*
- * Trains the quantizer on the sample: in the GPU worker when it serves (worker.h; the sample goes
- * through this backend's DSM segment), else in this backend's CPU engine, with the same seed.
- */
 /* The index, as the worker's build requests name it. */
 static void
 build_ref(Relation index, const vs_ivfpq_params *params, VsIndexRef *ref)
 {
-	memset(ref, 0, sizeof(*ref));
-	ref->dbid = MyDatabaseId;
-	ref->indexrelid = RelationGetRelid(index);
-	ref->locator = VsRelationGetLocator(index);
-	ref->relpersistence = index->rd_rel->relpersistence;
-	ref->kind = VS_INDEX_IVFPQ;
+	vs_ref_init(index, VS_IVFPQ_KIND, ref);
 	ref->metric = params->metric;
 	ref->dim = (uint32) params->dim;
 }
 
+/*
+ * Trains the quantizer on the sample: in the GPU worker when it serves (the sample goes through
+ * this backend's DSM segment), else in this backend's CPU engine, with the same seed.
+ */
 static void
 train_quantizer(Relation index, const vs_ivfpq_params *params, const float *sample, int64 n,
 				float *centroids, float *codebooks)
@@ -402,8 +379,7 @@ train_quantizer(Relation index, const vs_ivfpq_params *params, const float *samp
 	VsIndexRef	ref;
 
 	build_ref(index, params, &ref);
-	if (vs_worker_ivfpq_train(&ref, (int) params->nlist, (int) params->m, params->nbits,
-							  VS_IVFPQ_SEED, sample, n, centroids, codebooks))
+	if (vs_ivfpq_worker_train(&ref, params, VS_IVFPQ_SEED, sample, n, centroids, codebooks))
 		return;
 
 	vs_ivfpq_train_params_init(&train);
@@ -514,12 +490,13 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
 
 	options_of(index, &opts);
-	metric = vs_flat_opclass_metric(index);
+	metric = vs_opclass_metric(index);
 	if (metric == VS_METRIC_L1)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("vs_ivfpq does not support the L1 distance"),
-				 errhint("Use vs_flat for <+>.")));
+				 errhint("Product quantization works in Euclidean and inner-product space; "
+						 "search <+> with an exact index.")));
 	if (indexInfo->ii_IndexAttrNumbers[0] == 0 && !opts.store_vectors)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -531,7 +508,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	memset(&s, 0, sizeof(s));
 	s.index = index;
 	s.buildcxt = CurrentMemoryContext;
-	s.dim = declared_dim(index);
+	s.dim = vs_declared_dim(index);
 	s.store_vectors = opts.store_vectors;
 	if (s.dim > 0)
 	{
@@ -540,7 +517,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	}
 
 	/* Block 0: the metapage, so the index is readable whatever happens next. */
-	metabuf = vs_ivfpq_new_buffer(index, MAIN_FORKNUM);
+	metabuf = vs_new_buffer(index, MAIN_FORKNUM);
 	Assert(BufferGetBlockNumber(metabuf) == VS_IVFPQ_METAPAGE_BLKNO);
 	xlog = GenericXLogStart(index);
 	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
@@ -564,7 +541,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	}
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true, sample_callback, &s, NULL);
 
-	if (s.dim > 0 && declared_dim(index) == 0)
+	if (s.dim > 0 && vs_declared_dim(index) == 0)
 	{
 		m = opts.m > 0 ? (uint32) opts.m : (uint32) vs_ivfpq_default_m((int) s.dim);
 		check_dim_options(&opts, s.dim, (int) ((m * opts.nbits + 7) / 8));
@@ -638,8 +615,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 			s.build_id = ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp();
 			if (s.build_id == 0)
 				s.build_id = 1;
-			s.m = m;
-			s.nbits = opts.nbits;
+			s.params = params;
 			s.centroids = centroids;
 			s.codebooks = codebooks;
 			s.chunk_cap = (int) Min((Size) VS_IVFPQ_WORKER_CHUNK,
@@ -682,11 +658,11 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	{
 		if (s.ivf != NULL)
 			vs_ivfpq_destroy(vs_build_engine(), s.ivf);
-		vs_worker_ivfpq_encode_end();
+		vs_worker_build_end();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	vs_worker_ivfpq_encode_end();
+	vs_worker_build_end();
 	if (s.ivf != NULL)
 		vs_ivfpq_destroy(vs_build_engine(), s.ivf);
 	s.ivf = NULL;
@@ -755,15 +731,15 @@ void
 vs_ivfpq_buildempty(Relation index)
 {
 	VsIvfpqOptions opts;
-	vs_metric	metric = vs_flat_opclass_metric(index);
+	vs_metric	metric = vs_opclass_metric(index);
 	Buffer		buf;
 	Page		page;
 
 	options_of(index, &opts);
-	buf = vs_ivfpq_new_buffer(index, INIT_FORKNUM);
+	buf = vs_new_buffer(index, INIT_FORKNUM);
 	page = BufferGetPage(buf);
 	START_CRIT_SECTION();
-	vs_ivfpq_init_metapage(page, declared_dim(index), metric, opts.nbits, opts.store_vectors);
+	vs_ivfpq_init_metapage(page, vs_declared_dim(index), metric, opts.nbits, opts.store_vectors);
 	MarkBufferDirty(buf);
 	log_newpage_buffer(buf, true);
 	END_CRIT_SECTION();

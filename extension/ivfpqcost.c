@@ -26,17 +26,10 @@
 
 #include <math.h>
 
-#include "access/genam.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
-#include "parser/parsetree.h"
-#include "utils/rel.h"
-#include "utils/selfuncs.h"
-#include "utils/spccache.h"
 
 #include "ivfpq.h"
-#include "search.h"
-#include "vector.h"
 
 #define VS_IVFPQ_SEARCH_OVERHEAD	2.0	/* seq page units */
 
@@ -47,19 +40,12 @@ vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 					  double *indexPages)
 {
 	IndexOptInfo *index = path->indexinfo;
-	GenericCosts costs;
-	double		rows = Max(index->tuples, 1.0);
-	int			nranges = list_length(path->indexclauses);
-	bool		ordered = path->indexorderbys != NIL;
-	/* estimates: where the candidates are searched (the GPU worker, when it serves) */
-	double		search_factor = vs_search_distance_cost(index->indexoid);
+	VsCostBase	c;
+	uint32		lists;
+	bool		store_vectors;
 	double		distance_cost;
 	/* exact distances of the re-rank: always in this backend */
 	double		exact_cost;
-	double		spc_seq_page_cost;
-	double		spc_random_page_cost;
-	VsIvfpqMetaPageData meta;
-	Relation	rel;
 	double		frac;
 	double		rerank;
 	double		heap_pages = Max(index->rel->pages, 1.0);
@@ -67,61 +53,45 @@ vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	Cost		startup;
 	Cost		total;
 
-	*indexCorrelation = 0.0;
-	*indexPages = index->pages;
-
-	if (!ordered && nranges == 0)
-	{
-		*indexStartupCost = disable_cost;
-		*indexTotalCost = disable_cost;
-		*indexSelectivity = 1.0;
+	if (!vs_cost_begin(root, path, loop_count, &c, indexStartupCost, indexTotalCost,
+					   indexSelectivity, indexCorrelation, indexPages))
 		return;
-	}
+	lists = VsIvfpqRefLists(&c.ref);
+	store_vectors = VsIvfpqRefStoreVectors(&c.ref);
+	/* estimates: where the candidates are searched (the GPU worker, when it serves) */
+	distance_cost = vs_distance_cost((int) c.ref.dim) * c.search_factor;
+	exact_cost = vs_distance_cost((int) c.ref.dim) +
+		(store_vectors ? 0.0 : vs_detoast_cost(c.heapoid, c.attnum, (int) c.ref.dim));
 
-	MemSet(&costs, 0, sizeof(costs));
-	costs.numIndexTuples = rows;
-	genericcostestimate(root, path, loop_count, &costs);
-	*indexSelectivity = costs.indexSelectivity;
-	get_tablespace_page_costs(index->reltablespace, &spc_random_page_cost, &spc_seq_page_cost);
-
-	rel = index_open(index->indexoid, NoLock);	/* the planner holds a lock */
-	vs_ivfpq_read_meta(rel, &meta);
-	index_close(rel, NoLock);
-	distance_cost = vs_distance_cost((int) meta.dim) * search_factor;
-	exact_cost = vs_distance_cost((int) meta.dim) +
-		(meta.store_vectors ? 0.0
-		 : vs_detoast_cost(planner_rt_fetch(index->rel->relid, root)->relid, index->indexkeys[0],
-						   (int) meta.dim));
-
-	if (meta.trained && meta.lists > 0)
+	if (lists > 0)
 	{
-		frac = Min(1.0, (double) Max(vs_ivfpq_probes, 1) / meta.lists);
-		rerank = Min(rows, (double) Max(vs_ivfpq_rerank, 1));
+		frac = Min(1.0, (double) Max(vs_ivfpq_probes, 1) / lists);
+		rerank = Min(c.rows, (double) Max(vs_ivfpq_rerank, 1));
 	}
 	else
 	{
 		frac = 1.0;				/* pending rows: every one is re-ranked, in the backend */
-		rerank = rows;
+		rerank = c.rows;
 		distance_cost = exact_cost;
 	}
-	if (nranges > 0)
-		rerank = Max(rows * costs.indexSelectivity, 1.0);
+	if (c.nranges > 0)
+		rerank = Max(c.rows * c.selectivity, 1.0);
 	/* heap pages the re-rank reads, as for an index scan returning `rerank` rows */
-	fetch_pages = meta.store_vectors ? 0.0
+	fetch_pages = store_vectors ? 0.0
 		: index_pages_fetched(rerank, (BlockNumber) heap_pages, heap_pages, root);
 
-	startup = index->pages * frac * spc_seq_page_cost +
-		meta.lists * distance_cost +
-		rows * frac * distance_cost * 0.25 +
+	startup = index->pages * frac * c.seq_page_cost +
+		lists * distance_cost +
+		c.rows * frac * distance_cost * 0.25 +
 		rerank * (exact_cost + cpu_tuple_cost) +
-		fetch_pages * spc_random_page_cost +
-		VS_IVFPQ_SEARCH_OVERHEAD * spc_seq_page_cost * Max(nranges + (ordered ? 1 : 0), 1);
+		fetch_pages * c.random_page_cost +
+		VS_IVFPQ_SEARCH_OVERHEAD * c.seq_page_cost * Max(c.nranges + (c.ordered ? 1 : 0), 1);
 	total = startup;
-	if (ordered && nranges == 0 && rows > rerank)
-		total += (rows - rerank) * (distance_cost * 0.25 + exact_cost + cpu_tuple_cost) +
-			(meta.store_vectors ? 0.0 : (heap_pages - fetch_pages) * spc_random_page_cost) +
-			index->pages * (1.0 - frac) * spc_seq_page_cost;
-	total += rows * costs.indexSelectivity * cpu_index_tuple_cost;
+	if (c.ordered && c.nranges == 0 && c.rows > rerank)
+		total += (c.rows - rerank) * (distance_cost * 0.25 + exact_cost + cpu_tuple_cost) +
+			(store_vectors ? 0.0 : (heap_pages - fetch_pages) * c.random_page_cost) +
+			index->pages * (1.0 - frac) * c.seq_page_cost;
+	total += c.rows * c.selectivity * cpu_index_tuple_cost;
 
 	*indexStartupCost = startup;
 	*indexTotalCost = total;

@@ -14,7 +14,6 @@
 #include "storage/bufmgr.h"
 
 #include "ivfpq.h"
-#include "vsearch/engine.h"
 
 bool
 vs_ivfpq_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
@@ -125,7 +124,7 @@ vs_ivfpq_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	}
 	if (!BufferIsValid(buf))
 	{
-		buf = vs_ivfpq_new_buffer(index, MAIN_FORKNUM);
+		buf = vs_new_buffer(index, MAIN_FORKNUM);
 		newpage = true;
 	}
 

@@ -1,5 +1,5 @@
 /*
- * vs_ivfpq: VACUUM (ambulkdelete, amvacuumcleanup).
+ * vs_ivfpq: VACUUM (ambulkdelete; amvacuumcleanup is every kind's, amutils.c).
  *
  * Each list (and the pending chain) is handled under the metapage's exclusive lock, which keeps
  * inserts out meanwhile: its live entries are read from the oldest page to the newest, and when
@@ -258,25 +258,5 @@ vs_ivfpq_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	stats->num_index_tuples = (double) remaining;
 	stats->tuples_removed += (double) removed;
 	stats->estimated_count = false;
-	return stats;
-}
-
-IndexBulkDeleteResult *
-vs_ivfpq_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
-{
-	Relation	index = info->index;
-
-	if (info->analyze_only)
-		return stats;
-	if (stats == NULL)
-	{
-		VsIvfpqMetaPageData meta;
-
-		vs_ivfpq_read_meta(index, &meta);
-		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
-		stats->num_index_tuples = (double) meta.ntuples;
-		stats->estimated_count = false;
-	}
-	stats->num_pages = RelationGetNumberOfBlocks(index);
 	return stats;
 }

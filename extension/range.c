@@ -8,8 +8,8 @@
  *
  * Each is true iff the matching distance operator (<->, <#>, <=>, <+>) applied to the row and the
  * center is <= radius, computed by the very same function, so `v <<->> sphere(q, r)` and
- * `v <-> q <= r` agree on every row.  They are search operators (strategy 2) of the vs_flat
- * operator classes, so a vs_flat index answers them with one range search (flatscan.c).
+ * `v <-> q <= r` agree on every row.  They are search operators (strategy 2) of every vsearch
+ * index's operator classes, so an index answers them (its kind's range_candidates, indexkind.h).
  *
  * The radius must be finite; it must not be negative except for <<#>>, whose distance (a negative
  * inner product) can be.  A sphere with a NULL center or radius matches nothing (the operator

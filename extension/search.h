@@ -1,8 +1,8 @@
 /*
  * Search execution for vsearch indexes: the one place index scans and batch functions ask for kNN
  * and range results.  A request runs in the GPU worker when one serves (worker.h) and otherwise in
- * this backend on the engine's CPU backend; both read the same index pages and return the same
- * answer.
+ * this backend on the engine's CPU backend, on the index kind's engine object (indexkind.h); both
+ * read the same index pages and return the same answer.
  *
  * Rows are named by int64 ids that encode heap item pointers (vs_tid_to_id), so results need no
  * translation between the worker and the backend.
@@ -12,23 +12,29 @@
 
 #include "postgres.h"
 
+#include "storage/bufmgr.h"
 #include "storage/itemptr.h"
 #include "utils/rel.h"
 #include "vsearch/distance.h"
 
 #include "pgcompat.h"
 
-/* Index access methods whose vector sets the search layer can read. */
-typedef enum VsIndexKind
+/*
+ * A kind's own search parameters (a probe window, a search width, ...) or worker build step: an
+ * opaque block that each kind lays out, fills and checks itself.  Unused bytes are zero, so equal
+ * parameters compare equal with memcmp (the worker groups requests that way).
+ */
+#define VS_KIND_PARAMS_SIZE 48
+
+typedef struct VsKindParams
 {
-	VS_INDEX_FLAT = 1,
-	VS_INDEX_IVFPQ = 2			/* vs_ivfpq: searched through ivfpq.h, not vs_search_knn */
-} VsIndexKind;
+	uint64		words[VS_KIND_PARAMS_SIZE / sizeof(uint64)];
+} VsKindParams;
 
 /*
- * Everything needed to find and read an index's vectors without a relcache entry (the worker
- * serves every database of the cluster, but is connected to none of them).  Filled from the
- * metapage when a scan begins; `generation` is the metapage's change counter at that moment, so a
+ * Everything needed to find and read an index without a relcache entry (the worker serves every
+ * database of the cluster, but is connected to none of them).  Filled from the metapage when a
+ * scan begins (vs_index_ref); `generation` is the metapage's change counter at that moment, so a
  * cached copy at least that new is good enough for the scan.
  */
 typedef struct VsIndexRef
@@ -37,17 +43,14 @@ typedef struct VsIndexRef
 	Oid			indexrelid;
 	VsRelFileLocator locator;	/* where the pages are */
 	char		relpersistence;
-	VsIndexKind kind;
+	uint32		kind;			/* the index kind's id (indexkind.h) */
 	vs_metric	metric;
 	uint32		dim;			/* 0: the index has never held a vector (it is empty) */
 	uint64		generation;
-	/* Added by the vs_flat work; not needed to read the vectors (see VsDistanceSlack). */
 	uint64		ntuples;		/* index entries when the ref was taken (dead ones included) */
-	double		max_norm;		/* >= every indexed vector's L2 norm */
+	double		max_norm;		/* >= every indexed vector's L2 norm (0: unknown) */
 	double		min_norm;		/* <= every non-zero indexed vector's L2 norm (0: unknown) */
-	/* vs_ivfpq only (from the metapage): lists of the quantizer (0: none) and pending entries */
-	uint32		ivf_lists;
-	uint64		ivf_npending;
+	uint64		kind_info[4];	/* the kind's own, from its metapage */
 } VsIndexRef;
 
 /* Range results: CSR in the caller's memory context. */
@@ -79,13 +82,15 @@ extern int	vs_cmp_int64(const void *a, const void *b);
 extern int64 vs_sort_ids(int64 *ids, int64 n);
 extern int64 vs_intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb);
 
-/* Fills ref from an open, locked index (reads its metapage): a vs_flat or a vs_ivfpq index. */
+/* Fills ref from an open, locked vsearch index (its kind reads its metapage); ERROR otherwise. */
 extern void vs_index_ref(Relation index, VsIndexRef *ref);
+/* For the kinds' read_ref: the fields that come from the relation, the rest zeroed. */
+extern void vs_ref_init(Relation index, uint32 kind, VsIndexRef *ref);
 
 /*
- * Reading pages by ref (search.c): a temporary index is opened through the relcache (its pages are
- * in this backend's local buffers), any other is read by locator.  vs_index_open_for_read returns
- * the relation to pass to vs_index_read_block (NULL for non-temporary indexes) and
+ * Reading pages by ref: a temporary index is opened through the relcache (its pages are in this
+ * backend's local buffers), any other is read by locator.  vs_index_open_for_read returns the
+ * relation to pass to vs_index_read_block (NULL for non-temporary indexes) and
  * vs_index_close_for_read closes it.
  */
 extern Relation vs_index_open_for_read(const VsIndexRef *ref);
@@ -106,20 +111,23 @@ extern void vs_engine_error(int status) pg_attribute_noreturn();
 extern void vs_engine_cancelled(int *retries);
 
 /*
- * Reads every vector of the index described by ref through the buffer manager, without a
- * relcache entry, handing them to consume in chunks.  The caller must make sure the relation
- * cannot be dropped meanwhile (a backend holds a lock on it while its request is served).
+ * The searches, with the kind's parameters (params NULL: all zero).  In the worker when it
+ * serves, else on this backend's cached engine object of the index.
+ *   kNN:   ids/distances nq x k, counts nq (rows found <= k);
+ *   range: every row within radius of each query.
  */
-typedef void (*VsVectorConsumer) (void *arg, const float *vectors, const int64 *ids, size_t n);
-extern void vs_index_read_vectors(const VsIndexRef *ref, VsVectorConsumer consume, void *arg);
+extern void vs_search_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries,
+						  int nq, int k, int64 *ids, float *distances, int64 *counts);
+extern void vs_search_range(const VsIndexRef *ref, const VsKindParams *params,
+							const float *queries, int nq, double radius, VsRangeResult *out);
 
-/* k nearest rows to each of nq queries: ids/distances nq x k, counts nq (rows found <= k). */
-extern void vs_search_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
-						  int64 *ids, float *distances, int64 *counts);
-
-/* Every row within radius of each query. */
-extern void vs_search_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
-							VsRangeResult *out);
+/*
+ * This backend's engine object of the index (the kind's), at least as new as ref: for a kind's
+ * own use of it (an exact re-rank from stored vectors, ...).  It stays valid until
+ * vs_search_trim_cache(), which keeps the cached objects within vs_search_cache_mb.
+ */
+extern void *vs_search_object(const VsIndexRef *ref);
+extern void vs_search_trim_cache(void);
 
 /*
  * The engine's distances and the SQL operators' differ in the last bits: the engine sums in
@@ -144,6 +152,8 @@ extern void vs_distance_slack_init(VsDistanceSlack *slack, const VsIndexRef *ref
 extern double vs_distance_lower(const VsDistanceSlack *slack, float distance);
 /* A radius R such that every row with operator distance <= radius has engine distance <= R. */
 extern double vs_radius_upper(const VsDistanceSlack *slack, double radius);
+/* The L2 norm of a vector, in double. */
+extern double vs_vector_norm(const float *x, int dim);
 
 /*
  * Range queries in SQL (range.c): a `sphere` is the composite (center vector, radius float8)
@@ -172,12 +182,12 @@ extern double vs_search_distance_cost(Oid indexrelid);
 /*
  * Threads of the in-backend CPU engine (default 1: one process per query, as PostgreSQL plans
  * it; engine threads would also receive signals meant for the backend).  Read when the backend's
- * engine context is created or recreated.
+ * engine context is created.
  */
 extern PGDLLIMPORT int vs_search_cpu_threads;
 
 /*
- * Most memory (MB) a backend keeps in cached index copies between in-backend searches (default
+ * Most memory (MB) a backend keeps in cached engine objects between in-backend searches (default
  * 1024); a larger index is read again for every search.  Each backend that searches on the CPU has
  * its own cache, so this is per backend.
  */

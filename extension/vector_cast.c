@@ -65,7 +65,7 @@ array_to_vector(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("array must be 1-D"),
-				 errhint("Convert one row at a time, or flatten the array first.")));
+				 errhint("Convert one row at a time, or unnest the array first.")));
 	if (array_contains_nulls(array))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -5,7 +5,7 @@
  * A distance between two d-dimensional vectors is d multiply-adds, and a vector stored out of line
  * (TOAST: the type's default storage is `external`, and rows above ~2 kB are moved out) must first
  * be fetched through the TOAST table's index, chunk by chunk.  Without this, a sequential scan of
- * 784-dimensional vectors was estimated ~12x cheaper than a vs_flat search that ran 25x faster
+ * 784-dimensional vectors was estimated ~12x cheaper than an exact index search that ran 25x faster
  * (docs/INDEXES.md, Costs).  The index access methods use the same two figures for the distances
  * they compute (vs_distance_cost) and the heap rows they re-rank (vs_detoast_cost).
  */

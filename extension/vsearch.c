@@ -1,7 +1,8 @@
 /*
  * vsearch.so: the module's entry point.  The type, operator and index code lives in the other
- * files of extension/; _PG_init registers the settings and, when the library is preloaded, the
- * GPU worker's shared memory and the worker itself (worker_*.c, docs/WORKER.md).
+ * files of extension/; _PG_init registers the settings (the index kinds' too) and, when the
+ * library is preloaded, the GPU worker's shared memory and the worker itself (worker_*.c,
+ * docs/WORKER.md).
  */
 #include "postgres.h"
 
@@ -9,7 +10,7 @@
 #include "miscadmin.h"
 
 #include "guc.h"
-#include "ivfpq.h"
+#include "indexkind.h"
 #include "worker_internal.h"
 
 PG_MODULE_MAGIC;
@@ -20,7 +21,8 @@ void
 _PG_init(void)
 {
 	vs_guc_init();
-	vs_ivfpq_init();			/* reloptions of vs_ivfpq */
+	vs_kinds_init();			/* the index kinds' reloptions and settings */
+	vs_guc_reserve();
 
 	/*
 	 * Without shared_preload_libraries there is no worker: every search runs on the CPU in its

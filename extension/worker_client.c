@@ -25,6 +25,7 @@
 #include "utils/resowner.h"
 
 #include "guc.h"
+#include "indexkind.h"
 #include "worker.h"
 #include "worker_internal.h"
 
@@ -268,36 +269,35 @@ get_segment(Size size)
 
 /* ---- one request -------------------------------------------------------------------------- */
 
+/* What a request carries besides its queries (or rows). */
+typedef struct VsCall
+{
+	VsRequestOp op;
+	int			k;				/* kNN */
+	double		radius;			/* range */
+	const VsKindParams *params;
+	const VsWorkerBuffer *payload;	/* build: parts, copied one after the other */
+	int			npayload;
+	Size		answer_len;		/* build: the answer's length */
+	bool		keep_segment;	/* build: keep a large segment for the build's next step */
+} VsCall;
+
 /*
  * Sends a request and waits for the answer, writing it through the sink.  Returns true on
  * success; false with a reason when the worker could not answer (the caller falls back).
  */
-/* What a training or encode request carries besides its rows (VS_OP_IVFPQ_TRAIN / _ENCODE). */
-typedef struct VsTrainArgs
-{
-	uint32		lists;
-	uint32		m;
-	uint32		nbits;
-	uint64		seed;			/* train */
-	uint64		build_id;		/* encode: the quantizer follows the rows in the segment */
-	const float *centroids;		/* encode: lists x dim */
-	const float *codebooks;		/* encode: 2^nbits x dim */
-	bool		keep_segment;	/* keep a large segment for the next request of the build */
-} VsTrainArgs;
-
 static bool
-worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq, int k,
-			double radius, int probe_offset, int nprobe, const VsTrainArgs *train,
+worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int nq,
 			VsSink *sink, char *reason, Size reasonlen)
 {
 	VsWorkerShared *s = vs_worker_shared;
 	VsWorkerState state;
-	uint64		gen;
 	VsSlot	   *slot = NULL;
 	dsm_segment *seg;
 	VsRequest  *req;
 	Size		qbytes,
-				zbytes = 0,
+				plen = 0,
+				zbytes,
 				area,
 				header,
 				total;
@@ -307,7 +307,6 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 
 	SpinLockAcquire(&s->mutex);
 	state = s->state;
-	gen = s->worker_gen;
 	SpinLockRelease(&s->mutex);
 	if (state != VS_WORKER_SERVING)
 	{
@@ -348,19 +347,16 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 		exit_callback_registered = true;
 	}
 
-	/* the segment: header | queries | result area */
+	/* the segment: header | queries | payload | result area */
 	header = MAXALIGN(sizeof(VsRequest));
 	qbytes = MAXALIGN((Size) nq * ref->dim * sizeof(float));
-	if (op == VS_OP_KNN)
-		area = (Size) nq * (sizeof(int64) + (Size) k * (sizeof(int64) + sizeof(float)));
-	else if (op == VS_OP_IVFPQ_TRAIN)
-		area = ((Size) train->lists + ((Size) 1 << train->nbits)) * ref->dim * sizeof(float);
-	else if (op == VS_OP_IVFPQ_ENCODE)
-	{
-		zbytes = MAXALIGN(((Size) train->lists + ((Size) 1 << train->nbits)) * ref->dim *
-						  sizeof(float));
-		area = (Size) nq * (sizeof(int32) + (train->m * train->nbits + 7) / 8);
-	}
+	for (int i = 0; i < call->npayload; i++)
+		plen += call->payload[i].len;
+	zbytes = MAXALIGN(plen);
+	if (call->op == VS_OP_KNN)
+		area = (Size) nq * (sizeof(int64) + (Size) call->k * (sizeof(int64) + sizeof(float)));
+	else if (call->op == VS_OP_BUILD)
+		area = call->answer_len;
 	else
 		area = VS_RANGE_AREA;
 	area = MAXALIGN(Max(Min(area, VS_MAX_AREA), VS_MIN_AREA));
@@ -378,23 +374,14 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	req->magic = VS_REQUEST_MAGIC;
 	req->protocol = VS_REQUEST_PROTOCOL;
 	req->request_id = request_id;
-	req->op = op;
+	req->op = call->op;
 	req->kind = ref->kind;
 	req->metric = ref->metric;
 	req->dim = ref->dim;
 	req->nq = nq;
-	req->k = op == VS_OP_KNN ? k : 0;
-	req->radius = op == VS_OP_RANGE ? radius : 0;
-	req->probe_offset = ref->kind == VS_INDEX_IVFPQ ? (uint32) probe_offset : 0;
-	req->nprobe = ref->kind == VS_INDEX_IVFPQ ? (uint32) nprobe : 0;
-	if (train)
-	{
-		req->train_lists = train->lists;
-		req->train_m = train->m;
-		req->train_nbits = train->nbits;
-		req->train_seed = train->seed;
-		req->build_id = train->build_id;
-	}
+	req->k = call->op == VS_OP_KNN ? call->k : 0;
+	req->radius = call->op == VS_OP_RANGE ? call->radius : 0;
+	req->params = *call->params;
 	req->generation = ref->generation;
 	req->ntuples = ref->ntuples;
 	req->dbid = ref->dbid;
@@ -402,7 +389,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	req->locator = ref->locator;
 	req->relpersistence = ref->relpersistence;
 	req->queries_off = header;
-	req->quantizer_off = zbytes > 0 ? header + qbytes : 0;
+	req->payload_off = plen > 0 ? header + qbytes : 0;
+	req->payload_len = plen;
 	req->area_off = header + qbytes + zbytes;
 	req->area_len = dsm_segment_map_length(seg) - req->area_off;
 	if (req->area_len > VS_MAX_AREA)
@@ -411,14 +399,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	pg_atomic_init_u64(&req->produced, 0);
 	pg_atomic_init_u64(&req->consumed, 0);
 	memcpy((char *) req + header, queries, (Size) nq * ref->dim * sizeof(float));
-	if (zbytes > 0)
-	{
-		Size		ncent = (Size) train->lists * ref->dim;
-
-		memcpy((char *) req + req->quantizer_off, train->centroids, ncent * sizeof(float));
-		memcpy((char *) req + req->quantizer_off + ncent * sizeof(float), train->codebooks,
-			   ((Size) 1 << train->nbits) * ref->dim * sizeof(float));
-	}
+	for (Size i = 0, at = 0; i < (Size) call->npayload; at += call->payload[i++].len)
+		memcpy((char *) req + req->payload_off + at, call->payload[i].data, call->payload[i].len);
 
 	submitted = GetCurrentTimestamp();
 	SpinLockAcquire(&slot->mutex);
@@ -493,7 +475,7 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 			{
 				if (req->status == VS_ANSWER_OK)
 				{
-					if (op == VS_OP_KNN && sink->stream_len == 0 && consumed == 0)
+					if (call->op == VS_OP_KNN && sink->stream_len == 0 && consumed == 0)
 						elog(ERROR, "vsearch worker: empty answer");
 					sink_finish(sink);
 					ok = true;
@@ -572,9 +554,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
 	}
 	/* keep no huge segment around (the worker unmaps it when it sees the slot forget it) */
 	if (client_seg && dsm_segment_map_length(client_seg) > VS_KEEP_SEGMENT_MAX &&
-		!(ok && train && train->keep_segment))
+		!(ok && call->keep_segment))
 		drop_segment();
-	(void) gen;
 	return ok;
 }
 
@@ -582,8 +563,8 @@ worker_call(const VsIndexRef *ref, VsRequestOp op, const float *queries, int nq,
  * The worker could not serve: ERROR under vsearch.device = gpu, else count a fallback and let the
  * caller search on the CPU.
  */
-static bool
-worker_unavailable(const char *reason)
+bool
+vs_worker_decline(const char *reason)
 {
 	if (vs_device_mode == VS_DEVICE_GPU)
 		ereport(ERROR,
@@ -652,18 +633,19 @@ worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)
 }
 
 static bool
-knn_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset, int nprobe, int k,
-		 int maxk, int64 *ids, float *distances, int64 *counts)
+knn_call(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq, int k,
+		 uint32 maxk, int64 *ids, float *distances, int64 *counts)
 {
 	char		reason[300];
 	VsSink		sink;
+	VsCall		call;
 
 	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || k <= 0 || ref->dim == 0)
 		return false;
 	if (!worker_usable(ref, nq, reason, sizeof(reason)))
-		return worker_unavailable(reason);
-	if (k > maxk || (uint64) nq * k > VS_MAX_KNN_RESULTS)
-		return worker_unavailable("k is larger than the worker accepts");
+		return vs_worker_decline(reason);
+	if ((uint32) k > maxk || (uint64) nq * k > VS_MAX_KNN_RESULTS)
+		return vs_worker_decline("k is larger than the worker accepts");
 
 	memset(&sink, 0, sizeof(sink));
 	sink.op = VS_OP_KNN;
@@ -672,9 +654,12 @@ knn_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset, 
 	sink_add(&sink, counts, (uint64) nq * sizeof(int64));
 	sink_add(&sink, ids, (uint64) nq * k * sizeof(int64));
 	sink_add(&sink, distances, (uint64) nq * k * sizeof(float));
-	if (!worker_call(ref, VS_OP_KNN, queries, nq, k, 0.0, probe_offset, nprobe, NULL, &sink, reason,
-					 sizeof(reason)))
-		return worker_unavailable(reason);
+	memset(&call, 0, sizeof(call));
+	call.op = VS_OP_KNN;
+	call.k = k;
+	call.params = params;
+	if (!worker_call(ref, &call, queries, nq, &sink, reason, sizeof(reason)))
+		return vs_worker_decline(reason);
 	if (sink.stream_len != (uint64) nq * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
 		elog(ERROR, "vsearch worker: kNN answer has the wrong length");
 	for (int i = 0; i < nq; i++)
@@ -684,34 +669,31 @@ knn_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset, 
 }
 
 bool
-vs_worker_knn(const VsIndexRef *ref, const float *queries, int nq, int k,
-			  int64 *ids, float *distances, int64 *counts)
+vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
+			  int k, int64 *ids, float *distances, int64 *counts)
 {
-	return knn_call(ref, queries, nq, 0, 0, k, VS_MAX_K, ids, distances, counts);
+	return knn_call(ref, params, queries, nq, k, vs_ref_kind(ref)->max_k, ids, distances, counts);
 }
 
 bool
-vs_worker_ivfpq_knn(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
-					int nprobe, int k, int64 *ids, float *distances, int64 *counts)
+vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params, const float *query, int k,
+				  int64 *ids, float *distances, int64 *counts)
 {
-	Assert(ref->kind == VS_INDEX_IVFPQ);
-	if (probe_offset < 0 || probe_offset >= VS_MAX_IVFPQ_LISTS || nprobe < 1)
-		return false;
-	return knn_call(ref, queries, nq, probe_offset, Min(nprobe, VS_MAX_IVFPQ_LISTS), k,
-					VS_MAX_IVFPQ_K, ids, distances, counts);
+	return knn_call(ref, params, query, 1, k, PG_UINT32_MAX, ids, distances, counts);
 }
 
-static bool
-range_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset, int nprobe,
-		   double radius, VsRangeResult *out)
+bool
+vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
+				double radius, VsRangeResult *out)
 {
 	char		reason[300];
 	VsSink		sink;
+	VsCall		call;
 
 	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || isnan(radius) || ref->dim == 0)
 		return false;
 	if (!worker_usable(ref, nq, reason, sizeof(reason)))
-		return worker_unavailable(reason);
+		return vs_worker_decline(reason);
 
 	memset(&sink, 0, sizeof(sink));
 	sink.op = VS_OP_RANGE;
@@ -719,8 +701,11 @@ range_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset
 	sink.range = out;
 	sink.result_cxt = CurrentMemoryContext;
 	sink_add(&sink, &sink.total, sizeof(int64));
-	if (!worker_call(ref, VS_OP_RANGE, queries, nq, 0, radius, probe_offset, nprobe, NULL, &sink,
-					 reason, sizeof(reason)))
+	memset(&call, 0, sizeof(call));
+	call.op = VS_OP_RANGE;
+	call.radius = radius;
+	call.params = params;
+	if (!worker_call(ref, &call, queries, nq, &sink, reason, sizeof(reason)))
 	{
 		/* a partly received answer: free what was allocated */
 		if (sink.nregions > 1)
@@ -730,124 +715,61 @@ range_call(const VsIndexRef *ref, const float *queries, int nq, int probe_offset
 			pfree(out->distances);
 		}
 		memset(out, 0, sizeof(*out));
-		return worker_unavailable(reason);
+		return vs_worker_decline(reason);
 	}
 	return true;
 }
 
-bool
-vs_worker_range(const VsIndexRef *ref, const float *queries, int nq, double radius,
-				VsRangeResult *out)
-{
-	return range_call(ref, queries, nq, 0, 0, radius, out);
-}
-
-bool
-vs_worker_ivfpq_range(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
-					  int nprobe, float radius, VsRangeResult *out)
-{
-	Assert(ref->kind == VS_INDEX_IVFPQ);
-	if (probe_offset < 0 || probe_offset >= VS_MAX_IVFPQ_LISTS || nprobe < 1)
-		return false;
-	return range_call(ref, queries, nq, probe_offset, Min(nprobe, VS_MAX_IVFPQ_LISTS),
-					  (double) radius, out);
-}
-
 /*
- * Trains a vs_ivfpq quantizer in the worker (CREATE INDEX): the n x dim sample goes through this
- * backend's DSM segment (at most VS_MAX_TRAIN_SAMPLE_BYTES; a larger sample, like every failure,
- * returns false and the caller trains on its CPU), the worker runs vs_ivfpq_train with the same
- * seed and returns the centroids (lists x dim) and codebooks (2^nbits x dim floats).  The engine's
- * CPU and CUDA backends are each deterministic for a seed, but do not promise the same quantizer.
+ * A build step in the worker: the rows and the payload go through this backend's DSM segment (a
+ * sample or a chunk of rows larger than the kept size gets a segment of its own size, in whole
+ * MB), the answer streams into the caller's parts.  The engine's CPU and CUDA backends are each
+ * deterministic, but need not compute the same result, so a build done with the worker on a GPU
+ * may differ from one done without it.
  */
 bool
-vs_worker_ivfpq_train(const VsIndexRef *ref, int lists, int m, int nbits, uint64 seed,
-					  const float *sample, int64 n, float *centroids, float *codebooks)
+vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *rows, int nrows,
+				const VsWorkerBuffer *payload, int npayload, const VsWorkerBuffer *answer,
+				int nanswer, bool keep_segment)
 {
 	char		reason[300];
 	VsSink		sink;
-	VsTrainArgs train;
-	Size		ncent = (Size) lists * ref->dim;
-	Size		ncode = ((Size) 1 << nbits) * ref->dim;
+	VsCall		call;
 
-	if (vs_device_mode == VS_DEVICE_CPU || n <= 0 || ref->dim == 0)
+	if (vs_device_mode == VS_DEVICE_CPU || nrows <= 0 || ref->dim == 0)
 		return false;
 	if (!vs_worker_shared)
-		return worker_unavailable("vsearch is not in shared_preload_libraries, so no worker runs");
-	if (n > VS_MAX_REQUEST_QUERIES ||
-		(uint64) n * ref->dim * sizeof(float) > VS_MAX_TRAIN_SAMPLE_BYTES)
-		return worker_unavailable("the training sample is larger than the worker accepts");
+		return vs_worker_decline("vsearch is not in shared_preload_libraries, so no worker runs");
+	if (nrows > VS_MAX_REQUEST_QUERIES)
+		return vs_worker_decline("the rows are more than the worker accepts");
 
-	memset(&train, 0, sizeof(train));
-	train.lists = (uint32) lists;
-	train.m = (uint32) m;
-	train.nbits = (uint32) nbits;
-	train.seed = seed;
+	if (nanswer > (int) lengthof(sink.regions))
+		elog(ERROR, "vsearch worker: a build step's answer has at most %d parts",
+			 (int) lengthof(sink.regions));
 	memset(&sink, 0, sizeof(sink));
-	sink.op = VS_OP_IVFPQ_TRAIN;
-	sink.nq = (int) n;
-	sink_add(&sink, centroids, (uint64) ncent * sizeof(float));
-	sink_add(&sink, codebooks, (uint64) ncode * sizeof(float));
-	if (!worker_call(ref, VS_OP_IVFPQ_TRAIN, sample, (int) n, 0, 0.0, 0, 0, &train, &sink,
-					 reason, sizeof(reason)))
-		return worker_unavailable(reason);
-	if (sink.stream_len != (uint64) (ncent + ncode) * sizeof(float))
-		elog(ERROR, "vsearch worker: training answer has the wrong length");
+	sink.op = VS_OP_BUILD;
+	sink.nq = nrows;
+	memset(&call, 0, sizeof(call));
+	call.op = VS_OP_BUILD;
+	call.params = params;
+	call.payload = payload;
+	call.npayload = npayload;
+	call.keep_segment = keep_segment;
+	for (int i = 0; i < nanswer; i++)
+	{
+		sink_add(&sink, answer[i].data, answer[i].len);
+		call.answer_len += answer[i].len;
+	}
+	if (!worker_call(ref, &call, rows, nrows, &sink, reason, sizeof(reason)))
+		return vs_worker_decline(reason);
+	if (sink.stream_len != call.answer_len)
+		elog(ERROR, "vsearch worker: the build step's answer has the wrong length");
 	return true;
 }
 
-/*
- * Assigns and encodes n rows of a vs_ivfpq build in the worker (VS_OP_IVFPQ_ENCODE): the rows and
- * the quantizer (centroids: lists x dim, codebooks: 2^nbits x dim floats) go through this
- * backend's DSM segment; the worker keeps an engine object per build_id for the build's later
- * chunks (it compares the quantizer each time, so a stale one is never used).  out_lists gets n
- * list numbers (not checked here: the caller does), out_codes n x code_size bytes.  A segment
- * larger than the kept size stays mapped for the next chunk; vs_worker_ivfpq_encode_end drops it.
- * Same return convention as the searches.
- */
-bool
-vs_worker_ivfpq_encode(const VsIndexRef *ref, int lists, int m, int nbits, uint64 build_id,
-					   const float *centroids, const float *codebooks, const float *rows,
-					   int n, int32 *out_lists, uint8 *out_codes)
-{
-	char		reason[300];
-	VsSink		sink;
-	VsTrainArgs args;
-	Size		code_size = ((Size) m * nbits + 7) / 8;
-	Size		qzbytes = ((Size) lists + ((Size) 1 << nbits)) * ref->dim * sizeof(float);
-
-	if (vs_device_mode == VS_DEVICE_CPU || n <= 0 || ref->dim == 0)
-		return false;
-	if (!vs_worker_shared)
-		return worker_unavailable("vsearch is not in shared_preload_libraries, so no worker runs");
-	if (n > VS_MAX_ENCODE_ROWS ||
-		(uint64) n * ref->dim * sizeof(float) + qzbytes > VS_MAX_ENCODE_BYTES)
-		return worker_unavailable("the rows and quantizer are larger than the worker accepts");
-
-	memset(&args, 0, sizeof(args));
-	args.lists = (uint32) lists;
-	args.m = (uint32) m;
-	args.nbits = (uint32) nbits;
-	args.build_id = build_id;
-	args.centroids = centroids;
-	args.codebooks = codebooks;
-	args.keep_segment = true;
-	memset(&sink, 0, sizeof(sink));
-	sink.op = VS_OP_IVFPQ_ENCODE;
-	sink.nq = n;
-	sink_add(&sink, out_lists, (uint64) n * sizeof(int32));
-	sink_add(&sink, out_codes, (uint64) n * code_size);
-	if (!worker_call(ref, VS_OP_IVFPQ_ENCODE, rows, n, 0, 0.0, 0, 0, &args, &sink,
-					 reason, sizeof(reason)))
-		return worker_unavailable(reason);
-	if (sink.stream_len != (uint64) n * (sizeof(int32) + code_size))
-		elog(ERROR, "vsearch worker: encode answer has the wrong length");
-	return true;
-}
-
-/* After a build's last encode request: drop the segment if it is larger than the kept size. */
+/* After a build's last step: drop the segment if it is larger than the kept size. */
 void
-vs_worker_ivfpq_encode_end(void)
+vs_worker_build_end(void)
 {
 	if (client_seg && dsm_segment_map_length(client_seg) > VS_KEEP_SEGMENT_MAX)
 		drop_segment();

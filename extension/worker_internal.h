@@ -1,7 +1,8 @@
 /*
  * The GPU worker's shared state and request format, shared by the backend side (worker_client.c),
- * the worker process (worker_main.c) and the shared-memory setup and statistics
- * (worker_shmem.c).  docs/WORKER.md describes the protocol.
+ * the worker process (worker_*.c, worker_proc.h), the index kinds' checks of their requests
+ * (indexkind.h) and the shared-memory setup and statistics (worker_shmem.c).  docs/WORKER.md
+ * describes the protocol.
  *
  * Shared memory holds one VsWorkerShared: the worker's identity (pid, latch, generation), its
  * counters, and two request slots per PGPROC that can submit (MaxBackends).  A request itself
@@ -100,14 +101,13 @@ extern VsWorkerShared *vs_worker_shared;
 /* ---- the request segment ------------------------------------------------------------------ */
 
 #define VS_REQUEST_MAGIC		0x56535251	/* "VSRQ" */
-#define VS_REQUEST_PROTOCOL		3
+#define VS_REQUEST_PROTOCOL		4
 
 typedef enum VsRequestOp
 {
 	VS_OP_KNN = 1,
 	VS_OP_RANGE = 2,
-	VS_OP_IVFPQ_TRAIN = 3,		/* train a vs_ivfpq quantizer on the "queries" (the sample) */
-	VS_OP_IVFPQ_ENCODE = 4		/* assign and encode the "queries" (rows) with a quantizer */
+	VS_OP_BUILD = 3				/* a build step of the index's kind on the "queries" (its rows) */
 } VsRequestOp;
 
 /* Status of an answer, set by the worker before the slot becomes DONE. */
@@ -119,15 +119,10 @@ typedef enum VsAnswerStatus
 	VS_ANSWER_INVALID = 3		/* the request was malformed (a bug) */
 } VsAnswerStatus;
 
-/* Most queries and neighbours one request may carry (the worker rejects more). */
+/* Most queries (or rows) one request may carry; a kind's max_k bounds k (the worker rejects more). */
 #define VS_MAX_REQUEST_QUERIES	(1 << 24)
-#define VS_MAX_K				(1 << 20)
-/* vs_ivfpq candidate searches: k grows with the scan's rounds (up to the index's entries) */
-#define VS_MAX_IVFPQ_K			(1 << 26)
 /* Most (query, neighbour) pairs of one kNN request. */
 #define VS_MAX_KNN_RESULTS		((uint64) 1 << 28)
-/* Most lists of a vs_ivfpq index (VS_IVFPQ_MAX_LISTS). */
-#define VS_MAX_IVFPQ_LISTS		65536
 #define VS_MIN_AREA				4096
 
 typedef struct VsRequest
@@ -137,20 +132,13 @@ typedef struct VsRequest
 	uint32		protocol;
 	uint64		request_id;
 	uint32		op;				/* VsRequestOp */
-	uint32		kind;			/* VsIndexKind */
+	uint32		kind;			/* the index kind's id (indexkind.h) */
 	uint32		metric;			/* vs_metric */
 	uint32		dim;
 	uint32		nq;
 	uint32		k;				/* VS_OP_KNN */
-	double		radius;			/* VS_OP_RANGE (vs_ivfpq: on the estimates, a float value) */
-	uint32		probe_offset;	/* vs_ivfpq: first list rank of the probe window (else 0) */
-	uint32		nprobe;			/* vs_ivfpq: lists in the window (else 0) */
-	uint32		train_lists;	/* VS_OP_IVFPQ_TRAIN and _ENCODE: coarse centroids */
-	uint32		train_m;		/* ... sub-quantizers (divides dim) */
-	uint32		train_nbits;	/* ... 4 or 8 */
-	uint64		train_seed;		/* VS_OP_IVFPQ_TRAIN */
-	uint64		build_id;		/* VS_OP_IVFPQ_ENCODE: the build (keys the worker's encoder) */
-	uint64		quantizer_off;	/* ... centroids[lists * dim] | codebooks[2^nbits * dim] */
+	double		radius;			/* VS_OP_RANGE */
+	VsKindParams params;		/* the kind's: search parameters, or the build step */
 	uint64		generation;
 	uint64		ntuples;		/* index entries the backend saw (sizes the load) */
 	Oid			dbid;
@@ -158,6 +146,8 @@ typedef struct VsRequest
 	VsRelFileLocator locator;
 	char		relpersistence;
 	uint64		queries_off;	/* nq * dim floats */
+	uint64		payload_off;	/* VS_OP_BUILD: what the step needs besides the rows (0: none) */
+	uint64		payload_len;
 	uint64		area_off;		/* result area: the answer streams through it */
 	uint64		area_len;
 
@@ -175,14 +165,8 @@ typedef struct VsRequest
  * The answer stream.
  *   kNN:   int64 counts[nq] | int64 ids[nq * k] | float4 distances[nq * k]
  *   range: int64 total | int64 offsets[nq + 1] | int64 ids[total] | float4 distances[total]
- *   train: float4 centroids[lists * dim] | float4 codebooks[2^nbits * dim]
- *   encode: int32 lists[nq] | uint8 codes[nq * code_size]   (code_size = ceil(m * nbits / 8))
+ *   build: the kind's build step's answer (its own header describes it)
  */
-/* Largest training sample sent to the worker (bytes of vectors); a larger one trains in the backend. */
-#define VS_MAX_TRAIN_SAMPLE_BYTES	((Size) 256 * 1024 * 1024)
-/* Most rows of one encode request, and most bytes of its rows plus its quantizer. */
-#define VS_MAX_ENCODE_ROWS			(1 << 20)
-#define VS_MAX_ENCODE_BYTES			((Size) 256 * 1024 * 1024)
 
 /* Wakes the worker, if one runs. */
 extern void vs_worker_wake(void);

@@ -37,3 +37,13 @@ GRANT SELECT ON vsearch_stat TO PUBLIC;
 CREATE FUNCTION vsearch_stat_reset() RETURNS void
 	AS 'MODULE_PATHNAME', 'vsearch_stat_reset' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 REVOKE ALL ON FUNCTION vsearch_stat_reset() FROM PUBLIC;
+
+-- Test entry point: one kNN request (k = 1) for an index, sent to the worker as it is but for the
+-- index kind id and the kind's parameter block given here (NULL: the index's own kind, zeroes).
+-- Returns 'answered' or 'not answered' (refused or failed: the reason goes to the log, and with
+-- vsearch.device = gpu it is an ERROR).  Superuser only.
+CREATE FUNCTION vsearch_worker_probe(index regclass, query vector, kind integer DEFAULT NULL,
+									 params bytea DEFAULT NULL)
+	RETURNS text
+	AS 'MODULE_PATHNAME', 'vsearch_worker_probe' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION vsearch_worker_probe(regclass, vector, integer, bytea) FROM PUBLIC;

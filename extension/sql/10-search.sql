@@ -1,6 +1,7 @@
 
 -- =============================================================================================
--- Range search (extension/range.c) and the vs_flat index (extension/flat*.c, search.c, batch.c)
+-- What every vsearch index shares: range search (extension/range.c), the operator classes'
+-- metric functions and shape (extension/amutils.c, validate.c), the batch functions (batch.c)
 -- =============================================================================================
 
 -- A sphere: a center and a radius, the right operand of the range operators.  The radius must be
@@ -45,15 +46,6 @@ CREATE OPERATOR <<+>> (
 	RESTRICT = contsel, JOIN = contjoinsel
 );
 
--- The vs_flat access method ------------------------------------------------------------------
-
-CREATE FUNCTION vs_flat_handler(internal) RETURNS index_am_handler
-	AS 'MODULE_PATHNAME' LANGUAGE C;
-
-CREATE ACCESS METHOD vs_flat TYPE INDEX HANDLER vs_flat_handler;
-
-COMMENT ON ACCESS METHOD vs_flat IS 'exact vector search: every query reads all vectors (GPU or CPU)';
-
 -- Support function 1 of the operator classes: the metric, as the engine numbers it.
 CREATE FUNCTION vsearch_metric_l2(internal) RETURNS integer
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -67,30 +59,29 @@ CREATE FUNCTION vsearch_metric_cosine(internal) RETURNS integer
 CREATE FUNCTION vsearch_metric_l1(internal) RETURNS integer
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
--- Operator classes: 1 = the distance (ORDER BY), 2 = the range test (WHERE).
-CREATE OPERATOR CLASS vector_l2_ops
-	DEFAULT FOR TYPE vector USING vs_flat AS
-		OPERATOR 1 <-> (vector, vector) FOR ORDER BY float_ops,
-		OPERATOR 2 <<->> (vector, sphere),
-		FUNCTION 1 vsearch_metric_l2(internal);
-
-CREATE OPERATOR CLASS vector_ip_ops
-	FOR TYPE vector USING vs_flat AS
-		OPERATOR 1 <#> (vector, vector) FOR ORDER BY float_ops,
-		OPERATOR 2 <<#>> (vector, sphere),
-		FUNCTION 1 vsearch_metric_ip(internal);
-
-CREATE OPERATOR CLASS vector_cosine_ops
-	FOR TYPE vector USING vs_flat AS
-		OPERATOR 1 <=> (vector, vector) FOR ORDER BY float_ops,
-		OPERATOR 2 <<=>> (vector, sphere),
-		FUNCTION 1 vsearch_metric_cosine(internal);
-
-CREATE OPERATOR CLASS vector_l1_ops
-	FOR TYPE vector USING vs_flat AS
-		OPERATOR 1 <+> (vector, vector) FOR ORDER BY float_ops,
-		OPERATOR 2 <<+>> (vector, sphere),
-		FUNCTION 1 vsearch_metric_l1(internal);
+-- The operator classes of a vsearch access method: one per metric, all of one shape (validate.c):
+-- OPERATOR 1 the distance, FOR ORDER BY; OPERATOR 2 the range test; FUNCTION 1 the metric.
+-- vector_l2_ops is the default.  Each access method's script calls this with the metrics it
+-- supports; 99-end.sql drops it.
+CREATE FUNCTION vsearch_create_opclasses(am name, metrics text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	metric text;
+	op text;
+BEGIN
+	FOREACH metric IN ARRAY metrics LOOP
+		op := CASE metric WHEN 'l2' THEN '<->' WHEN 'ip' THEN '<#>' WHEN 'cosine' THEN '<=>'
+						  WHEN 'l1' THEN '<+>' END;
+		EXECUTE format('CREATE OPERATOR CLASS %I %s FOR TYPE vector USING %I AS '
+					   'OPERATOR 1 %s (vector, vector) FOR ORDER BY float_ops, '
+					   'OPERATOR 2 <%s> (vector, sphere), '
+					   'FUNCTION 1 %I(internal)',
+					   'vector_' || metric || '_ops',
+					   CASE WHEN metric = 'l2' THEN 'DEFAULT' ELSE '' END, am, op, op,
+					   'vsearch_metric_' || metric);
+	END LOOP;
+END
+$$;
 
 -- Batch searches: every query in one request; the visible rows per query, nearest first.
 -- query is the 1-based position in the array; join back with ON t.ctid = b.row_ctid.

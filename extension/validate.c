@@ -1,9 +1,8 @@
 /*
- * vs_flat: operator class validation (amvalidate), in the manner of contrib/bloom.
- *
- * A vs_flat operator class has
- *   OPERATOR 1  a distance, (vector, vector) -> float8, FOR ORDER BY a btree float family;
- *   OPERATOR 2  (optional) a range test, (vector, sphere) -> bool, a search operator;
+ * Operator class validation (amvalidate) of every vsearch access method, in the manner of
+ * contrib/bloom.  An operator class has
+ *   OPERATOR 1  a distance, (type, type) -> float8, FOR ORDER BY a btree float family;
+ *   OPERATOR 2  (optional) a range test, (type, sphere) -> bool, a search operator;
  *   FUNCTION 1  the metric: (internal) -> int4 returning a vs_metric.
  */
 #include "postgres.h"
@@ -15,24 +14,19 @@
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
-#include "flat.h"
+#include "amutils.h"
 
 bool
-vs_flat_validate(Oid opclassoid)
-{
-	return vs_opclass_validate(opclassoid, "vs_flat");
-}
-
-/* The checks above, for any vsearch access method with vs_flat's operator class shape. */
-bool
-vs_opclass_validate(Oid opclassoid, const char *amname)
+vs_opclass_validate(Oid opclassoid)
 {
 	bool		result = true;
+	char	   *amname;
 	HeapTuple	classtup;
 	Form_pg_opclass classform;
 	Oid			opfamilyoid;
@@ -54,6 +48,7 @@ vs_opclass_validate(Oid opclassoid, const char *amname)
 	opfamilyoid = classform->opcfamily;
 	opcintype = classform->opcintype;
 	opclassname = NameStr(classform->opcname);
+	amname = get_am_name(classform->opcmethod);
 
 	familytup = SearchSysCache1(OPFAMILYOID, ObjectIdGetDatum(opfamilyoid));
 	if (!HeapTupleIsValid(familytup))
@@ -77,7 +72,7 @@ vs_opclass_validate(Oid opclassoid, const char *amname)
 							amname, opfamilyname, format_procedure(procform->amproc))));
 			result = false;
 		}
-		if (procform->amprocnum != VS_FLAT_METRIC_PROC)
+		if (procform->amprocnum != VS_METRIC_PROC)
 		{
 			ereport(INFO,
 					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
@@ -106,13 +101,13 @@ vs_opclass_validate(Oid opclassoid, const char *amname)
 
 		switch (oprform->amopstrategy)
 		{
-			case VS_FLAT_DISTANCE_STRATEGY:
+			case VS_DISTANCE_STRATEGY:
 				ok = oprform->amoppurpose == AMOP_ORDER &&
 					OidIsValid(oprform->amopsortfamily) &&
 					check_amop_signature(oprform->amopopr, FLOAT8OID,
 										 oprform->amoplefttype, oprform->amoprighttype);
 				break;
-			case VS_FLAT_RANGE_STRATEGY:
+			case VS_RANGE_STRATEGY:
 				ok = oprform->amoppurpose == AMOP_SEARCH &&
 					!OidIsValid(oprform->amopsortfamily) &&
 					check_amop_signature(oprform->amopopr, BOOLOID,
@@ -149,21 +144,21 @@ vs_opclass_validate(Oid opclassoid, const char *amname)
 			opclassgroup = group;
 	}
 	if (opclassgroup == NULL ||
-		(opclassgroup->functionset & (((uint64) 1) << VS_FLAT_METRIC_PROC)) == 0)
+		(opclassgroup->functionset & (((uint64) 1) << VS_METRIC_PROC)) == 0)
 	{
 		ereport(INFO,
 				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
 				 errmsg("%s operator class \"%s\" is missing support function %d",
-						amname, opclassname, VS_FLAT_METRIC_PROC)));
+						amname, opclassname, VS_METRIC_PROC)));
 		result = false;
 	}
 	if (opclassgroup == NULL ||
-		(opclassgroup->operatorset & (((uint64) 1) << VS_FLAT_DISTANCE_STRATEGY)) == 0)
+		(opclassgroup->operatorset & (((uint64) 1) << VS_DISTANCE_STRATEGY)) == 0)
 	{
 		ereport(INFO,
 				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
 				 errmsg("%s operator class \"%s\" is missing operator %d",
-						amname, opclassname, VS_FLAT_DISTANCE_STRATEGY)));
+						amname, opclassname, VS_DISTANCE_STRATEGY)));
 		result = false;
 	}
 

@@ -1,0 +1,132 @@
+/*
+ * What every vsearch access method shares, so that a kind writes only what is its own: the
+ * IndexAmRoutine built from the kind's callbacks (amutils.c), the operator class shape and its
+ * validation (validate.c), page helpers, VACUUM's cleanup, the common part of the cost estimate
+ * (amutils.c) and of index scans: scan state, scan keys, range quals and bitmaps (scanutils.c).
+ */
+#ifndef VSEARCH_AMUTILS_H
+#define VSEARCH_AMUTILS_H
+
+#include "postgres.h"
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "nodes/pathnodes.h"
+#include "nodes/tidbitmap.h"
+#include "utils/selfuncs.h"
+
+#include "indexkind.h"
+#include "search.h"
+#include "vector.h"
+
+/*
+ * The operator classes (sql/10-search.sql): OPERATOR 1 the distance, FOR ORDER BY; OPERATOR 2 the
+ * range test `<<op>> sphere`, a search operator (optional); FUNCTION 1 the metric, (internal) ->
+ * int4 returning a vs_metric.
+ */
+#define VS_DISTANCE_STRATEGY	1
+#define VS_RANGE_STRATEGY		2
+#define VS_NSTRATEGIES			2
+#define VS_METRIC_PROC			1
+#define VS_NPROC				1
+
+/* The IndexAmRoutine of a kind (its handler returns it). */
+extern IndexAmRoutine *vs_am_routine(const VsIndexKind *kind);
+
+/* amvalidate of every kind (validate.c). */
+extern bool vs_opclass_validate(Oid opclassoid);
+
+/* The metric of the index's operator class (its support function 1). */
+extern vs_metric vs_opclass_metric(Relation index);
+
+/* The dimension declared by the indexed column's type modifier, or 0 (vector without (n)). */
+extern uint32 vs_declared_dim(Relation index);
+
+/* A new page at the end of the index, pinned and exclusively locked (not initialized). */
+extern Buffer vs_new_buffer(Relation index, ForkNumber fork);
+
+/*
+ * The generation an index starts with: microseconds since 2000 times 4096 (good until 2140).  No
+ * index changes 4096 times a microsecond, so an index built on a reused or truncated-in-place
+ * relfilenode starts above anything its predecessor reached, and a cache never takes it for an
+ * older state of the same index (unless the clock went back).
+ */
+extern uint64 vs_initial_generation(void);
+
+/* amvacuumcleanup of every kind: without a bulk delete, the entry count from the metapage. */
+extern IndexBulkDeleteResult *vs_vacuumcleanup(IndexVacuumInfo *info,
+											   IndexBulkDeleteResult *stats);
+
+/*
+ * amcostestimate: what every kind's estimate starts from.  vs_cost_begin returns false, with the
+ * outputs set to disable_cost, for a scan that would return every row (neither ORDER BY nor a
+ * range qual); otherwise it sets the selectivity of the range quals and fills *c.
+ */
+typedef struct VsCostBase
+{
+	double		rows;			/* index entries (at least 1) */
+	int			nranges;		/* range quals */
+	bool		ordered;		/* an ORDER BY distance */
+	double		selectivity;	/* of the range quals */
+	double		search_factor;	/* vs_search_distance_cost: less when the GPU worker serves */
+	double		seq_page_cost;
+	double		random_page_cost;
+	Oid			heapoid;
+	AttrNumber	attnum;			/* the indexed column (0: an expression) */
+	VsIndexRef	ref;			/* from the metapage */
+} VsCostBase;
+
+extern bool vs_cost_begin(PlannerInfo *root, IndexPath *path, double loop_count, VsCostBase *c,
+						  Cost *indexStartupCost, Cost *indexTotalCost,
+						  Selectivity *indexSelectivity, double *indexCorrelation,
+						  double *indexPages);
+
+/* ---- index scans (scanutils.c) ------------------------------------------------------------ */
+
+/*
+ * Every kind's scan opaque starts with this.  rescan resets the scan's memory context and zeroes
+ * the rest of the opaque (kinds release their other resources first).
+ */
+typedef struct VsScanBase
+{
+	MemoryContext cxt;			/* state of the current rescan */
+	Size		size;			/* of the whole opaque */
+	bool		started;
+	bool		done;			/* nothing (more) to return */
+	VsIndexRef	ref;
+} VsScanBase;
+
+extern IndexScanDesc vs_scan_begin(Relation index, int nkeys, int norderbys, Size opaque_size);
+extern void vs_scan_rescan(IndexScanDesc scan, ScanKey keys, ScanKey orderbys);
+extern void vs_scan_end(IndexScanDesc scan);
+
+/*
+ * The scan keys as floats (in the scan's context): range quals (centers and radii) and ORDER BY
+ * query vectors.  Reads the index's reference into the base first.  A NULL key (or a sphere with a
+ * NULL part) matches no row: empty is set.  Invalid radii and query vectors of another dimension
+ * are ERRORs.
+ */
+typedef struct VsScanKeys
+{
+	bool		empty;			/* no row can match, or the index never held a vector */
+	int			nranges;
+	float	  **centers;
+	double	   *radii;
+	int			norderbys;
+	float	  **queries;
+} VsScanKeys;
+
+extern void vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys);
+
+/*
+ * The rows found by every range qual (the kind's range_candidates, one search per qual), sorted;
+ * false when none is left.
+ */
+extern bool vs_scan_range_rows(const VsIndexRef *ref, const VsScanKeys *keys, int64 **ids,
+							   int64 *n);
+
+/* Adds rows (ids) to a bitmap; returns how many. */
+extern int64 vs_scan_bitmap(TIDBitmap *tbm, const int64 *ids, int64 n, bool recheck);
+
+#endif							/* VSEARCH_AMUTILS_H */

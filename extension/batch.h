@@ -1,0 +1,68 @@
+/*
+ * Batch searches in SQL (batch.c): vsearch_knn_batch and vsearch_range_batch over any vsearch
+ * index.  The SQL functions, the caller's checks, the rows' visibility and exact distances are the
+ * same for every index kind; what a kNN batch asks the index is the kind's (indexkind.h,
+ * batch_knn), with the exact strategy here for kinds whose searches return exact distances.
+ */
+#ifndef VSEARCH_BATCH_H
+#define VSEARCH_BATCH_H
+
+#include "postgres.h"
+
+#include "portability/instr_time.h"
+
+#include "batchrows.h"
+#include "search.h"
+
+/* Most (query, row) pairs one kNN batch call may produce. */
+#define VS_BATCH_MAX_RESULTS	50000000
+
+/* A row of an answer: the SQL operator's distance and the visible version's ctid. */
+typedef struct VsHit
+{
+	double		distance;
+	ItemPointerData tid;
+} VsHit;
+
+/* The rows of one query's answer (at most the batch's k). */
+typedef struct VsBatchAnswer
+{
+	VsHit	   *hits;
+	int			n;
+} VsBatchAnswer;
+
+typedef struct VsBatch
+{
+	Relation	heap;
+	Relation	index;
+	VsIndexRef	ref;
+	int			nq;
+	float	   *queries;		/* nq x dim */
+	VsDistanceSlack *slack;		/* per query */
+	VsBatchAnswer *answers;		/* per query (kNN): filled by the kind's batch_knn */
+
+	/* visibility checks and distances */
+	VsRowReader reader;
+
+	/* where the time went (reported at DEBUG1) */
+	int			rounds;			/* engine calls */
+	instr_time	search_time;	/* in the search layer: the worker or the backend's engine */
+	instr_time	heap_time;		/* reading and checking candidate rows */
+} VsBatch;
+
+/* float8 order (NaN last), then tid. */
+extern int	vs_cmp_hit(const VsHit *a, const VsHit *b);
+
+/* Appends the pair (id, query), answered in slot, to a growing array. */
+extern void vs_batch_add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int query, Size slot);
+
+/* ERROR: more candidate rows than a batch can hold. */
+extern void vs_batch_too_many(int64 limit) pg_attribute_noreturn();
+
+/*
+ * kNN for kinds whose searches return exact distances: rounds of exact kNN, widened until no
+ * unseen row can beat the k-th visible one (the index scan's lower bounds, search.h).
+ */
+extern void vs_batch_knn_exact(VsBatch *batch, int k);
+
+#endif							/* VSEARCH_BATCH_H */

@@ -1,0 +1,849 @@
+/*
+ * vs_ivfpq: reading an index into memory, the index kind's engine object and its searches
+ * (indexkind.h), the candidate searches of scans and batch functions, and the quantizer of inserts.
+ *
+ * The engine object (VsIvfpqCached) is the engine's vs_ivfpq (quantizer and every list's entries)
+ * built from the pages by vs_ivfpq_load, the same code in a backend and in the GPU worker, so both
+ * search the same entries; a backend's object also keeps the pending entries and, with
+ * store_vectors, the stored vectors for its exact re-rank.  It is never refreshed in place: a newer
+ * generation reads the index again.
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+
+#include "ivfpq.h"
+#include "vsearch/engine.h"
+#include "vsearch/ivfpq.h"
+#include "worker_internal.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading an index into memory (backends and the worker: no relcache entry needed)
+ */
+
+static void
+read_floats(const VsIndexRef *ref, Relation rel, BufferAccessStrategy bas, BlockNumber start,
+			uint32 npages, float *dst, Size nfloats)
+{
+	Size		done = 0;
+
+	for (uint32 p = 0; p < npages && done < nfloats; p++)
+	{
+		Buffer		buf = vs_index_read_block(ref, rel, start + p, bas);
+		Page		page;
+		Size		n;
+
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (PageIsNew(page) || !(VsIvfpqPageGetOpaque(page)->flags & VS_IVFPQ_FLOATS))
+			ereport(ERROR,
+					(errcode(ERRCODE_INDEX_CORRUPTED),
+					 errmsg("vs_ivfpq index %u: block %u is not a quantizer page",
+							ref->indexrelid, start + p),
+					 errhint("REINDEX the index.")));
+		n = Min((Size) VsIvfpqPageGetOpaque(page)->nitems, nfloats - done);
+		memcpy(dst + done, PageGetContents(page), sizeof(float) * n);
+		done += n;
+		UnlockReleaseBuffer(buf);
+	}
+	if (done != nfloats)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("vs_ivfpq index %u: quantizer pages hold %zu of %zu values",
+						ref->indexrelid, (size_t) done, (size_t) nfloats),
+				 errhint("REINDEX the index.")));
+}
+
+typedef struct EntryBuf
+{
+	int64	   *ids;
+	uint8	   *codes;
+	float	   *vectors;
+	int64		n;
+	int64		cap;
+	int			code_size;
+	int			vdim;
+} EntryBuf;
+
+static void
+entrybuf_reserve(EntryBuf *b, int64 more)
+{
+	int64		cap;
+
+	if (b->n + more <= b->cap)
+		return;
+	cap = Max(b->cap * 2, b->n + more);
+	cap = Max(cap, 64);
+	if (b->ids == NULL)
+	{
+		b->ids = palloc_extended(sizeof(int64) * cap, MCXT_ALLOC_HUGE);
+		b->codes = palloc_extended(Max((Size) b->code_size * cap, 1), MCXT_ALLOC_HUGE);
+		if (b->vdim > 0)
+			b->vectors = palloc_extended(sizeof(float) * b->vdim * cap, MCXT_ALLOC_HUGE);
+	}
+	else
+	{
+		b->ids = repalloc_huge(b->ids, sizeof(int64) * cap);
+		b->codes = repalloc_huge(b->codes, Max((Size) b->code_size * cap, 1));
+		if (b->vdim > 0)
+			b->vectors = repalloc_huge(b->vectors, sizeof(float) * b->vdim * cap);
+	}
+	b->cap = cap;
+}
+
+typedef struct IdPos
+{
+	int64		id;
+	int64		pos;
+} IdPos;
+
+static int
+cmp_idpos(const void *a, const void *b)
+{
+	const IdPos *x = (const IdPos *) a;
+	const IdPos *y = (const IdPos *) b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->pos < y->pos ? -1 : (x->pos > y->pos ? 1 : 0);
+}
+
+static int
+cmp_idpos_pos(const void *a, const void *b)
+{
+	int64		x = ((const IdPos *) a)->pos;
+	int64		y = ((const IdPos *) b)->pos;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * Drops repeated ids among entries [from, b->n) (VACUUM moving entries toward the older pages of a
+ * list can show a reader one twice; both copies are the same entry).  Keeps the first copy.
+ */
+static void
+dedupe_range(EntryBuf *b, int64 from)
+{
+	int64		n = b->n - from;
+	IdPos	   *rows;
+	int64		m = 0;
+	bool		dup = false;
+
+	if (n < 2)
+		return;
+	rows = palloc_extended(sizeof(IdPos) * n, MCXT_ALLOC_HUGE);
+	for (int64 i = 0; i < n; i++)
+	{
+		rows[i].id = b->ids[from + i];
+		rows[i].pos = i;
+	}
+	qsort(rows, n, sizeof(IdPos), cmp_idpos);
+	for (int64 i = 0; i < n; i++)
+	{
+		if (m > 0 && rows[m - 1].id == rows[i].id)
+		{
+			dup = true;
+			continue;
+		}
+		rows[m++] = rows[i];
+	}
+	if (dup)
+	{
+		qsort(rows, m, sizeof(IdPos), cmp_idpos_pos);
+		for (int64 i = 0; i < m; i++)
+		{
+			int64		src = from + rows[i].pos;
+			int64		dst = from + i;
+
+			if (src == dst)
+				continue;
+			b->ids[dst] = b->ids[src];
+			memcpy(b->codes + dst * b->code_size, b->codes + src * b->code_size, b->code_size);
+			if (b->vdim > 0)
+				memcpy(b->vectors + dst * b->vdim, b->vectors + src * b->vdim,
+					   sizeof(float) * b->vdim);
+		}
+		b->n = from + m;
+	}
+	pfree(rows);
+}
+
+/* Appends the entries of one chain (newest page first) to b. */
+static void
+read_chain(const VsIndexRef *ref, Relation rel, BufferAccessStrategy bas, BlockNumber blkno,
+		   uint32 list, const VsIvfpqLayout *layout, int want_vdim, void (*progress) (void),
+		   EntryBuf *b)
+{
+	while (BlockNumberIsValid(blkno))
+	{
+		Buffer		buf;
+		Page		page;
+		VsIvfpqPageOpaque opaque;
+		int			nitems;
+		ItemPointerData *tids;
+
+		CHECK_FOR_INTERRUPTS();
+		if (progress)
+			progress();
+		buf = vs_index_read_block(ref, rel, blkno, bas);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (!VsIvfpqIsEntryPage(page) || VsIvfpqPageGetOpaque(page)->list != list)
+			ereport(ERROR,
+					(errcode(ERRCODE_INDEX_CORRUPTED),
+					 errmsg("vs_ivfpq index %u: block %u is not a page of list %u",
+							ref->indexrelid, blkno, list),
+					 errhint("REINDEX the index.")));
+		opaque = VsIvfpqPageGetOpaque(page);
+		nitems = Min((int) opaque->nitems, layout->capacity);
+		entrybuf_reserve(b, nitems);
+		tids = VsIvfpqPageTids(page);
+		for (int i = 0; i < nitems; i++)
+			b->ids[b->n + i] = vs_tid_to_id(&tids[i]);
+		if (layout->code_size > 0)
+			memcpy(b->codes + b->n * layout->code_size, VsIvfpqPageCodes(page, layout),
+				   (Size) layout->code_size * nitems);
+		if (want_vdim > 0)
+			memcpy(b->vectors + b->n * want_vdim, VsIvfpqPageVecs(page, layout),
+				   sizeof(float) * want_vdim * nitems);
+		b->n += nitems;
+		blkno = opaque->prev;
+		UnlockReleaseBuffer(buf);
+	}
+}
+
+/*
+ * Reads the whole index: the quantizer, every list (deduplicated within the list) and the pending
+ * entries, into palloc'd memory of the current context.  With want_vectors and store_vectors the
+ * stored vectors come too.  Works without a relcache entry (the worker); the caller holds a lock
+ * on the index.  progress (optional) is called for every list or pending page read.
+ */
+void
+vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (void),
+					VsIvfpqContents *out)
+{
+	Relation	rel = vs_index_open_for_read(ref);
+	BufferAccessStrategy bas = GetAccessStrategy(BAS_BULKREAD);
+	Buffer		buf;
+	VsIvfpqMetaPageData *meta = &out->meta;
+	VsIvfpqLayout layout;
+	VsIvfpqLayout playout;
+	VsIvfpqListEntry *dir = NULL;
+	EntryBuf	b;
+	EntryBuf	p;
+	int			vdim;
+
+	memset(out, 0, sizeof(VsIvfpqContents));
+	buf = vs_index_read_block(ref, rel, VS_IVFPQ_METAPAGE_BLKNO, bas);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	memcpy(meta, vs_ivfpq_page_meta(BufferGetPage(buf)), sizeof(VsIvfpqMetaPageData));
+	UnlockReleaseBuffer(buf);
+
+	vdim = (want_vectors && meta->store_vectors) ? (int) meta->dim : 0;
+	vs_ivfpq_meta_layout(meta, false, &layout);
+	vs_ivfpq_meta_layout(meta, true, &playout);
+
+	memset(&b, 0, sizeof(b));
+	b.code_size = meta->trained ? (int) meta->code_size : 0;
+	b.vdim = vdim;
+	memset(&p, 0, sizeof(p));
+	p.code_size = 0;
+	p.vdim = vdim;
+
+	if (meta->trained && meta->dim > 0)
+	{
+		Size		ncent = (Size) meta->lists * meta->dim;
+		Size		ncode = (Size) meta->m * ((Size) 1 << meta->nbits) * (meta->dim / meta->m);
+		int			done = 0;
+
+		out->centroids = palloc_extended(sizeof(float) * ncent, MCXT_ALLOC_HUGE);
+		out->codebooks = palloc_extended(sizeof(float) * ncode, MCXT_ALLOC_HUGE);
+		read_floats(ref, rel, bas, meta->centroid_start, meta->ncentroid_pages,
+						out->centroids, ncent);
+		read_floats(ref, rel, bas, meta->codebook_start, meta->ncodebook_pages,
+						out->codebooks, ncode);
+
+		/* the directory, then every list */
+		dir = palloc(sizeof(VsIvfpqListEntry) * meta->lists);
+		for (uint32 pg = 0; pg < meta->ndirectory_pages && done < (int) meta->lists; pg++)
+		{
+			Page		page;
+			int			n;
+
+			buf = vs_index_read_block(ref, rel, meta->directory_start + pg, bas);
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			page = BufferGetPage(buf);
+			if (PageIsNew(page) || !(VsIvfpqPageGetOpaque(page)->flags & VS_IVFPQ_DIRECTORY))
+				ereport(ERROR,
+						(errcode(ERRCODE_INDEX_CORRUPTED),
+						 errmsg("vs_ivfpq index %u: block %u is not a directory page",
+								ref->indexrelid, meta->directory_start + pg),
+						 errhint("REINDEX the index.")));
+			n = Min(VS_IVFPQ_DIR_PER_PAGE, (int) meta->lists - done);
+			memcpy(dir + done, PageGetContents(page), sizeof(VsIvfpqListEntry) * n);
+			done += n;
+			UnlockReleaseBuffer(buf);
+		}
+		if (done != (int) meta->lists)
+			ereport(ERROR,
+					(errcode(ERRCODE_INDEX_CORRUPTED),
+					 errmsg("vs_ivfpq index %u: the directory has %d of %u lists",
+							ref->indexrelid, done, meta->lists),
+					 errhint("REINDEX the index.")));
+
+		b.cap = 0;
+		entrybuf_reserve(&b, (int64) Min(meta->ntuples + 1024, (uint64) 1 << 40));
+		out->list_start = palloc(sizeof(int64) * (meta->lists + 1));
+		for (uint32 l = 0; l < meta->lists; l++)
+		{
+			int64		from = b.n;
+
+			out->list_start[l] = from;
+			read_chain(ref, rel, bas, dir[l].last, l, &layout, vdim, progress, &b);
+			dedupe_range(&b, from);
+		}
+		out->list_start[meta->lists] = b.n;
+		pfree(dir);
+	}
+	read_chain(ref, rel, bas, meta->pending_last, VS_IVFPQ_PENDING_LIST, &playout, vdim, progress,
+			   &p);
+	dedupe_range(&p, 0);
+
+	out->ids = b.ids;
+	out->codes = b.codes;
+	out->vectors = b.vectors;
+	out->n = b.n;
+	out->pending_ids = p.ids;
+	out->pending_vectors = p.vectors;
+	out->npending = p.n;
+	if (p.codes)
+		pfree(p.codes);
+
+	FreeAccessStrategy(bas);
+	vs_index_close_for_read(rel);
+}
+
+/* A float array (centroids, codebooks) of an open index. */
+void
+vs_ivfpq_read_floats(const VsIndexRef *ref, Relation rel, BlockNumber start, uint32 npages,
+					 float *dst, Size nfloats)
+{
+	read_floats(ref, rel, NULL, start, npages, dst, nfloats);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The engine object
+ */
+
+static void
+engine_params(const VsIvfpqMetaPageData *meta, vs_ivfpq_params *params)
+{
+	memset(params, 0, sizeof(*params));
+	params->dim = meta->dim;
+	params->nlist = meta->lists;
+	params->m = meta->m;
+	params->nbits = (int) meta->nbits;
+	params->metric = (vs_metric) meta->metric;
+}
+
+/*
+ * The engine object of an index read by vs_ivfpq_read_index (trained): its quantizer and every list
+ * entry, in engine context ctx.  Returns the engine's status (VS_OK with *out set; otherwise *out is
+ * NULL and nothing is left behind).
+ */
+static int
+contents_object(struct vs_context *ctx, const VsIvfpqContents *contents, struct vs_ivfpq **out)
+{
+	vs_ivfpq_params params;
+	vs_ivfpq   *ivf = NULL;
+	vs_status	st;
+
+	*out = NULL;
+	engine_params(&contents->meta, &params);
+	st = vs_ivfpq_create(ctx, &params, contents->centroids, contents->codebooks, &ivf);
+	if (st != VS_OK)
+		return st;
+	for (uint32 l = 0; l < contents->meta.lists; l++)
+	{
+		int64		from = contents->list_start[l];
+		int64		n = contents->list_start[l + 1] - from;
+
+		if (n == 0)
+			continue;
+		st = vs_ivfpq_add(ctx, ivf, l, (const int64_t *) contents->ids + from,
+						  contents->codes + from * contents->meta.code_size, (size_t) n);
+		if (st != VS_OK)
+		{
+			vs_ivfpq_destroy(ctx, ivf);
+			return st;
+		}
+	}
+	*out = ivf;
+	return VS_OK;
+}
+
+/* Bytes accounted for an engine object of n entries: ids and codes, centroids and codebooks. */
+static Size
+object_bytes(const VsIvfpqMetaPageData *meta, int64 n)
+{
+	if (!meta->trained)
+		return 0;
+	return (Size) n * (sizeof(int64) + meta->code_size) +
+		sizeof(float) * (Size) meta->dim * (meta->lists + ((Size) 1 << meta->nbits));
+}
+
+static void
+too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes) pg_attribute_noreturn();
+
+static void
+too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("index %u needs about %zu MB, more than the worker's cache may hold (%zu MB)",
+					indexrelid, bytes >> 20, env->limit >> 20)));
+}
+
+/* store_vectors: the list and pending entries' vectors by id, for the exact re-rank. */
+static void
+keep_vectors(const VsLoadEnv *env, const VsIvfpqContents *contents, VsIvfpqCached *c)
+{
+	int64		nl = contents->vectors ? contents->n : 0;
+	int64		np = contents->pending_vectors ? contents->npending : 0;
+	int64		total = nl + np;
+	int			dim = contents->meta.dim;
+	IdPos	   *rows;
+	int64		m = 0;
+
+	if (total == 0)
+		return;
+	rows = palloc_extended(sizeof(IdPos) * total, MCXT_ALLOC_HUGE);
+	/* pos < nl: a list entry; otherwise pending entry pos - nl */
+	for (int64 i = 0; i < total; i++)
+	{
+		rows[i].id = i < nl ? contents->ids[i] : contents->pending_ids[i - nl];
+		rows[i].pos = i;
+	}
+	qsort(rows, total, sizeof(IdPos), cmp_idpos);
+	c->ids = MemoryContextAllocHuge(env->cxt, sizeof(int64) * total);
+	c->vectors = MemoryContextAllocHuge(env->cxt, sizeof(float) * dim * total);
+	for (int64 i = 0; i < total; i++)
+	{
+		const float *src;
+
+		if (m > 0 && c->ids[m - 1] == rows[i].id)
+			continue;
+		src = rows[i].pos < nl ? contents->vectors + rows[i].pos * dim
+			: contents->pending_vectors + (rows[i].pos - nl) * dim;
+		c->ids[m] = rows[i].id;
+		memcpy(c->vectors + m * dim, src, sizeof(float) * dim);
+		m++;
+	}
+	c->n = m;
+}
+
+void *
+vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
+			  uint64 *generation)
+{
+	VsIvfpqContents contents;
+	VsIvfpqCached *c;
+	Size		need;
+
+	if (obj != NULL)
+		return NULL;			/* no refresh in place: read the index again */
+	/* entries are at least 8 bytes of id: refuse what cannot fit before reading it */
+	if (env->limit > 0 && ref->ntuples * sizeof(int64) > env->limit)
+		too_large(env, ref->indexrelid, ref->ntuples * sizeof(int64));
+	vs_ivfpq_read_index(ref, !env->in_worker, env->progress, &contents);
+
+	/* the worker is asked only about trained indexes (the backends search pending rows) */
+	if (env->in_worker &&
+		(!contents.meta.trained || contents.meta.dim != ref->dim ||
+		 contents.meta.metric != (uint32) ref->metric || contents.meta.lists < 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index %u is not a trained vs_ivfpq index of dimension %u and metric %u",
+						ref->indexrelid, ref->dim, (uint32) ref->metric)));
+	need = object_bytes(&contents.meta, contents.n);
+	if (env->limit > 0 && need > env->limit)
+		too_large(env, ref->indexrelid, need);
+
+	c = MemoryContextAllocZero(env->cxt, sizeof(VsIvfpqCached));
+	c->meta = contents.meta;
+	if (contents.meta.trained)
+	{
+		int			rc;
+
+		if (env->reserve)
+			(void) env->reserve(env->arg, need);
+		for (;;)
+		{
+			rc = contents_object(env->engine, &contents, &c->ivf);
+			if (rc == VS_OUT_OF_MEMORY && env->evict_one && env->evict_one(env->arg))
+				continue;
+			break;
+		}
+		if (rc != VS_OK)
+			ereport(ERROR,
+					(errcode(rc == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+					 errmsg("loading index %u failed: %s: %s", ref->indexrelid,
+							vs_status_name((vs_status) rc), vs_last_error(env->engine))));
+	}
+	*bytes = need;
+	if (!env->in_worker)
+	{
+		PG_TRY();
+		{
+			keep_vectors(env, &contents, c);
+			if (contents.npending > 0)
+			{
+				c->pending_ids = MemoryContextAllocHuge(env->cxt, sizeof(int64) * contents.npending);
+				memcpy(c->pending_ids, contents.pending_ids, sizeof(int64) * contents.npending);
+				c->npending = contents.npending;
+			}
+		}
+		PG_CATCH();
+		{
+			if (c->ivf != NULL)
+				vs_ivfpq_destroy(env->engine, c->ivf);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		*bytes += (Size) c->n * (sizeof(int64) + sizeof(float) * contents.meta.dim) +
+			(Size) c->npending * sizeof(int64);
+	}
+	*generation = contents.meta.generation;
+	return c;
+}
+
+void
+vs_ivfpq_destroy_object(struct vs_context *engine, void *obj)
+{
+	VsIvfpqCached *c = (VsIvfpqCached *) obj;
+
+	if (c->ivf != NULL)
+		vs_ivfpq_destroy(engine, c->ivf);
+}
+
+int
+vs_ivfpq_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
+			 const float *queries, Size nq, Size k, int64 *ids, float *distances, int64 *counts)
+{
+	VsIvfpqCached *c = (VsIvfpqCached *) obj;
+	VsIvfpqSearchParams p;
+
+	memcpy(&p, params, sizeof(p));
+	if (c->ivf == NULL)
+	{
+		/* no quantizer: its pending rows are the caller's (vs_ivfpq_pending_ids) */
+		for (Size q = 0; q < nq; q++)
+			counts[q] = 0;
+		for (Size i = 0; i < nq * k; i++)
+		{
+			ids[i] = -1;
+			distances[i] = INFINITY;
+		}
+		return VS_OK;
+	}
+	return vs_ivfpq_search(engine, c->ivf, queries, nq, p.probe_offset, p.nprobe, k,
+						   (int64_t *) ids, distances, (int64_t *) counts);
+}
+
+/* The smallest float >= radius: the estimates within it are a superset of those within radius. */
+static float
+radius_up(double radius)
+{
+	float		f;
+
+	if (radius >= (double) FLT_MAX)
+		return INFINITY;
+	if (radius < -(double) FLT_MAX)
+		return -FLT_MAX;
+	f = (float) radius;
+	if ((double) f < radius)
+		f = nextafterf(f, INFINITY);
+	return f;
+}
+
+int
+vs_ivfpq_range_search(struct vs_context *engine, void *obj, const VsKindParams *params,
+					  const float *queries, Size nq, double radius, vs_alloc_fn alloc,
+					  void *alloc_arg, vs_range_result *out)
+{
+	VsIvfpqCached *c = (VsIvfpqCached *) obj;
+	VsIvfpqSearchParams p;
+
+	memcpy(&p, params, sizeof(p));
+	if (c->ivf == NULL)
+	{
+		out->nq = nq;
+		out->total = 0;
+		out->offsets = alloc(alloc_arg, sizeof(int64) * (nq + 1));
+		out->ids = alloc(alloc_arg, sizeof(int64));
+		out->distances = alloc(alloc_arg, sizeof(float));
+		if (out->offsets == NULL || out->ids == NULL || out->distances == NULL)
+			return VS_OUT_OF_MEMORY;
+		memset(out->offsets, 0, sizeof(int64) * (nq + 1));
+		return VS_OK;
+	}
+	return vs_ivfpq_range(engine, c->ivf, queries, nq, p.probe_offset, p.nprobe,
+						  radius_up(radius), alloc, alloc_arg, out);
+}
+
+/* A search request's parameters: a probe window within the most lists an index has. */
+bool
+vs_ivfpq_check_search(const struct VsRequest *req, char *why, Size whylen)
+{
+	VsIvfpqSearchParams p;
+
+	memcpy(&p, &req->params, sizeof(p));
+	if (p.nprobe < 1 || p.nprobe > VS_IVFPQ_MAX_LISTS || p.probe_offset >= VS_IVFPQ_MAX_LISTS)
+	{
+		snprintf(why, whylen, "vs_ivfpq probe window [%u, +%u) out of range", p.probe_offset,
+				 p.nprobe);
+		return false;
+	}
+	return true;
+}
+
+/* The stored vector of a list or pending entry of a cached index (store_vectors), or NULL. */
+const float *
+vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id)
+{
+	int64		lo = 0,
+				hi = c->n - 1;
+
+	while (lo <= hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (c->ids[mid] == id)
+			return c->vectors + mid * c->meta.dim;
+		if (c->ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Candidate searches (the index scan's rounds and range quals, the batch functions)
+ */
+
+/*
+ * The k entries with the smallest estimated distance in lists ranked [probe_offset,
+ * probe_offset + nprobe) of each query (ids/dists nq x k, counts nq), from the search layer: the
+ * GPU worker when it serves, else the backend's object.  Pending entries are not included
+ * (vs_ivfpq_pending_ids).  Both paths return the same candidates: the engine's backends agree by
+ * contract, and both objects are built from the pages by vs_ivfpq_load.
+ */
+void
+vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
+						   int nprobe, int k, int64 *ids, float *dists, int64 *counts)
+{
+	VsKindParams params;
+	VsIvfpqSearchParams p;
+
+	if (VsIvfpqRefLists(ref) == 0 || k <= 0 || probe_offset < 0 ||
+		probe_offset >= (int) VsIvfpqRefLists(ref))
+	{
+		for (int q = 0; q < nq; q++)
+			counts[q] = 0;
+		return;
+	}
+	memset(&params, 0, sizeof(params));
+	p.probe_offset = (uint32) probe_offset;
+	p.nprobe = (uint32) Min(Max(nprobe, 1), VS_IVFPQ_MAX_LISTS);
+	memcpy(&params, &p, sizeof(p));
+	vs_search_knn(ref, &params, queries, nq, k, ids, dists, counts);
+}
+
+/*
+ * The pending (unquantized) entries of the index as of ref: *n ids, palloc'd in the current context
+ * (NULL when none).  Only an index without a quantizer has any (inserts into a trained index go to
+ * its lists), so they come from the backend's object, which for such an index holds nothing else;
+ * the GPU worker never sees them.  Entries inserted after ref was taken are invisible to the scan's
+ * snapshot, so ref's pending count decides whether there are any to take.
+ */
+int64 *
+vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n)
+{
+	VsIvfpqCached *c;
+	int64	   *ids;
+
+	*n = 0;
+	if (VsIvfpqRefPending(ref) == 0)
+		return NULL;
+	c = (VsIvfpqCached *) vs_search_object(ref);
+	if (c->npending == 0)
+		return NULL;
+	ids = palloc_extended(sizeof(int64) * c->npending, MCXT_ALLOC_HUGE);
+	memcpy(ids, c->pending_ids, sizeof(int64) * c->npending);
+	*n = c->npending;
+	return ids;
+}
+
+/* Every entry of the first vsearch.ivfpq_probes lists whose estimate is <= radius, and every
+ * pending entry (the index kind's range_candidates). */
+void
+vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
+						  VsRangeResult *out)
+{
+	VsRangeResult res;
+	int64		total;
+	int64		npending = 0;
+	int64	   *pending;
+
+	memset(&res, 0, sizeof(res));
+	if (VsIvfpqRefLists(ref) > 0 && nq > 0)
+	{
+		VsKindParams params;
+		VsIvfpqSearchParams p;
+
+		memset(&params, 0, sizeof(params));
+		p.probe_offset = 0;
+		p.nprobe = (uint32) Max(vs_ivfpq_probes, 1);
+		memcpy(&params, &p, sizeof(p));
+		vs_search_range(ref, &params, queries, nq, radius, &res);
+	}
+	pending = vs_ivfpq_pending_ids(ref, &npending);
+
+	/* add the pending entries to every query */
+	total = res.total + (int64) nq * npending;
+	out->nq = nq;
+	out->total = total;
+	out->offsets = palloc(sizeof(int64) * (nq + 1));
+	out->ids = palloc_extended(sizeof(int64) * Max(total, 1), MCXT_ALLOC_HUGE);
+	out->distances = palloc_extended(sizeof(float) * Max(total, 1), MCXT_ALLOC_HUGE);
+	out->offsets[0] = 0;
+	for (int q = 0; q < nq; q++)
+	{
+		int64		o = out->offsets[q];
+
+		if (res.offsets != NULL)
+		{
+			int64		from = res.offsets[q];
+			int64		n = res.offsets[q + 1] - from;
+
+			memcpy(out->ids + o, res.ids + from, sizeof(int64) * n);
+			memcpy(out->distances + o, res.distances + from, sizeof(float) * n);
+			o += n;
+		}
+		for (int64 i = 0; i < npending; i++)
+		{
+			out->ids[o] = pending[i];
+			out->distances[o] = NAN;
+			o++;
+		}
+		out->offsets[q + 1] = o;
+	}
+	if (pending)
+		pfree(pending);
+	if (res.offsets)
+		pfree(res.offsets);
+	if (res.ids)
+		pfree(res.ids);
+	if (res.distances)
+		pfree(res.distances);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The quantizer of inserts
+ *
+ * An engine object with the index's quantizer and empty lists, in this backend's engine context,
+ * for encoding inserted rows.  The quantizer only changes with a rebuild (a new build_id), so it
+ * is cached by build_id; a relcache invalidation of the index drops it.
+ */
+
+#define VS_IVFPQ_QUANTIZERS 2
+
+typedef struct Quantizer
+{
+	bool		used;
+	Oid			indexrelid;
+	VsRelFileLocator locator;
+	uint64		build_id;
+	uint64		last_use;
+	vs_ivfpq   *ivf;
+} Quantizer;
+
+static Quantizer quantizers[VS_IVFPQ_QUANTIZERS];
+static uint64 quantizer_clock = 0;
+static bool callback_registered = false;
+
+static void
+drop_quantizer(Quantizer *q)
+{
+	if (q->used && q->ivf != NULL)
+		vs_ivfpq_destroy(vs_backend_engine(), q->ivf);
+	memset(q, 0, sizeof(Quantizer));
+}
+
+static void
+quantizer_relcache_callback(Datum arg, Oid relid)
+{
+	for (int i = 0; i < VS_IVFPQ_QUANTIZERS; i++)
+		if (quantizers[i].used && (relid == InvalidOid || quantizers[i].indexrelid == relid))
+			drop_quantizer(&quantizers[i]);
+}
+
+vs_ivfpq *
+vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta)
+{
+	Quantizer  *entry = NULL;
+	VsRelFileLocator locator = VsRelationGetLocator(index);
+	VsIndexRef	ref;
+	vs_ivfpq_params params;
+	float	   *quantizer;
+	Size		ncent = (Size) meta->lists * meta->dim;
+	Size		ncode = (Size) meta->m * ((Size) 1 << meta->nbits) * (meta->dim / meta->m);
+	vs_status	st;
+
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(quantizer_relcache_callback, (Datum) 0);
+		callback_registered = true;
+	}
+	for (int i = 0; i < VS_IVFPQ_QUANTIZERS; i++)
+	{
+		Quantizer  *q = &quantizers[i];
+
+		if (q->used && q->indexrelid == RelationGetRelid(index) && q->build_id == meta->build_id &&
+			memcmp(&q->locator, &locator, sizeof(VsRelFileLocator)) == 0)
+		{
+			q->last_use = ++quantizer_clock;
+			return q->ivf;
+		}
+		/* a free entry, else the least recently used */
+		if (entry == NULL || (entry->used && (!q->used || q->last_use < entry->last_use)))
+			entry = q;
+	}
+	drop_quantizer(entry);
+
+	vs_ref_init(index, VS_IVFPQ_KIND, &ref);
+	quantizer = palloc_extended(sizeof(float) * (ncent + ncode), MCXT_ALLOC_HUGE);
+	vs_ivfpq_read_floats(&ref, index, meta->centroid_start, meta->ncentroid_pages, quantizer,
+						 ncent);
+	vs_ivfpq_read_floats(&ref, index, meta->codebook_start, meta->ncodebook_pages,
+						 quantizer + ncent, ncode);
+	engine_params(meta, &params);
+	st = vs_ivfpq_create(vs_backend_engine(), &params, quantizer, quantizer + ncent, &entry->ivf);
+	if (st != VS_OK)
+		vs_engine_error(st);
+	pfree(quantizer);
+	entry->used = true;
+	entry->indexrelid = RelationGetRelid(index);
+	entry->locator = locator;
+	entry->build_id = meta->build_id;
+	entry->last_use = ++quantizer_clock;
+	return entry->ivf;
+}

@@ -1,0 +1,273 @@
+/*
+ * The GPU worker's answers (worker_proc.h): each request's answer is a byte stream written into its
+ * segment's result area one chunk at a time.  The worker writes a chunk only when the backend has
+ * consumed the previous one (on a later pass of its loop), so it never waits for a backend, and a
+ * request ends DONE (answer complete or an error status), or FREE when its backend gave up.
+ */
+#include "postgres.h"
+
+#include "storage/latch.h"
+#include "utils/memutils.h"
+
+#include "worker_proc.h"
+
+static int	nstreaming;			/* requests with more chunks to send */
+
+void
+vsw_result_buf_release(VsResultBuf *buf)
+{
+	if (!buf || --buf->refcount > 0)
+		return;
+	if (buf->ids)
+		pfree(buf->ids);
+	if (buf->distances)
+		pfree(buf->distances);
+	if (buf->counts)
+		pfree(buf->counts);
+	if (buf->is_range)
+		vs_range_result_free(&buf->range);
+	pfree(buf);
+}
+
+void
+vsw_release_active(VsActive *a)
+{
+	if (a->streaming)
+		nstreaming--;
+	vsw_result_buf_release(a->out.buf);
+	if (a->out.owned)
+		pfree(a->out.owned);
+	memset(a, 0, sizeof(*a));
+}
+
+/*
+ * Ends a request: writes the status (unless OK, which the last chunk carried), marks the slot DONE
+ * and wakes its backend; a slot the backend abandoned becomes free instead.
+ */
+void
+vsw_finish_request(int i, VsAnswerStatus status, const char *msg)
+{
+	VsActive   *a = &vsw_active[i];
+	VsSlot	   *slot = &vsw_shared->slots[i];
+	bool		wake = false;
+
+	if (a->hdr && status != VS_ANSWER_OK)
+	{
+		a->hdr->status = status;
+		strlcpy(a->hdr->errmsg, msg ? msg : "", sizeof(a->hdr->errmsg));
+	}
+	SpinLockAcquire(&slot->mutex);
+	if (slot->request_id == a->request_id)
+	{
+		if (slot->state == VS_SLOT_RUNNING)
+		{
+			slot->state = VS_SLOT_DONE;
+			wake = true;
+		}
+		else if (slot->state == VS_SLOT_ABANDONED)
+		{
+			/* the backend dropped the segment when it gave up; unmap it at the next sweep */
+			slot->state = VS_SLOT_FREE;
+			slot->handle = DSM_HANDLE_INVALID;
+		}
+	}
+	SpinLockRelease(&slot->mutex);
+	if (wake)
+		SetLatch(vs_proc_latch(a->procno));
+	if (status == VS_ANSWER_OK)
+		pg_atomic_fetch_add_u64(&vsw_shared->requests, 1);
+	else if (wake)
+		pg_atomic_fetch_add_u64(&vsw_shared->errors, 1);
+	vsw_release_active(a);
+}
+
+/* Drops a request without writing to its segment (it is not a request we can trust). */
+void
+vsw_discard_request(int i)
+{
+	VsActive   *a = &vsw_active[i];
+
+	a->hdr = NULL;
+	SpinLockAcquire(&vsw_shared->slots[i].mutex);
+	if (vsw_shared->slots[i].request_id == a->request_id &&
+		(vsw_shared->slots[i].state == VS_SLOT_RUNNING || vsw_shared->slots[i].state == VS_SLOT_ABANDONED))
+	{
+		if (vsw_shared->slots[i].state == VS_SLOT_ABANDONED)
+			vsw_shared->slots[i].handle = DSM_HANDLE_INVALID;
+		vsw_shared->slots[i].state = VS_SLOT_FREE;
+	}
+	SpinLockRelease(&vsw_shared->slots[i].mutex);
+	SetLatch(vs_proc_latch(a->procno));
+	vsw_release_active(a);
+}
+
+/* Writes the next chunk of a request's answer; the last one completes the request. */
+static void
+stream_chunk(int i)
+{
+	VsActive   *a = &vsw_active[i];
+	VsStream   *o = &a->out;
+	VsRequest  *hdr = a->hdr;
+	char	   *area = (char *) hdr + a->req.area_off;
+	uint64		n = Min(a->req.area_len, o->len - o->pos);
+	uint64		start = 0,
+				done = 0;
+
+	for (int v = 0; v < o->niov && done < n; v++)
+	{
+		uint64		end = start + o->iov_len[v];
+
+		if (o->pos + done < end)
+		{
+			uint64		at = o->pos + done - start;
+			uint64		m = Min(n - done, o->iov_len[v] - at);
+
+			memcpy(area + done, o->iov_base[v] + at, m);
+			done += m;
+		}
+		start = end;
+	}
+	Assert(done == n);
+	hdr->chunk_off = o->pos;
+	hdr->chunk_len = n;
+	hdr->stream_len = o->len;
+	o->pos += n;
+	if (o->pos == o->len)
+		hdr->status = VS_ANSWER_OK;
+	pg_write_barrier();
+	pg_atomic_write_u64(&hdr->produced, ++o->produced);
+	if (o->pos == o->len)
+		vsw_finish_request(i, VS_ANSWER_OK, NULL);
+	else
+	{
+		if (!a->streaming)
+		{
+			a->streaming = true;
+			nstreaming++;
+		}
+		SetLatch(vs_proc_latch(a->procno));
+	}
+}
+
+/* Continues answers larger than their result area; drops those whose backend gave up. */
+bool
+vsw_pump_streams(void)
+{
+	bool		did = false;
+
+	if (nstreaming == 0)
+		return false;
+	for (int i = 0; i < vsw_shared->nslots && nstreaming > 0; i++)
+	{
+		VsActive   *a = &vsw_active[i];
+
+		if (!a->active || !a->streaming)
+			continue;
+		if (vsw_slot_abandoned(i))
+		{
+			vsw_finish_request(i, VS_ANSWER_ERROR, "abandoned");
+			did = true;
+		}
+		else if (pg_atomic_read_u64(&a->hdr->consumed) == a->out.produced)
+		{
+			stream_chunk(i);
+			did = true;
+		}
+	}
+	return did;
+}
+
+void
+vsw_fail_group(VsActive **reqs, int n, const char *msg)
+{
+	for (int r = 0; r < n; r++)
+		if (reqs[r]->active && !reqs[r]->streaming && reqs[r]->out.produced == 0)
+			vsw_finish_request(vsw_active_index(reqs[r]), VS_ANSWER_ERROR, msg);
+}
+
+/* Builds the answer stream of request a from the group's result and starts sending it. */
+void
+vsw_answer_search(VsActive *a, VsResultBuf *buf, uint32 kmax)
+{
+	VsStream   *o = &a->out;
+	uint32		nq = a->req.nq;
+
+	o->buf = buf;
+	buf->refcount++;
+	if (!buf->is_range)
+	{
+		uint32		k = a->req.k;
+		const int64 *counts = buf->counts + a->q0;
+
+		if (k == kmax)
+		{
+			o->iov_base[0] = (const char *) counts;
+			o->iov_len[0] = (uint64) nq * sizeof(int64);
+			o->iov_base[1] = (const char *) (buf->ids + a->q0 * kmax);
+			o->iov_len[1] = (uint64) nq * k * sizeof(int64);
+			o->iov_base[2] = (const char *) (buf->distances + a->q0 * kmax);
+			o->iov_len[2] = (uint64) nq * k * sizeof(float);
+			o->niov = 3;
+		}
+		else
+		{
+			Size		len = (Size) nq * (sizeof(int64) + (Size) k * (sizeof(int64) + sizeof(float)));
+			int64	   *c;
+			int64	   *ids;
+			float	   *d;
+
+			o->owned = MemoryContextAllocHuge(vsw_result_cxt, len);
+			c = (int64 *) o->owned;
+			ids = c + nq;
+			d = (float *) (ids + (Size) nq * k);
+			for (uint32 q = 0; q < nq; q++)
+			{
+				c[q] = Min(counts[q], (int64) k);
+				memcpy(ids + (Size) q * k, buf->ids + (a->q0 + q) * kmax, k * sizeof(int64));
+				memcpy(d + (Size) q * k, buf->distances + (a->q0 + q) * kmax, k * sizeof(float));
+			}
+			o->iov_base[0] = o->owned;
+			o->iov_len[0] = len;
+			o->niov = 1;
+		}
+	}
+	else
+	{
+		const int64 *off = buf->range.offsets + a->q0;
+		int64		base = off[0];
+		int64		total = off[nq] - base;
+		int64	   *h;
+
+		o->owned = MemoryContextAllocHuge(vsw_result_cxt, (Size) (nq + 2) * sizeof(int64));
+		h = (int64 *) o->owned;
+		h[0] = total;
+		for (uint32 q = 0; q <= nq; q++)
+			h[q + 1] = off[q] - base;
+		o->iov_base[0] = o->owned;
+		o->iov_len[0] = (uint64) (nq + 2) * sizeof(int64);
+		o->iov_base[1] = (const char *) (buf->range.ids + base);
+		o->iov_len[1] = (uint64) total * sizeof(int64);
+		o->iov_base[2] = (const char *) (buf->range.distances + base);
+		o->iov_len[2] = (uint64) total * sizeof(float);
+		o->niov = 3;
+	}
+	o->len = 0;
+	for (int v = 0; v < o->niov; v++)
+		o->len += o->iov_len[v];
+	o->pos = 0;
+	o->produced = 0;
+	stream_chunk(vsw_active_index(a));
+}
+
+void
+vsw_answer_bytes(VsActive *a, char *bytes, Size len)
+{
+	a->out.owned = bytes;
+	a->out.iov_base[0] = bytes;
+	a->out.iov_len[0] = len;
+	a->out.niov = 1;
+	a->out.len = len;
+	a->out.pos = 0;
+	a->out.produced = 0;
+	stream_chunk(vsw_active_index(a));
+}

@@ -1,0 +1,223 @@
+/*
+ * Running a batch of requests in the GPU worker (worker_proc.h): the requests are sorted so that
+ * those one engine call can answer are neighbours (worker_intake.c), and each group -- up to
+ * vsearch.batch_max queries on the same index, operation, metric, parameters (and radius) -- is
+ * one call of the index kind's search on its cached object.  A build step (CREATE INDEX) is a group
+ * of its own, run by the kind's build_step.  Every answer is then streamed (worker_answer.c).
+ *
+ * An ERROR while running a group fails its requests and the worker carries on; repeated device
+ * errors end the process, whose replacement gets a fresh CUDA context.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "guc.h"
+#include "indexkind.h"
+#include "worker_proc.h"
+
+/* After this many device errors in a row the worker exits, and comes back with a fresh context. */
+#define VS_MAX_DEVICE_ERRORS	3
+
+static void
+count_call(int rc, Size queries)
+{
+	pg_atomic_fetch_add_u64(&vsw_shared->batches, 1);
+	pg_atomic_fetch_add_u64(&vsw_shared->batch_queries, queries);
+	vsw_device_errors = rc == VS_DEVICE_ERROR ? vsw_device_errors + 1 : 0;
+	vsw_update_cache_stats();
+}
+
+/* One engine call for search requests on the same index, operation, metric and parameters. */
+static void
+process_search(VsActive **reqs, int n)
+{
+	const VsRequest *r0 = &reqs[0]->req;
+	const VsIndexKind *kind = vs_kind_by_id(r0->kind);	/* checked at intake */
+	uint64		generation = 0;
+	Size		nq = 0;
+	uint32		kmax = 0;
+	VsCachedObject *entry;
+	float	   *queries;
+	VsResultBuf *buf;
+	int			rc;
+	char		err[256];
+
+	for (int r = 0; r < n; r++)
+	{
+		generation = Max(generation, reqs[r]->req.generation);
+		reqs[r]->q0 = nq;
+		nq += reqs[r]->req.nq;
+		kmax = Max(kmax, reqs[r]->req.k);
+	}
+
+	entry = vsw_cache_prepare(r0, generation, err, sizeof(err));
+	if (!entry)
+	{
+		vsw_fail_group(reqs, n, err);
+		return;
+	}
+
+	queries = MemoryContextAllocHuge(vsw_batch_cxt, nq * r0->dim * sizeof(float));
+	for (int r = 0; r < n; r++)
+		memcpy(queries + reqs[r]->q0 * r0->dim, (char *) reqs[r]->hdr + reqs[r]->req.queries_off,
+			   (Size) reqs[r]->req.nq * r0->dim * sizeof(float));
+
+	buf = MemoryContextAllocZero(vsw_result_cxt, sizeof(VsResultBuf));
+	buf->refcount = 1;
+	buf->is_range = r0->op == VS_OP_RANGE;
+	vsw_set_cancel_group(reqs, n);
+	if (!buf->is_range)
+	{
+		buf->ids = MemoryContextAllocHuge(vsw_result_cxt, nq * kmax * sizeof(int64));
+		buf->distances = MemoryContextAllocHuge(vsw_result_cxt, nq * kmax * sizeof(float));
+		buf->counts = MemoryContextAllocHuge(vsw_result_cxt, nq * sizeof(int64));
+		for (;;)
+		{
+			rc = kind->knn(vsw_engine, entry->obj, &r0->params, queries, nq, kmax, buf->ids,
+						   buf->distances, buf->counts);
+			if (rc == VS_OUT_OF_MEMORY && vsw_cache_evict_one(entry))
+				continue;
+			break;
+		}
+	}
+	else
+	{
+		for (;;)
+		{
+			rc = kind->range(vsw_engine, entry->obj, &r0->params, queries, nq, r0->radius, NULL,
+							 NULL, &buf->range);
+			if (rc != VS_OK)
+				vs_range_result_free(&buf->range);
+			if (rc == VS_OUT_OF_MEMORY && vsw_cache_evict_one(entry))
+				continue;
+			break;
+		}
+	}
+	vsw_set_cancel_group(NULL, 0);
+	count_call(rc, nq);
+
+	if (rc != VS_OK)
+	{
+		snprintf(err, sizeof(err), "%s: %s", vs_status_name((vs_status) rc),
+				 vs_last_error(vsw_engine));
+		if (rc != VS_CANCELLED)
+			ereport(LOG, (errmsg("vsearch worker: search failed: %s", err)));
+		vsw_fail_group(reqs, n, err);
+		buf->is_range = false;	/* already freed */
+		vsw_result_buf_release(buf);
+		return;
+	}
+	for (int r = 0; r < n; r++)
+		vsw_answer_search(reqs[r], buf, kmax);
+	vsw_result_buf_release(buf);
+}
+
+/* A build step of CREATE INDEX (never grouped): the kind's build_step on the request's rows. */
+static void
+process_build(VsActive *a)
+{
+	const VsRequest *r = &a->req;
+	const VsIndexKind *kind = vs_kind_by_id(r->kind);	/* checked at intake */
+	const char *payload = r->payload_len > 0 ? (const char *) a->hdr + r->payload_off : NULL;
+	char	   *answer = NULL;
+	Size		len = 0;
+	char		err[256] = "";
+	MemoryContext old;
+	int			rc;
+
+	vsw_set_cancel_group(&a, 1);
+	old = MemoryContextSwitchTo(vsw_result_cxt);
+	rc = kind->build_step(vsw_engine, r, (const float *) ((char *) a->hdr + r->queries_off),
+						  payload, &answer, &len, err, sizeof(err));
+	MemoryContextSwitchTo(old);
+	vsw_set_cancel_group(NULL, 0);
+	count_call(rc, r->nq);
+	if (rc != VS_OK)
+	{
+		if (rc != VS_CANCELLED)
+			ereport(LOG, (errmsg("vsearch worker: %s", err)));
+		vsw_fail_group(&a, 1, err);
+		return;
+	}
+	vsw_answer_bytes(a, answer, len);
+}
+
+/* A group, turning an ERROR into failed requests (the worker carries on). */
+static void
+process_group(VsActive **reqs, int n)
+{
+	MemoryContext old = CurrentMemoryContext;
+	bool		failed = false;
+	char		msg[256];
+	int			live = 0;
+
+	/* drop requests whose backends already gave up */
+	for (int r = 0; r < n; r++)
+	{
+		if (vsw_slot_abandoned(vsw_active_index(reqs[r])))
+			vsw_finish_request(vsw_active_index(reqs[r]), VS_ANSWER_ERROR, "abandoned");
+		else
+			reqs[live++] = reqs[r];
+	}
+	if (live == 0)
+		return;
+
+	PG_TRY();
+	{
+		if (reqs[0]->req.op == VS_OP_BUILD)
+			process_build(reqs[0]);
+		else
+			process_search(reqs, live);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(old);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (CurrentResourceOwner)
+			vsw_load_cleanup(true);
+		vsw_set_cancel_group(NULL, 0);
+		strlcpy(msg, edata->message, sizeof(msg));
+		ereport(LOG, (errmsg("vsearch worker: request failed: %s", msg)));
+		failed = true;
+	}
+	PG_END_TRY();
+	if (failed)
+		vsw_fail_group(reqs, live, msg);
+}
+
+void
+vsw_process_batch(VsActive **list, int n)
+{
+	int			start = 0;
+
+	qsort(list, n, sizeof(VsActive *), vsw_request_cmp);
+	while (start < n)
+	{
+		int			end = start + 1;
+		Size		nq = list[start]->req.nq;
+
+		while (end < n && vsw_same_group(&list[start]->req, &list[end]->req) &&
+			   nq + list[end]->req.nq <= (Size) vs_batch_max)
+			nq += list[end++]->req.nq;
+		process_group(list + start, end - start);
+		MemoryContextReset(vsw_batch_cxt);
+		if (vsw_device_errors >= VS_MAX_DEVICE_ERRORS)
+		{
+			/* a CUDA context can be left unusable; a new process gets a new one */
+			for (int r = end; r < n; r++)
+				vsw_finish_request(vsw_active_index(list[r]), VS_ANSWER_ERROR,
+								   "the worker is restarting");
+			ereport(FATAL,
+					(errmsg("vsearch worker: %d device errors in a row, restarting",
+							vsw_device_errors)));
+		}
+		start = end;
+		/* keep large answers moving between groups */
+		vsw_pump_streams();
+	}
+}

@@ -1,0 +1,54 @@
+/*
+ * vsearch_worker_probe: the GPU worker's test entry point (sql/20-worker.sql).  It sends one kNN
+ * request through the ordinary client path with the index kind id and parameter block the caller
+ * chooses, so that tests can show that the worker refuses unknown kinds and malformed parameters
+ * with a reason, and that the backend then falls back or raises the ERROR vsearch.device asks for.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+
+#include "vector.h"
+#include "worker.h"
+
+PG_FUNCTION_INFO_V1(vsearch_worker_probe);
+Datum
+vsearch_worker_probe(PG_FUNCTION_ARGS)
+{
+	Oid			indexoid;
+	Vector	   *query;
+	Relation	index;
+	VsIndexRef	ref;
+	VsKindParams params;
+	int64		id;
+	float		distance;
+	int64		count;
+	bool		answered;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	indexoid = PG_GETARG_OID(0);
+	query = PG_GETARG_VECTOR_P(1);
+	index = index_open(indexoid, AccessShareLock);	/* held until the end of the transaction */
+	vs_index_ref(index, &ref);
+	index_close(index, NoLock);
+	vector_check_same_dim(ref.dim, query->dim);
+
+	memset(&params, 0, sizeof(params));
+	if (!PG_ARGISNULL(2))
+		ref.kind = (uint32) PG_GETARG_INT32(2);
+	if (!PG_ARGISNULL(3))
+	{
+		bytea	   *b = PG_GETARG_BYTEA_PP(3);
+
+		if (VARSIZE_ANY_EXHDR(b) > sizeof(params))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a parameter block has at most %d bytes", (int) sizeof(params))));
+		memcpy(&params, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
+	}
+	answered = vs_worker_raw_knn(&ref, &params, query->x, 1, &id, &distance, &count);
+	PG_RETURN_TEXT_P(cstring_to_text(answered ? "answered" : "not answered"));
+}

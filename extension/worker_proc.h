@@ -1,0 +1,129 @@
+/*
+ * The GPU worker process's own state and functions, shared by its files:
+ *
+ *   worker_main.c    the process: start, settings, the engine context, the loop
+ *   worker_intake.c  taking requests from the slots: segments, validation, grouping order
+ *   worker_batch.c   running a batch: one engine call per group of searches, build steps
+ *   worker_cache.c   the device cache of index kinds' engine objects (load, refresh, evict)
+ *   worker_answer.c  answers: streaming them through the result areas, finishing requests
+ *
+ * What is particular to an index kind is reached only through its operations (indexkind.h).
+ */
+#ifndef VSEARCH_WORKER_PROC_H
+#define VSEARCH_WORKER_PROC_H
+
+#include "postgres.h"
+
+#include "vsearch/engine.h"
+
+#include "objcache.h"
+#include "worker_internal.h"
+
+/* A search result shared by the answer streams of one engine call. */
+typedef struct VsResultBuf
+{
+	int			refcount;
+	bool		is_range;
+	int64	   *ids;			/* kNN: nq x kmax */
+	float	   *distances;
+	int64	   *counts;
+	vs_range_result range;		/* range: malloc'd by the engine */
+} VsResultBuf;
+
+/* An answer being streamed to a backend: up to four byte ranges, sent in area-sized chunks. */
+typedef struct VsStream
+{
+	VsResultBuf *buf;			/* reference held while streaming */
+	char	   *owned;			/* bytes built for this request (pfree'd at the end) */
+	int			niov;
+	const char *iov_base[4];
+	uint64		iov_len[4];
+	uint64		len;
+	uint64		pos;
+	uint64		produced;
+} VsStream;
+
+/* A request the worker took (one per slot). */
+typedef struct VsActive
+{
+	bool		active;
+	bool		streaming;
+	uint64		request_id;
+	int			procno;
+	dsm_segment *seg;
+	VsRequest  *hdr;			/* the segment's header: written, never trusted */
+	VsRequest	req;			/* validated copy */
+	Size		q0;				/* first row of its queries in the group matrix */
+	VsStream	out;
+} VsActive;
+
+/* ---- worker_main.c ---- */
+extern VsWorkerShared *vsw_shared;
+extern uint64 vsw_gen;			/* this worker's generation (VsWorkerShared.worker_gen) */
+extern VsActive *vsw_active;	/* one per slot */
+extern vs_context *vsw_engine;
+extern MemoryContext vsw_batch_cxt;	/* reset after every group */
+extern MemoryContext vsw_result_cxt;	/* answers being streamed */
+extern int	vsw_device_errors;	/* consecutive VS_DEVICE_ERROR answers */
+
+/* Shows the backends that the worker makes progress. */
+static inline void
+vsw_heartbeat(void)
+{
+	pg_atomic_fetch_add_u64(&vsw_shared->heartbeat, 1);
+}
+
+/* The requests the engine works on now (n = 0: none), for its cancel callback. */
+extern void vsw_set_cancel_group(VsActive **group, int n);
+
+static inline int
+vsw_active_index(VsActive *a)
+{
+	return (int) (a - vsw_active);
+}
+
+static inline bool
+vsw_slot_abandoned(int i)
+{
+	return ((volatile VsSlot *) &vsw_shared->slots[i])->state == VS_SLOT_ABANDONED;
+}
+
+/* ---- worker_intake.c ---- */
+extern void vsw_intake_init(void);
+/* Takes every submitted request, appending to list; returns the new count. */
+extern int	vsw_gather(VsActive **list, int n, Size *queries);
+/* Unmaps segments their backends no longer use. */
+extern void vsw_sweep_attachments(void);
+/* qsort order that puts requests one engine call can answer next to each other. */
+extern int	vsw_request_cmp(const void *a, const void *b);
+/* Can requests a and b (sorted next to each other) share an engine call? */
+extern bool vsw_same_group(const VsRequest *a, const VsRequest *b);
+
+/* ---- worker_batch.c ---- */
+extern void vsw_process_batch(VsActive **list, int n);
+
+/* ---- worker_cache.c ---- */
+extern void vsw_cache_init(void);
+extern void vsw_cache_start(vs_context *engine, Size limit);
+extern void vsw_cache_clear(void);
+/* The cached object of the request's index, at least as new as generation; NULL with err. */
+extern VsCachedObject *vsw_cache_prepare(const VsRequest *req, uint64 generation, char *err,
+										 Size errlen);
+extern bool vsw_cache_evict_one(const VsCachedObject *keep);
+extern void vsw_update_cache_stats(void);
+/* Releases what an index read holds (buffer pins, locks, files), after success or an error. */
+extern void vsw_load_cleanup(bool error);
+
+/* ---- worker_answer.c ---- */
+extern void vsw_release_active(VsActive *a);
+extern void vsw_finish_request(int i, VsAnswerStatus status, const char *msg);
+extern void vsw_discard_request(int i);
+extern bool vsw_pump_streams(void);
+extern void vsw_fail_group(VsActive **reqs, int n, const char *msg);
+extern void vsw_result_buf_release(VsResultBuf *buf);
+/* Starts streaming a search answer: request a's part of the group's result. */
+extern void vsw_answer_search(VsActive *a, VsResultBuf *buf, uint32 kmax);
+/* Starts streaming bytes built for request a (owned: pfree'd when the answer is done). */
+extern void vsw_answer_bytes(VsActive *a, char *bytes, Size len);
+
+#endif							/* VSEARCH_WORKER_PROC_H */
