@@ -37,6 +37,7 @@
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
 #include "vsearch/engine.h"
+#include "vsearch/ivfpq.h"
 
 #include <algorithm>
 #include <chrono>

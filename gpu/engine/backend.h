@@ -9,6 +9,7 @@
 #define VSEARCH_ENGINE_BACKEND_H
 
 #include "vsearch/engine.h"
+#include "vsearch/ivfpq.h"
 
 #include <cstddef>
 #include <cstdint>

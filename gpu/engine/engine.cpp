@@ -1,6 +1,7 @@
 // The engine front end: the C ABI of vsearch/engine.h over the Backend interface, argument
 // checking, per-context error messages, range-result assembly and loading the CUDA backend.
 #include "vsearch/engine.h"
+#include "vsearch/ivfpq.h"
 
 #include "cpu/cpu_backend.h"
 #include "engine/backend.h"

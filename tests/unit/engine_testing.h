@@ -4,6 +4,7 @@
 #define VSEARCH_TESTS_ENGINE_TESTING_H
 
 #include "vsearch/engine.h"
+#include "vsearch/ivfpq.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,100 @@
+/*
+ * vsearch engine: IVF-PQ, an index family of its own on top of engine.h (contexts, statuses,
+ * range results).  Like engine.h it needs no PostgreSQL or CUDA headers and every call is
+ * noexcept.
+ */
+#ifndef VSEARCH_ENGINE_IVFPQ_H
+#define VSEARCH_ENGINE_IVFPQ_H
+
+#include "vsearch/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- IVF-PQ (inverted lists of product-quantized residuals) --------------------------------
+ *
+ * The quantizer: nlist coarse centroids (k-means) and a residual product quantizer of m
+ * sub-quantizers with 2^nbits codewords each over dim/m dimensions.  A vector x is assigned to its
+ * nearest centroid c (by the index metric: L2 for L2SQ/L2, largest inner product for IP, largest
+ * cosine for COSINE) and coded as the nearest codeword of each sub-vector of x - c.  For COSINE the
+ * engine normalizes every vector and query to unit length first (IP on the unit sphere).
+ *
+ * Codes are code_size = ceil(m * nbits / 8) bytes; with nbits = 4 sub-quantizer j is in byte j / 2,
+ * low nibble for even j.  Codebooks are m x 2^nbits x (dim / m) floats, sub-quantizer major.
+ *
+ * An ivfpq object holds a quantizer and inverted lists of (id, code) on the context's backend
+ * (device memory for CUDA).  Searches are approximate: they rank the rows of the nprobe lists
+ * nearest to each query by asymmetric distance (the query against the decoded code, through
+ * per-query lookup tables), in the metric's units (L2 is the root of the L2SQ estimate, IP is
+ * -<q, c + r>, COSINE is 1 - <q/|q|, c + r>).  Callers re-rank with exact distances.  The CPU and
+ * the CUDA backend return the same candidates for the same inputs (ties by smaller id; estimates
+ * are summed in float over the m tables in order j = 0 .. m-1 on both). */
+
+typedef struct vs_ivfpq vs_ivfpq;
+
+typedef struct vs_ivfpq_params
+{
+    size_t dim;
+    size_t nlist;       /* coarse centroids (lists), >= 1 */
+    size_t m;           /* sub-quantizers; dim % m == 0 */
+    int nbits;          /* 4 or 8 */
+    vs_metric metric;   /* L2SQ, L2, IP or COSINE (L1 is VS_UNSUPPORTED) */
+} vs_ivfpq_params;
+
+typedef struct vs_ivfpq_train_params
+{
+    int coarse_iterations;  /* Lloyd iterations of the coarse k-means (default 20) */
+    int pq_iterations;      /* Lloyd iterations per sub-quantizer (default 25) */
+    uint64_t seed;
+    size_t sample_size;     /* train on this many points drawn with the seed; 0 = all */
+} vs_ivfpq_train_params;
+
+void vs_ivfpq_train_params_init(vs_ivfpq_train_params *params) VS_NOEXCEPT;
+size_t vs_ivfpq_code_size(const vs_ivfpq_params *params) VS_NOEXCEPT;
+
+/* Trains the quantizer on n host vectors: centroids (nlist x dim floats) and codebooks
+ * (m x 2^nbits x dim/m floats).  Needs n >= nlist and n >= 2^nbits.  Deterministic for a seed on
+ * a given backend. */
+vs_status vs_ivfpq_train(vs_context *ctx, const vs_ivfpq_params *params,
+                         const vs_ivfpq_train_params *train, const float *data, size_t n,
+                         float *centroids, float *codebooks) VS_NOEXCEPT;
+
+/* An ivfpq object with this quantizer (copied) and empty lists. */
+vs_status vs_ivfpq_create(vs_context *ctx, const vs_ivfpq_params *params, const float *centroids,
+                          const float *codebooks, vs_ivfpq **out) VS_NOEXCEPT;
+void vs_ivfpq_destroy(vs_context *ctx, vs_ivfpq *ivf) VS_NOEXCEPT;
+
+/* Assigns n host vectors to lists and encodes them: lists[n] (0 .. nlist-1) and codes
+ * (n x code_size bytes).  Uses only the quantizer; the lists are not changed.  Vectors with a
+ * zero norm under COSINE go to list 0 with code 0. */
+vs_status vs_ivfpq_encode(vs_context *ctx, const vs_ivfpq *ivf, const float *vectors, size_t n,
+                          int32_t *lists, uint8_t *codes) VS_NOEXCEPT;
+
+/* Appends n (id, code) entries to list `list`.  Ids are not checked for uniqueness (the caller
+ * owns them). */
+vs_status vs_ivfpq_add(vs_context *ctx, vs_ivfpq *ivf, size_t list, const int64_t *ids,
+                       const uint8_t *codes, size_t n) VS_NOEXCEPT;
+/* Entries in all lists. */
+size_t vs_ivfpq_size(const vs_ivfpq *ivf) VS_NOEXCEPT;
+
+/* The lists of each query ranked by the coarse quantizer (nearest first), ranks
+ * [probe_offset, probe_offset + nprobe) of them (clamped to nlist), are scanned; per query the k
+ * entries with the smallest estimated distance come back sorted ascending (ties by smaller id),
+ * padded with id -1 / +inf; out_counts (optional) says how many are real.  probe_offset lets a
+ * scan continue with further lists when its caller wants more rows. */
+vs_status vs_ivfpq_search(vs_context *ctx, const vs_ivfpq *ivf, const float *queries, size_t nq,
+                          size_t probe_offset, size_t nprobe, size_t k, int64_t *out_ids,
+                          float *out_distances, int64_t *out_counts) VS_NOEXCEPT;
+
+/* Every entry of the probed lists whose estimated distance is <= radius, as CSR like vs_range
+ * (ascending id within a query). */
+vs_status vs_ivfpq_range(vs_context *ctx, const vs_ivfpq *ivf, const float *queries, size_t nq,
+                         size_t probe_offset, size_t nprobe, float radius, vs_alloc_fn alloc,
+                         void *alloc_arg, vs_range_result *out) VS_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VSEARCH_ENGINE_IVFPQ_H */
