@@ -64,5 +64,7 @@ CREATE ROLE vsearch_worker_nobody;
 SET ROLE vsearch_worker_nobody;
 SELECT vsearch_stat_reset();
 SELECT count(*) FROM vsearch_stat;
+-- the worker's test entry point is for superusers too
+SELECT vsearch_worker_probe(0, '[1]');
 RESET ROLE;
 DROP ROLE vsearch_worker_nobody;
