@@ -21,9 +21,9 @@
 #include "vector.h"
 
 /*
- * The operator classes (sql/10-search.sql): OPERATOR 1 the distance, FOR ORDER BY; OPERATOR 2 the
- * range test `<<op>> sphere`, a search operator (optional); FUNCTION 1 the metric, (internal) ->
- * int4 returning a vs_metric.
+ * The operator classes (extension/sql/10-search.sql): OPERATOR 1 the distance, FOR ORDER BY;
+ * OPERATOR 2 the range test `<<op>> sphere`, a search operator (optional); FUNCTION 1 the metric,
+ * (internal) -> int4 returning a vs_metric.
  */
 #define VS_DISTANCE_STRATEGY	1
 #define VS_RANGE_STRATEGY		2
