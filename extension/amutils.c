@@ -126,6 +126,41 @@ vs_declared_dim(Relation index)
 	return typmod > 0 ? (uint32) typmod : 0;
 }
 
+void *
+vs_page_meta(Page page, uint32 magic, uint32 version, const char *amname)
+{
+	const uint32 *head = (const uint32 *) PageGetContents(page);
+
+	if (PageIsNew(page))
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("%s index metapage is not initialized", amname),
+				 errhint("REINDEX the index.")));
+	if (head[0] != magic)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("%s index metapage is corrupted", amname),
+				 errhint("REINDEX the index.")));
+	if (head[1] != version)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("%s index has version %u, this server reads version %u",
+						amname, head[1], version),
+				 errhint("REINDEX the index.")));
+	return PageGetContents(page);
+}
+
+void
+vs_read_meta(Relation index, uint32 magic, uint32 version, const char *amname, void *meta,
+			 Size size)
+{
+	Buffer		buf = ReadBuffer(index, 0);
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	memcpy(meta, vs_page_meta(BufferGetPage(buf), magic, version, amname), size);
+	UnlockReleaseBuffer(buf);
+}
+
 Buffer
 vs_new_buffer(Relation index, ForkNumber fork)
 {

@@ -43,6 +43,15 @@ extern vs_metric vs_opclass_metric(Relation index);
 /* The dimension declared by the indexed column's type modifier, or 0 (vector without (n)). */
 extern uint32 vs_declared_dim(Relation index);
 
+/*
+ * Metapages (block 0) whose struct starts with uint32 magic and uint32 version: the contents of a
+ * locked one, and a copy of an open index's; ERROR (index corrupted, with a hint to REINDEX)
+ * unless it is initialized, of this access method and of this version.
+ */
+extern void *vs_page_meta(Page page, uint32 magic, uint32 version, const char *amname);
+extern void vs_read_meta(Relation index, uint32 magic, uint32 version, const char *amname,
+						 void *meta, Size size);
+
 /* A new page at the end of the index, pinned and exclusively locked (not initialized). */
 extern Buffer vs_new_buffer(Relation index, ForkNumber fork);
 

@@ -289,25 +289,6 @@ heap_offer(VsBatchAnswer *a, int k, const VsHit *hit)
 	}
 }
 
-/* Engine order: distance ascending (NaN last), then id. */
-static int
-cmp_engine(float d1, int64 id1, float d2, int64 id2)
-{
-	bool		nan1 = isnan(d1);
-	bool		nan2 = isnan(d2);
-
-	if (nan1 != nan2)
-		return nan1 ? 1 : -1;
-	if (!nan1)
-	{
-		if (d1 < d2)
-			return -1;
-		if (d1 > d2)
-			return 1;
-	}
-	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
-}
-
 /*
  * Checks, in one pass over the heap (vs_check_pairs), the pairs a kNN pass over one round
  * of engine candidates most likely needs: per query the candidates after the last one it used, as
@@ -337,7 +318,7 @@ check_round(VsBatch *bc, const ExactQuery *st, const int *todo, int ntodo, int k
 		float		last = 0;
 
 		if (s->have_last)
-			while (j < count && cmp_engine(qd[j], qids[j], s->last_dist, s->last_id) <= 0)
+			while (j < count && vs_cmp_engine_order(qd[j], qids[j], s->last_dist, s->last_id) <= 0)
 				j++;
 		for (; j < count; j++)
 		{
@@ -426,7 +407,7 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 
 				if (id < 0)
 					continue;
-				if (s->have_last && cmp_engine(d, id, s->last_dist, s->last_id) <= 0)
+				if (s->have_last && vs_cmp_engine_order(d, id, s->last_dist, s->last_id) <= 0)
 					continue;	/* seen in an earlier round */
 				s->have_last = true;
 				s->last_dist = d;

@@ -61,7 +61,8 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 					   indexSelectivity, indexCorrelation, indexPages))
 		return;
 	distance_cost = vs_distance_cost((int) c.ref.dim) * c.search_factor;
-	row_cost = vs_distance_cost((int) c.ref.dim) + vs_detoast_cost(c.heapoid, c.attnum, (int) c.ref.dim);
+	row_cost = vs_distance_cost((int) c.ref.dim) +
+		vs_detoast_cost(c.heapoid, c.attnum, (int) c.ref.dim);
 	page_cost = (c.search_factor < 1.0 ||
 				 (double) index->pages * BLCKSZ <= (double) Max(vs_search_cache_mb, 0) * 1024 * 1024)
 		? 0.0 : index->pages * c.seq_page_cost;

@@ -89,25 +89,6 @@ is_candidate(FlatScanOpaque so, int64 id)
 	return bsearch(&id, so->cand, so->ncand, sizeof(int64), vs_cmp_int64) != NULL;
 }
 
-/* Engine order: distance ascending (NaN last, -0 = +0), then id. */
-static int
-cmp_key(float d1, int64 id1, float d2, int64 id2)
-{
-	bool		nan1 = isnan(d1);
-	bool		nan2 = isnan(d2);
-
-	if (nan1 != nan2)
-		return nan1 ? 1 : -1;
-	if (!nan1)
-	{
-		if (d1 < d2)
-			return -1;
-		if (d1 > d2)
-			return 1;
-	}
-	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
-}
-
 typedef struct IdCollector
 {
 	int64	   *ids;
@@ -230,7 +211,7 @@ next_ordered(FlatScanOpaque so, int64 *id, float *dist)
 			so->pos++;
 			if (i < 0)
 				continue;
-			if (so->have_last && cmp_key(d, i, so->last_dist, so->last_id) <= 0)
+			if (so->have_last && vs_cmp_engine_order(d, i, so->last_dist, so->last_id) <= 0)
 				continue;		/* returned by an earlier, smaller search */
 			so->have_last = true;
 			so->last_dist = d;

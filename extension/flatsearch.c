@@ -275,18 +275,6 @@ sync_grow(FlatSync *st, Size need)
 }
 
 static void
-too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes) pg_attribute_noreturn();
-
-static void
-too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			 errmsg("index %u needs about %zu MB, more than the worker's cache may hold (%zu MB)",
-					indexrelid, bytes >> 20, env->limit >> 20)));
-}
-
-static void
 sync_consume(void *arg, const float *vectors, const int64 *ids, size_t n)
 {
 	FlatSync   *st = arg;
@@ -297,7 +285,8 @@ sync_consume(void *arg, const float *vectors, const int64 *ids, size_t n)
 		st->env->progress();
 	CHECK_FOR_INTERRUPTS();
 	if (st->env->limit > 0 && (held + st->rows + n) * row_bytes(o->dim) > st->env->limit)
-		too_large(st->env, st->ref->indexrelid, (held + st->rows + n) * row_bytes(o->dim));
+		vs_load_too_large(st->env, st->ref->indexrelid,
+						  (held + st->rows + n) * row_bytes(o->dim));
 	for (size_t r = 0; r < n; r++)
 	{
 		const float *v = vectors + r * o->dim;
@@ -453,7 +442,7 @@ sync_apply(const VsLoadEnv *env, FlatSync *st, const VsIndexRef *ref)
 	n = o->nrows - nremove + st->nadd;
 	need = n * row_bytes(o->dim);
 	if (env->limit > 0 && need > env->limit)
-		too_large(env, ref->indexrelid, need);
+		vs_load_too_large(env, ref->indexrelid, need);
 	if (env->reserve)
 		(void) env->reserve(env->arg, need);
 
@@ -548,7 +537,7 @@ vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes
 	FlatObject *o = (FlatObject *) obj;
 
 	if (env->limit > 0 && ref->ntuples * row_bytes(ref->dim) > env->limit)
-		too_large(env, ref->indexrelid, ref->ntuples * row_bytes(ref->dim));
+		vs_load_too_large(env, ref->indexrelid, ref->ntuples * row_bytes(ref->dim));
 	if (o == NULL)
 	{
 		int			rc;

@@ -56,57 +56,18 @@ vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric)
 	((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + sizeof(VsFlatMetaPageData);
 }
 
-/* ERROR unless meta is a vs_flat metapage of this version. */
-static void
-vs_flat_check_meta(const VsFlatMetaPageData *meta)
-{
-	if (meta->magic != VS_FLAT_MAGIC)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("vs_flat index metapage is corrupted"),
-				 errhint("REINDEX the index.")));
-	if (meta->version != VS_FLAT_VERSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("vs_flat index has version %u, this server reads version %d",
-						meta->version, VS_FLAT_VERSION),
-				 errhint("REINDEX the index.")));
-}
-
 /* The metapage of a locked page known to be block 0; ERROR if it is not a vs_flat metapage. */
 VsFlatMetaPage
 vs_flat_page_meta(Page page)
 {
-	VsFlatMetaPage meta = VsFlatPageGetMeta(page);
-
-	if (PageIsNew(page))
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("vs_flat index metapage is not initialized"),
-				 errhint("REINDEX the index.")));
-	vs_flat_check_meta(meta);
-	return meta;
+	return (VsFlatMetaPage) vs_page_meta(page, VS_FLAT_MAGIC, VS_FLAT_VERSION, "vs_flat");
 }
 
 /* A copy of the metapage of an open index. */
 void
 vs_flat_read_meta(Relation index, VsFlatMetaPageData *meta)
 {
-	Buffer		buf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
-	Page		page;
-	bool		isnew;
-
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buf);
-	isnew = PageIsNew(page);
-	memcpy(meta, VsFlatPageGetMeta(page), sizeof(VsFlatMetaPageData));
-	UnlockReleaseBuffer(buf);
-	if (isnew)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("vs_flat index \"%s\" has no metapage", RelationGetRelationName(index)),
-				 errhint("REINDEX the index.")));
-	vs_flat_check_meta(meta);
+	vs_read_meta(index, VS_FLAT_MAGIC, VS_FLAT_VERSION, "vs_flat", meta, sizeof(*meta));
 }
 
 /* ERROR unless vectors of dim elements fit on a vs_flat page. */

@@ -43,6 +43,10 @@ typedef struct VsLoadEnv
 	void		(*progress) (void); /* called between chunks of a read; NULL: none */
 } VsLoadEnv;
 
+/* ERROR for a load that would take more than env->limit bytes (objcache.c). */
+extern void vs_load_too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes)
+			pg_attribute_noreturn();
+
 typedef struct VsIndexKind
 {
 	uint32		id;				/* names the kind in worker requests; never reused */

@@ -104,7 +104,7 @@ typedef struct VsIvfpqBuildParams
 	uint64		build_id;		/* encoding: names the build (keys the worker's encoder) */
 } VsIvfpqBuildParams;
 
-/* Largest training sample sent to the worker (bytes of vectors); a larger one trains in the backend. */
+/* Largest training sample sent to the worker (bytes of vectors); larger ones train in the backend. */
 #define VS_IVFPQ_MAX_TRAIN_BYTES	((Size) 256 * 1024 * 1024)
 /* Most rows of one encode request, and most bytes of its rows plus its quantizer. */
 #define VS_IVFPQ_MAX_ENCODE_ROWS	(1 << 20)
@@ -130,8 +130,8 @@ typedef VsIvfpqPageOpaqueData *VsIvfpqPageOpaque;
 
 /*
  * The metapage.  `generation` changes with every change of the entry set (insert, VACUUM) and
- * starts at vs_initial_generation() (amutils.h), the build time in microseconds x 4096 (`build_id` keeps that first
- * value: it names the quantizer, which only a rebuild changes).
+ * starts at vs_initial_generation() (amutils.h); `build_id` keeps that first value: it names the
+ * quantizer, which only a rebuild changes.
  */
 typedef struct VsIvfpqMetaPageData
 {
@@ -245,7 +245,6 @@ extern void vs_ivfpq_init_metapage(Page page, uint32 dim, vs_metric metric, int 
 								   bool store_vectors);
 extern VsIvfpqMetaPage vs_ivfpq_page_meta(Page page);
 extern void vs_ivfpq_read_meta(Relation index, VsIvfpqMetaPageData *meta);
-extern void vs_ivfpq_check_meta(const VsIvfpqMetaPageData *meta);
 extern void vs_ivfpq_layout(int code_size, int vdim, VsIvfpqLayout *layout);
 extern void vs_ivfpq_meta_layout(const VsIvfpqMetaPageData *meta, bool pending,
 								 VsIvfpqLayout *layout);

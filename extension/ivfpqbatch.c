@@ -3,10 +3,11 @@
  *
  * For each query the rounds of the index scan (ivfpqscan.c): the `vsearch.ivfpq_rerank` best
  * estimates of the first `vsearch.ivfpq_probes` lists (and every pending entry), then 4x as many of
- * the same lists, then the next lists, ...; each round's visible rows in exact order, until k rows.  So the rows are those of `ORDER BY col <op> q LIMIT k` through the
- * index, in its order.  Within a window a larger search's answer starts with the smaller one's
- * (estimates sorted, ties by id), so a round's new candidates are the ones after the previous
- * count.  The queries of a round that are at the same window and k share one engine call.
+ * the same lists, then the next lists, ...; each round's visible rows in exact order, until k rows.
+ * So the rows are those of `ORDER BY col <op> q LIMIT k` through the index, in its order.  Within a
+ * window a larger search's answer starts with the smaller one's (estimates sorted, ties by id), so
+ * a round's new candidates are the ones after the previous count.  The queries of a round that are
+ * at the same window and k share one engine call.
  */
 #include "postgres.h"
 

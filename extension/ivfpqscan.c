@@ -153,8 +153,8 @@ cmp_cand(const void *a, const void *b, void *arg)
 }
 
 /*
- * Exact distances of candidate ids for every ORDER BY key, into so->cands (sorted).  Rows the scan's
- * snapshot cannot see are dropped when they are read from the heap.
+ * Exact distances of candidate ids for every ORDER BY key, into so->cands (sorted).  Rows the
+ * scan's snapshot cannot see are dropped when they are read from the heap.
  */
 static void
 rerank(IndexScanDesc scan, const int64 *ids, int64 n)

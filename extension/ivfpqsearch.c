@@ -354,9 +354,9 @@ engine_params(const VsIvfpqMetaPageData *meta, vs_ivfpq_params *params)
 }
 
 /*
- * The engine object of an index read by vs_ivfpq_read_index (trained): its quantizer and every list
- * entry, in engine context ctx.  Returns the engine's status (VS_OK with *out set; otherwise *out is
- * NULL and nothing is left behind).
+ * The engine object of an index read by vs_ivfpq_read_index (trained): its quantizer and every
+ * list entry, in engine context ctx.  Returns the engine's status (VS_OK with *out set; otherwise
+ * *out is NULL and nothing is left behind).
  */
 static int
 contents_object(struct vs_context *ctx, const VsIvfpqContents *contents, struct vs_ivfpq **out)
@@ -397,18 +397,6 @@ object_bytes(const VsIvfpqMetaPageData *meta, int64 n)
 		return 0;
 	return (Size) n * (sizeof(int64) + meta->code_size) +
 		sizeof(float) * (Size) meta->dim * (meta->lists + ((Size) 1 << meta->nbits));
-}
-
-static void
-too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes) pg_attribute_noreturn();
-
-static void
-too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-			 errmsg("index %u needs about %zu MB, more than the worker's cache may hold (%zu MB)",
-					indexrelid, bytes >> 20, env->limit >> 20)));
 }
 
 /* store_vectors: the list and pending entries' vectors by id, for the exact re-rank. */
@@ -461,7 +449,7 @@ vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 		return NULL;			/* no refresh in place: read the index again */
 	/* entries are at least 8 bytes of id: refuse what cannot fit before reading it */
 	if (env->limit > 0 && ref->ntuples * sizeof(int64) > env->limit)
-		too_large(env, ref->indexrelid, ref->ntuples * sizeof(int64));
+		vs_load_too_large(env, ref->indexrelid, ref->ntuples * sizeof(int64));
 	vs_ivfpq_read_index(ref, !env->in_worker, env->progress, &contents);
 
 	/* the worker is asked only about trained indexes (the backends search pending rows) */
@@ -474,7 +462,7 @@ vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 						ref->indexrelid, ref->dim, (uint32) ref->metric)));
 	need = object_bytes(&contents.meta, contents.n);
 	if (env->limit > 0 && need > env->limit)
-		too_large(env, ref->indexrelid, need);
+		vs_load_too_large(env, ref->indexrelid, need);
 
 	c = MemoryContextAllocZero(env->cxt, sizeof(VsIvfpqCached));
 	c->meta = contents.meta;

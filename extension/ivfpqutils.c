@@ -173,46 +173,16 @@ vs_ivfpq_init_metapage(Page page, uint32 dim, vs_metric metric, int nbits, bool 
 	((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + sizeof(VsIvfpqMetaPageData);
 }
 
-void
-vs_ivfpq_check_meta(const VsIvfpqMetaPageData *meta)
-{
-	if (meta->magic != VS_IVFPQ_MAGIC)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("vs_ivfpq index metapage is corrupted"),
-				 errhint("REINDEX the index.")));
-	if (meta->version != VS_IVFPQ_VERSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("vs_ivfpq index has version %u, this server reads version %d",
-						meta->version, VS_IVFPQ_VERSION),
-				 errhint("REINDEX the index.")));
-}
-
 VsIvfpqMetaPage
 vs_ivfpq_page_meta(Page page)
 {
-	VsIvfpqMetaPage meta = VsIvfpqPageGetMeta(page);
-
-	if (PageIsNew(page))
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("vs_ivfpq index metapage is not initialized"),
-				 errhint("REINDEX the index.")));
-	vs_ivfpq_check_meta(meta);
-	return meta;
+	return (VsIvfpqMetaPage) vs_page_meta(page, VS_IVFPQ_MAGIC, VS_IVFPQ_VERSION, "vs_ivfpq");
 }
 
 void
 vs_ivfpq_read_meta(Relation index, VsIvfpqMetaPageData *meta)
 {
-	Buffer		buf = ReadBuffer(index, VS_IVFPQ_METAPAGE_BLKNO);
-	Page		page;
-
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buf);
-	memcpy(meta, vs_ivfpq_page_meta(page), sizeof(VsIvfpqMetaPageData));
-	UnlockReleaseBuffer(buf);
+	vs_read_meta(index, VS_IVFPQ_MAGIC, VS_IVFPQ_VERSION, "vs_ivfpq", meta, sizeof(*meta));
 }
 
 static void

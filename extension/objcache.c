@@ -98,6 +98,15 @@ vs_objcache_drop_index(VsObjectCache *cache, Oid indexrelid)
 			remove_entry(cache->entries[i]);
 }
 
+void
+vs_load_too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("index %u needs about %zu MB, more than the worker's cache may hold (%zu MB)",
+					indexrelid, bytes >> 20, env->limit >> 20)));
+}
+
 /* VsLoadEnv callbacks: room for the entry's object beside the others. */
 static bool
 reserve(void *arg, Size bytes)
@@ -119,7 +128,7 @@ evict_one(void *arg)
 	return vs_objcache_evict_lru(e->cache, e);
 }
 
-/* Loads (obj NULL) or refreshes the entry's object; false if the kind cannot refresh it in place. */
+/* Loads (obj NULL) or refreshes the entry's object; false: the kind cannot refresh it in place. */
 static bool
 load_object(VsCachedObject *e, const VsIndexKind *kind, const VsIndexRef *ref)
 {

@@ -5,8 +5,9 @@
  *
  * In-backend execution
  *   - One engine context per backend (CPU backend, vs_search_cpu_threads threads, created on first
- *     use and kept for the backend's life, with the backend's object cache in it).  Its cancel callback reports a pending query cancel or
- *     termination; the engine stops, and CHECK_FOR_INTERRUPTS() raises the error.
+ *     use and kept for the backend's life, with the backend's object cache in it).  Its cancel
+ *     callback reports a pending query cancel or termination; the engine stops, and
+ *     CHECK_FOR_INTERRUPTS() raises the error.
  *   - A small cache of engine objects (objcache.h: four, together at most vs_search_cache_mb), one
  *     per index, keyed by relfilenode locator and kind and labelled with the metapage generation
  *     they reflect: a search whose reference is not newer uses it; a newer one first has the kind
@@ -125,7 +126,8 @@ vs_ref_init(Relation index, uint32 kind, VsIndexRef *ref)
  * every other index is read by its locator.
  */
 Buffer
-vs_index_read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessStrategy bas)
+vs_index_read_block(const VsIndexRef *ref, Relation rel, BlockNumber blkno,
+					BufferAccessStrategy bas)
 {
 	if (rel != NULL)
 		return ReadBufferExtended(rel, MAIN_FORKNUM, blkno, RBM_NORMAL, bas);

@@ -76,6 +76,25 @@ vs_id_to_tid(int64 id, ItemPointer tid)
 	ItemPointerSet(tid, (BlockNumber) (id >> 16), (OffsetNumber) (id & 0xFFFF));
 }
 
+/* The engine's order of results: distance ascending (NaN last, -0 = +0), then id. */
+static inline int
+vs_cmp_engine_order(float d1, int64 id1, float d2, int64 id2)
+{
+	bool		nan1 = d1 != d1;
+	bool		nan2 = d2 != d2;
+
+	if (nan1 != nan2)
+		return nan1 ? 1 : -1;
+	if (!nan1)
+	{
+		if (d1 < d2)
+			return -1;
+		if (d1 > d2)
+			return 1;
+	}
+	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
+}
+
 /* Sets of row ids: qsort/bsearch order, sort in place keeping each id once (returns the count),
  * intersection of two sorted sets into a (returns its size). */
 extern int	vs_cmp_int64(const void *a, const void *b);

@@ -90,7 +90,8 @@ vsw_discard_request(int i)
 	a->hdr = NULL;
 	SpinLockAcquire(&vsw_shared->slots[i].mutex);
 	if (vsw_shared->slots[i].request_id == a->request_id &&
-		(vsw_shared->slots[i].state == VS_SLOT_RUNNING || vsw_shared->slots[i].state == VS_SLOT_ABANDONED))
+		(vsw_shared->slots[i].state == VS_SLOT_RUNNING ||
+		 vsw_shared->slots[i].state == VS_SLOT_ABANDONED))
 	{
 		if (vsw_shared->slots[i].state == VS_SLOT_ABANDONED)
 			vsw_shared->slots[i].handle = DSM_HANDLE_INVALID;
