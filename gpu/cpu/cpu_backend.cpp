@@ -4,7 +4,8 @@
 // re-ranked with the exact formula; a rigorous bound on the float kernels' rounding error then
 // either proves that no other row can enter the top k or sends the query to an exhaustive exact
 // scan.  Range: rows whose approximate distance is within the radius plus the error bound are
-// re-checked exactly.  Subsets: exact distances of the (deduplicated) candidates.
+// re-checked exactly.  Subsets: exact distances of the (deduplicated) candidates.  Index families
+// live in files of their own (IVF-PQ: cpu_ivfpq.cpp), which the accessors (ivfpq()) return.
 #include "cpu/cpu_backend.h"
 
 #include "cpu/cpu_ivfpq.h"
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -125,6 +127,7 @@ public:
                                        : static_cast<int>(std::thread::hardware_concurrency());
         if (threads_ < 1)
             threads_ = 1;
+        ivfpq_ = make_cpu_ivfpq(cfg_, threads_);
     }
 
     vs_backend_kind kind() const noexcept override { return VS_BACKEND_CPU; }
@@ -252,42 +255,7 @@ public:
         return guarded([&] { kmeans_impl(data, n, dim, params, centroids, info); });
     }
 
-    Status ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
-                        const float *codebooks, Ivfpq **out) noexcept override
-    {
-        return guarded([&] { *out = cpu_ivfpq_create(params, centroids, codebooks); });
-    }
-
-    Status ivfpq_encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
-                        uint8_t *codes) noexcept override
-    {
-        return guarded([&] { cpu_ivfpq_encode(cfg_, threads_, ivf, vectors, n, lists, codes); });
-    }
-
-    Status ivfpq_add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
-                     size_t n) noexcept override
-    {
-        return guarded([&] { cpu_ivfpq_add(ivf, list, ids, codes, n); });
-    }
-
-    Status ivfpq_search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
-                        size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
-                        int64_t *out_counts) noexcept override
-    {
-        return guarded([&] {
-            cpu_ivfpq_search(cfg_, threads_, ivf, queries, nq, probe_first, nprobe, k, out_ids,
-                             out_dists, out_counts);
-        });
-    }
-
-    Status ivfpq_range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
-                       size_t nprobe, float radius, RangeCollector *collector) noexcept override
-    {
-        return guarded([&] {
-            cpu_ivfpq_range(cfg_, threads_, ivf, queries, nq, probe_first, nprobe, radius,
-                            collector);
-        });
-    }
+    IvfpqBackend *ivfpq() noexcept override { return ivfpq_.get(); }
 
 private:
     // ---- kNN ------------------------------------------------------------------------------
@@ -584,6 +552,7 @@ private:
 
     BackendConfig cfg_;
     int threads_;
+    std::unique_ptr<IvfpqBackend> ivfpq_; // cpu_ivfpq.cpp
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 // IVF-PQ on the CPU (IVFADC): lists of (id, code) in host memory; search ranks the lists of each
 // query with exact coarse distances, builds the m x 2^nbits lookup table of every probed list,
 // sums the tables over each entry's code, and keeps the k best by (estimate, id, scan position).
+// CpuIvfpqBackend (at the end) is the CPU backend's IvfpqBackend over these functions.
 #include "cpu/cpu_ivfpq.h"
 
 #include "cpu/parallel.h"
@@ -132,7 +133,6 @@ void scan_query(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
     }
 }
 
-} // namespace
 
 Ivfpq *cpu_ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
                         const float *codebooks)
@@ -258,6 +258,60 @@ void cpu_ivfpq_range(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
         }
         collector->add(q0, qn, counts.data(), ids.data(), dists.data());
     }
+}
+
+class CpuIvfpqBackend final : public IvfpqBackend
+{
+public:
+    CpuIvfpqBackend(const BackendConfig &cfg, int threads) : cfg_(cfg), threads_(threads) {}
+
+    Status create(const vs_ivfpq_params &params, const float *centroids, const float *codebooks,
+                  Ivfpq **out) noexcept override
+    {
+        return guarded([&] { *out = cpu_ivfpq_create(params, centroids, codebooks); });
+    }
+
+    Status encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
+                  uint8_t *codes) noexcept override
+    {
+        return guarded([&] { cpu_ivfpq_encode(cfg_, threads_, ivf, vectors, n, lists, codes); });
+    }
+
+    Status add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
+               size_t n) noexcept override
+    {
+        return guarded([&] { cpu_ivfpq_add(ivf, list, ids, codes, n); });
+    }
+
+    Status search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                  size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
+                  int64_t *out_counts) noexcept override
+    {
+        return guarded([&] {
+            cpu_ivfpq_search(cfg_, threads_, ivf, queries, nq, probe_first, nprobe, k, out_ids,
+                             out_dists, out_counts);
+        });
+    }
+
+    Status range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                 size_t nprobe, float radius, RangeCollector *collector) noexcept override
+    {
+        return guarded([&] {
+            cpu_ivfpq_range(cfg_, threads_, ivf, queries, nq, probe_first, nprobe, radius,
+                            collector);
+        });
+    }
+
+private:
+    const BackendConfig &cfg_; // the owning CPU backend's
+    int threads_;
+};
+
+} // namespace
+
+std::unique_ptr<IvfpqBackend> make_cpu_ivfpq(const BackendConfig &config, int threads)
+{
+    return std::unique_ptr<IvfpqBackend>(new CpuIvfpqBackend(config, threads));
 }
 
 } // namespace vs

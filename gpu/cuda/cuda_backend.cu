@@ -215,6 +215,7 @@ public:
         tile_bytes_ = env_size("VSEARCH_CUDA_TILE_BYTES", size_t{1} << 30);
         small_batch_ = static_cast<int>(env_size("VSEARCH_CUDA_SMALL_BATCH", 32));
         smem_optin_ = prop_.sharedMemPerBlockOptin;
+        ivfpq_ = make_cuda_ivfpq(IvfpqDevice{*pool_, main_, cfg_, smem_optin_}, device_);
     }
 
     ~CudaBackend() override
@@ -307,57 +308,9 @@ public:
         });
     }
 
-    Status ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
-                        const float *codebooks, Ivfpq **out) noexcept override
-    {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            *out = cuda::ivfpq_create(ivfpq_device(), params, centroids, codebooks);
-        });
-    }
-
-    Status ivfpq_encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
-                        uint8_t *codes) noexcept override
-    {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            cuda::ivfpq_encode(ivfpq_device(), ivf, vectors, n, lists, codes);
-        });
-    }
-
-    Status ivfpq_add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
-                     size_t n) noexcept override
-    {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            cuda::ivfpq_add(ivfpq_device(), ivf, list, ids, codes, n);
-        });
-    }
-
-    Status ivfpq_search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
-                        size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
-                        int64_t *out_counts) noexcept override
-    {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            cuda::ivfpq_search(ivfpq_device(), ivf, queries, nq, probe_first, nprobe, k, out_ids,
-                               out_dists, out_counts);
-        });
-    }
-
-    Status ivfpq_range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
-                       size_t nprobe, float radius, RangeCollector *collector) noexcept override
-    {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            cuda::ivfpq_range(ivfpq_device(), ivf, queries, nq, probe_first, nprobe, radius,
-                              collector);
-        });
-    }
+    IvfpqBackend *ivfpq() noexcept override { return ivfpq_.get(); }
 
 private:
-    IvfpqDevice ivfpq_device() { return IvfpqDevice{*pool_, main_, cfg_, smem_optin_}; }
-
     // ---- datasets ------------------------------------------------------------------------
 
     void upload_meta(CudaDataset &c, size_t from, size_t to)
@@ -1553,13 +1506,14 @@ private:
     size_t smem_optin_ = 48 << 10;
     size_t stats_gemm_failed_ = 0, stats_fp32_failed_ = 0, stats_exact_ = 0;
     std::vector<unsigned char> staging_;
+    std::unique_ptr<IvfpqBackend> ivfpq_; // ivfpq_cuda.cu
 };
 
 } // namespace
 } // namespace vs::cuda
 
 extern "C" __attribute__((visibility("default"))) vs::Backend *
-vs_cuda_backend_v2(const vs::BackendConfig *config, char *err, size_t errlen)
+vs_cuda_backend_v3(const vs::BackendConfig *config, char *err, size_t errlen)
 {
     auto say = [&](const std::string &m) {
         if (err && errlen)

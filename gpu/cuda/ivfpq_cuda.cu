@@ -402,8 +402,6 @@ void for_each_chunk(const IvfpqDevice &dev, const CudaIvfpq &ivf, const float *q
     }
 }
 
-} // namespace
-
 Ivfpq *ivfpq_create(const IvfpqDevice &dev, const vs_ivfpq_params &params, const float *centroids,
                     const float *codebooks)
 {
@@ -523,6 +521,70 @@ void ivfpq_range(const IvfpqDevice &dev, const Ivfpq *ivf_, const float *queries
         }
         collector->add(q0, qn, counts.data(), ids.data(), dists.data());
     });
+}
+
+class CudaIvfpqBackend final : public IvfpqBackend
+{
+public:
+    CudaIvfpqBackend(const IvfpqDevice &dev, int device) : dev_(dev), device_(device) {}
+
+    Status create(const vs_ivfpq_params &params, const float *centroids, const float *codebooks,
+                  Ivfpq **out) noexcept override
+    {
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            *out = ivfpq_create(dev_, params, centroids, codebooks);
+        });
+    }
+
+    Status encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
+                  uint8_t *codes) noexcept override
+    {
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            ivfpq_encode(dev_, ivf, vectors, n, lists, codes);
+        });
+    }
+
+    Status add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
+               size_t n) noexcept override
+    {
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            ivfpq_add(dev_, ivf, list, ids, codes, n);
+        });
+    }
+
+    Status search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                  size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
+                  int64_t *out_counts) noexcept override
+    {
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            ivfpq_search(dev_, ivf, queries, nq, probe_first, nprobe, k, out_ids, out_dists,
+                         out_counts);
+        });
+    }
+
+    Status range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
+                 size_t nprobe, float radius, RangeCollector *collector) noexcept override
+    {
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device_));
+            ivfpq_range(dev_, ivf, queries, nq, probe_first, nprobe, radius, collector);
+        });
+    }
+
+private:
+    IvfpqDevice dev_;
+    int device_;
+};
+
+} // namespace
+
+std::unique_ptr<IvfpqBackend> make_cuda_ivfpq(const IvfpqDevice &dev, int device)
+{
+    return std::unique_ptr<IvfpqBackend>(new CudaIvfpqBackend(dev, device));
 }
 
 } // namespace vs::cuda

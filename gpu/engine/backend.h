@@ -1,15 +1,19 @@
 // The C++ interface behind engine.h: one abstract Backend with a CPU implementation (gpu/cpu/,
 // linked into the engine) and a CUDA implementation (gpu/cuda/, in vsearch_cuda.so, obtained
-// through the exported C function vs_cuda_backend_v2 after dlopen).
+// through the exported C function vs_cuda_backend_v3 after dlopen).
+//
+// Backend is the core: datasets, exact kNN / range search and k-means.  Each index family has an
+// abstract interface of its own in its own header (engine/ivfpq_backend.h: IvfpqBackend and its
+// object type Ivfpq) and one accessor here (Backend::ivfpq()); a backend implements a family in
+// its own files and returns it from the accessor (docs/ENGINE.md, "Adding an index family").
 //
 // The interface crosses a shared-library boundary whose two sides are built with hidden
 // visibility, so no engine exception type may cross it: every virtual call is noexcept and
-// returns a Status.  Both sides are built by the same compiler from this header.
+// returns a Status.  Both sides are built by the same compiler from these headers.
 #ifndef VSEARCH_ENGINE_BACKEND_H
 #define VSEARCH_ENGINE_BACKEND_H
 
 #include "vsearch/engine.h"
-#include "vsearch/ivfpq.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -107,18 +111,8 @@ protected:
     vs_dtype dtype_ = VS_DTYPE_F32;
 };
 
-// An IVF-PQ index (engine.h, "IVF-PQ"): quantizer and inverted lists on the backend.
-class Ivfpq
-{
-public:
-    virtual ~Ivfpq() = default;
-    const vs_ivfpq_params &params() const { return params_; }
-    size_t size() const { return size_; }
-
-protected:
-    vs_ivfpq_params params_{};
-    size_t size_ = 0;
-};
+// The index families (their own headers); a backend returns each from its accessor below.
+class IvfpqBackend;
 
 class Backend
 {
@@ -143,22 +137,9 @@ public:
     virtual Status kmeans(const float *data, size_t n, size_t dim, const vs_kmeans_params &params,
                           float *centroids, vs_kmeans_info *info) noexcept = 0;
 
-    // IVF-PQ.  The front end validates arguments, normalizes COSINE vectors and queries, and
-    // clamps the probe window to [probe_first, probe_first + nprobe) within nlist (nprobe >= 1).
-    virtual Status ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
-                                const float *codebooks, Ivfpq **out) noexcept = 0;
-    // codes may be null: assignment only (used by training).
-    virtual Status ivfpq_encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
-                                uint8_t *codes) noexcept = 0;
-    virtual Status ivfpq_add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
-                             size_t n) noexcept = 0;
-    virtual Status ivfpq_search(const Ivfpq *ivf, const float *queries, size_t nq,
-                                size_t probe_first, size_t nprobe, size_t k, int64_t *out_ids,
-                                float *out_dists, int64_t *out_counts) noexcept = 0;
-    // Delivers each query's matches in one add() call, ascending (id, scan position).
-    virtual Status ivfpq_range(const Ivfpq *ivf, const float *queries, size_t nq,
-                               size_t probe_first, size_t nprobe, float radius,
-                               RangeCollector *collector) noexcept = 0;
+    // Index families: the backend's implementation of each, owned by the backend (never
+    // deleted by the caller), or null where this backend does not implement the family.
+    virtual IvfpqBackend *ivfpq() noexcept = 0; // engine/ivfpq_backend.h
 };
 
 } // namespace vs
@@ -167,7 +148,8 @@ public:
 // with a message in err (no device, driver too old, ...).
 extern "C" typedef vs::Backend *(*vs_cuda_backend_fn)(const vs::BackendConfig *config, char *err,
                                                       size_t errlen);
-// v2: the IVF-PQ virtuals; a library of another version is refused rather than misused.
-#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v2"
+// v3: index families behind accessors (v2: the IVF-PQ virtuals in Backend itself); a library of
+// another version is refused rather than misused.
+#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v3"
 
 #endif

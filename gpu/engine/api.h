@@ -1,0 +1,133 @@
+// What the files of the engine's C front end share (internal; not installed): the context behind
+// vs_context, the C handles of engine objects (vs_dataset, vs_ivfpq, ... each file defines its
+// own) and the helpers every entry point uses (errors, argument checks, object lifetime).
+//
+//   context.cpp     options, context create / destroy / info, errors, loading vsearch_cuda.so
+//   exact_api.cpp   datasets, vs_knn, vs_range
+//   range_result.*  range matches collected from a backend and delivered as CSR (vs_range,
+//                   vs_ivfpq_range)
+//   kmeans_api.cpp  vs_kmeans
+//   ivfpq_api.cpp   vs_ivfpq_* (training, encoding, lists, search, range)
+//
+// Every entry point is noexcept and returns through fail() or finish(), so the context's last
+// error always describes the last call.
+#ifndef VSEARCH_ENGINE_API_H
+#define VSEARCH_ENGINE_API_H
+
+#include "engine/backend.h"
+#include "vsearch/engine.h"
+
+#include <memory>
+#include <new>
+#include <set>
+#include <string>
+
+namespace vs::api {
+
+// The C handle of an engine object: the context it belongs to and the backend's object.  The
+// context keeps every live handle so that vs_context_destroy can release their (device) memory
+// before the backend goes; a released handle keeps only its destroy call.
+struct Handle
+{
+    vs_context *owner = nullptr;
+    virtual ~Handle() = default;
+    virtual void release() noexcept = 0; // deletes the backend object, detaches from the context
+};
+
+template <typename Impl> struct Object : Handle
+{
+    Impl *impl = nullptr;
+    void release() noexcept override
+    {
+        delete impl;
+        impl = nullptr;
+        owner = nullptr;
+    }
+};
+
+} // namespace vs::api
+
+struct vs_context
+{
+    std::unique_ptr<vs::Backend> backend;
+    std::string last_error;
+    std::set<vs::api::Handle *> objects; // live handles of every kind
+};
+
+namespace vs::api {
+
+// Records msg as the context's last error (ctx may be NULL) and returns code.
+vs_status fail(vs_context *ctx, vs_status code, const std::string &msg);
+// A backend's status as the call's result: clears the last error on success.
+vs_status finish(vs_context *ctx, const Status &st);
+
+bool valid_metric(vs_metric m);
+// The checks of a kNN call's queries, k and outputs (vs_knn, vs_ivfpq_search).
+vs_status check_knn_io(vs_context *ctx, const float *queries, size_t nq, size_t k,
+                       const int64_t *out_ids, const float *out_distances);
+// The checks of a range call's radius and queries (vs_range, vs_ivfpq_range).
+vs_status check_range_io(vs_context *ctx, float radius, const float *queries, size_t nq);
+
+// An index family's interface as the backend's accessor returned it (Backend::ivfpq(), ...):
+// NULL, a backend without that family, is VS_UNSUPPORTED.
+inline vs_status check_family(vs_context *ctx, const void *family, const char *name)
+{
+    if (!family)
+        return fail(ctx, VS_UNSUPPORTED, std::string(name) + " is not implemented on this backend");
+    return VS_OK;
+}
+
+// A handle argument: not NULL, not released, of this context.  what names it in messages.
+template <typename H> vs_status check_object(vs_context *ctx, const H *h, const char *what)
+{
+    if (!h || !h->impl)
+        return fail(ctx, VS_INVALID_ARGUMENT, std::string(what) + " is NULL");
+    if (h->owner != ctx)
+        return fail(ctx, VS_INVALID_ARGUMENT, std::string(what) + " belongs to another context");
+    return VS_OK;
+}
+
+// A new handle of type H for the object that make(&impl) creates on the backend (make returns
+// its Status), registered with the context.
+template <typename H, typename Make> vs_status create_object(vs_context *ctx, H **out, Make &&make)
+{
+    H *h = new (std::nothrow) H;
+    if (!h)
+        return fail(ctx, VS_OUT_OF_MEMORY, "out of host memory");
+    decltype(h->impl) impl = nullptr;
+    vs_status st = finish(ctx, make(&impl));
+    if (st != VS_OK)
+    {
+        delete h;
+        return st;
+    }
+    h->owner = ctx;
+    h->impl = impl;
+    try
+    {
+        ctx->objects.insert(h);
+    }
+    catch (...)
+    {
+        delete impl;
+        delete h;
+        return fail(ctx, VS_OUT_OF_MEMORY, "out of host memory");
+    }
+    *out = h;
+    return VS_OK;
+}
+
+// Destroys a handle and its object (also a handle its context already released).
+template <typename H> void destroy_object(H *h) noexcept
+{
+    if (!h)
+        return;
+    if (h->owner)
+        h->owner->objects.erase(h);
+    delete h->impl;
+    delete h;
+}
+
+} // namespace vs::api
+
+#endif

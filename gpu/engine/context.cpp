@@ -1,0 +1,246 @@
+// The engine front end, context part: the C ABI of vsearch/engine.h for options, contexts (which
+// backend: the CPU one, or the CUDA one loaded from vsearch_cuda.so), context information and
+// errors, and the helpers of engine/api.h that every entry point uses.
+#include "engine/api.h"
+
+#include "cpu/cpu_backend.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+namespace vs::api {
+
+vs_status fail(vs_context *ctx, vs_status code, const std::string &msg)
+{
+    if (ctx)
+        ctx->last_error = msg;
+    return code;
+}
+
+vs_status finish(vs_context *ctx, const vs::Status &st)
+{
+    if (st.ok())
+    {
+        ctx->last_error.clear();
+        return VS_OK;
+    }
+    ctx->last_error = st.message;
+    return st.code;
+}
+
+bool valid_metric(vs_metric m)
+{
+    return static_cast<int>(m) >= 0 && static_cast<int>(m) < VS_METRIC_COUNT;
+}
+
+vs_status check_knn_io(vs_context *ctx, const float *queries, size_t nq, size_t k,
+                       const int64_t *out_ids, const float *out_distances)
+{
+    if (nq > 0 && !queries)
+        return fail(ctx, VS_INVALID_ARGUMENT, "queries is NULL");
+    if (k > 0 && nq > std::numeric_limits<size_t>::max() / 16 / k)
+        return fail(ctx, VS_INVALID_ARGUMENT, "nq * k is too large");
+    if (nq > 0 && k > 0 && (!out_ids || !out_distances))
+        return fail(ctx, VS_INVALID_ARGUMENT, "out_ids or out_distances is NULL");
+    return VS_OK;
+}
+
+vs_status check_range_io(vs_context *ctx, float radius, const float *queries, size_t nq)
+{
+    if (radius != radius)
+        return fail(ctx, VS_INVALID_ARGUMENT, "radius is NaN");
+    if (nq > 0 && !queries)
+        return fail(ctx, VS_INVALID_ARGUMENT, "queries is NULL");
+    return VS_OK;
+}
+
+} // namespace vs::api
+
+namespace {
+
+void write_err(char *buf, size_t len, const std::string &msg)
+{
+    if (buf && len > 0)
+    {
+        size_t n = std::min(len - 1, msg.size());
+        std::memcpy(buf, msg.data(), n);
+        buf[n] = '\0';
+    }
+}
+
+// Loads vsearch_cuda.so once per path; never unloaded (the CUDA runtime dislikes that).
+vs_cuda_backend_fn load_cuda_backend(const char *path, std::string *err)
+{
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+    {
+        const char *e = dlerror();
+        *err = std::string("cannot load the CUDA backend: ") + (e ? e : path);
+        return nullptr;
+    }
+    void *sym = dlsym(handle, VS_CUDA_BACKEND_SYMBOL);
+    if (!sym)
+    {
+        *err = std::string("no symbol " VS_CUDA_BACKEND_SYMBOL " in ") + path;
+        return nullptr;
+    }
+    vs_cuda_backend_fn fn;
+    static_assert(sizeof fn == sizeof sym, "function pointer size");
+    std::memcpy(&fn, &sym, sizeof fn);
+    return fn;
+}
+
+} // namespace
+
+using namespace vs::api;
+
+extern "C" {
+
+void vs_context_options_init(vs_context_options *o) noexcept
+{
+    if (!o)
+        return;
+    std::memset(o, 0, sizeof *o);
+    o->backend = VS_BACKEND_AUTO;
+    o->gemm_precision = VS_GEMM_TF32;
+}
+
+const char *vs_status_name(vs_status s) noexcept
+{
+    switch (s)
+    {
+    case VS_OK:
+        return "VS_OK";
+    case VS_INVALID_ARGUMENT:
+        return "VS_INVALID_ARGUMENT";
+    case VS_OUT_OF_MEMORY:
+        return "VS_OUT_OF_MEMORY";
+    case VS_DEVICE_ERROR:
+        return "VS_DEVICE_ERROR";
+    case VS_UNSUPPORTED:
+        return "VS_UNSUPPORTED";
+    case VS_CANCELLED:
+        return "VS_CANCELLED";
+    case VS_INTERNAL:
+        return "VS_INTERNAL";
+    }
+    return "VS_UNKNOWN";
+}
+
+vs_status vs_context_create(const vs_context_options *options, vs_context **out, char *errbuf,
+                            size_t errlen) noexcept
+{
+    if (!out)
+    {
+        write_err(errbuf, errlen, "out is NULL");
+        return VS_INVALID_ARGUMENT;
+    }
+    *out = nullptr;
+    try
+    {
+        vs_context_options o;
+        vs_context_options_init(&o);
+        if (options)
+            o = *options;
+        if (o.backend != VS_BACKEND_AUTO && o.backend != VS_BACKEND_CPU &&
+            o.backend != VS_BACKEND_CUDA)
+        {
+            write_err(errbuf, errlen, "unknown backend");
+            return VS_INVALID_ARGUMENT;
+        }
+        if (o.gemm_precision != VS_GEMM_TF32 && o.gemm_precision != VS_GEMM_FP32)
+        {
+            write_err(errbuf, errlen, "unknown gemm precision");
+            return VS_INVALID_ARGUMENT;
+        }
+        vs::BackendConfig cfg;
+        cfg.device = o.device;
+        cfg.device_memory_budget = o.device_memory_budget;
+        cfg.num_threads = o.num_threads;
+        cfg.gemm_precision = o.gemm_precision;
+        cfg.cancel = o.cancel;
+        cfg.cancel_arg = o.cancel_arg;
+
+        std::unique_ptr<vs::Backend> backend;
+        std::string cuda_err;
+        if (o.backend != VS_BACKEND_CPU)
+        {
+            const char *path = o.cuda_library;
+            if (!path)
+                path = std::getenv("VSEARCH_CUDA_LIBRARY");
+            if (!path)
+                path = "vsearch_cuda.so";
+            vs_cuda_backend_fn fn = load_cuda_backend(path, &cuda_err);
+            if (fn)
+            {
+                char buf[512] = {0};
+                vs::Backend *b = fn(&cfg, buf, sizeof buf);
+                if (b)
+                    backend.reset(b);
+                else
+                    cuda_err = buf[0] ? buf : "the CUDA backend could not start";
+            }
+            if (!backend && o.backend == VS_BACKEND_CUDA)
+            {
+                write_err(errbuf, errlen, cuda_err);
+                return VS_UNSUPPORTED;
+            }
+        }
+        if (!backend)
+            backend = vs::make_cpu_backend(cfg);
+        auto *ctx = new vs_context;
+        ctx->backend = std::move(backend);
+        *out = ctx;
+        return VS_OK;
+    }
+    catch (const std::bad_alloc &)
+    {
+        write_err(errbuf, errlen, "out of host memory");
+        return VS_OUT_OF_MEMORY;
+    }
+    catch (const std::exception &e)
+    {
+        write_err(errbuf, errlen, e.what());
+        return VS_INTERNAL;
+    }
+    catch (...)
+    {
+        write_err(errbuf, errlen, "unknown exception");
+        return VS_INTERNAL;
+    }
+}
+
+void vs_context_destroy(vs_context *ctx) noexcept
+{
+    if (!ctx)
+        return;
+    // Objects still alive (datasets, index objects) give their (device) memory back first;
+    // their handles stay valid for their destroy call only.
+    for (vs::api::Handle *h : ctx->objects)
+        h->release();
+    delete ctx;
+}
+
+const char *vs_last_error(const vs_context *ctx) noexcept
+{
+    return ctx ? ctx->last_error.c_str() : "context is NULL";
+}
+
+vs_status vs_context_get_info(vs_context *ctx, vs_context_info *info) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!info)
+        return fail(ctx, VS_INVALID_ARGUMENT, "info is NULL");
+    std::memset(info, 0, sizeof *info);
+    return finish(ctx, ctx->backend->info(info));
+}
+
+} // extern "C"
