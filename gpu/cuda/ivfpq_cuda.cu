@@ -14,6 +14,7 @@
 //   range: every candidate (append-order layout), flagged against the radius and compacted
 //     with CUB; the host orders each query's matches by (id, scan position).
 // Every estimate uses the arithmetic of engine/ivfpq_math.h, so results equal the CPU backend's.
+// CudaIvfpqBackend (at the end) is the backend's IvfpqBackend over these pipelines.
 #include "cuda/ivfpq_cuda.cuh"
 
 #include "cuda/impl/ivfpq_select.cuh"
@@ -30,6 +31,15 @@
 
 namespace vs::cuda {
 namespace {
+
+// What the pipelines need from the backend.
+struct IvfpqDevice
+{
+    DevicePool &pool;
+    cudaStream_t stream;
+    const BackendConfig &cfg;
+    size_t smem_optin; // largest dynamic shared memory per block
+};
 
 constexpr size_t kQueryBlock = 65536;  // queries uploaded and coarse-ranked together
 constexpr size_t kCoarseKeys = 1 << 25; // coarse keys per sort
@@ -526,42 +536,32 @@ void ivfpq_range(const IvfpqDevice &dev, const Ivfpq *ivf_, const float *queries
 class CudaIvfpqBackend final : public IvfpqBackend
 {
 public:
-    CudaIvfpqBackend(const IvfpqDevice &dev, int device) : dev_(dev), device_(device) {}
+    explicit CudaIvfpqBackend(DeviceContext &dev) : dev_(dev) {}
 
     Status create(const vs_ivfpq_params &params, const float *centroids, const float *codebooks,
                   Ivfpq **out) noexcept override
     {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            *out = ivfpq_create(dev_, params, centroids, codebooks);
-        });
+        return dev_.on_device([&] { *out = ivfpq_create(device(), params, centroids, codebooks); });
     }
 
     Status encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
                   uint8_t *codes) noexcept override
     {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            ivfpq_encode(dev_, ivf, vectors, n, lists, codes);
-        });
+        return dev_.on_device([&] { ivfpq_encode(device(), ivf, vectors, n, lists, codes); });
     }
 
     Status add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
                size_t n) noexcept override
     {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            ivfpq_add(dev_, ivf, list, ids, codes, n);
-        });
+        return dev_.on_device([&] { ivfpq_add(device(), ivf, list, ids, codes, n); });
     }
 
     Status search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
                   size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts) noexcept override
     {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            ivfpq_search(dev_, ivf, queries, nq, probe_first, nprobe, k, out_ids, out_dists,
+        return dev_.on_device([&] {
+            ivfpq_search(device(), ivf, queries, nq, probe_first, nprobe, k, out_ids, out_dists,
                          out_counts);
         });
     }
@@ -569,22 +569,25 @@ public:
     Status range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
                  size_t nprobe, float radius, RangeCollector *collector) noexcept override
     {
-        return guarded([&] {
-            VS_CUDA_CHECK(cudaSetDevice(device_));
-            ivfpq_range(dev_, ivf, queries, nq, probe_first, nprobe, radius, collector);
+        return dev_.on_device([&] {
+            ivfpq_range(device(), ivf, queries, nq, probe_first, nprobe, radius, collector);
         });
     }
 
 private:
-    IvfpqDevice dev_;
-    int device_;
+    IvfpqDevice device() const
+    {
+        return IvfpqDevice{*dev_.pool, dev_.main, dev_.cfg, dev_.smem_optin};
+    }
+
+    DeviceContext &dev_;
 };
 
 } // namespace
 
-std::unique_ptr<IvfpqBackend> make_cuda_ivfpq(const IvfpqDevice &dev, int device)
+std::unique_ptr<IvfpqBackend> make_cuda_ivfpq(DeviceContext &dev)
 {
-    return std::unique_ptr<IvfpqBackend>(new CudaIvfpqBackend(dev, device));
+    return std::unique_ptr<IvfpqBackend>(new CudaIvfpqBackend(dev));
 }
 
 } // namespace vs::cuda

@@ -1,0 +1,57 @@
+// Resident datasets of the CUDA backend: rows in ascending id order in pooled device memory
+// (vectors, ids, squared norms, inverse norms) with host copies of the ids and norms, and the
+// add / remove that keep them so (engine/host_common.h plans the order; the gather kernel moves
+// the rows).
+#ifndef VSEARCH_CUDA_DATASET_CUH
+#define VSEARCH_CUDA_DATASET_CUH
+
+#include "cuda/device_context.cuh"
+#include "cuda/impl/kernels.cuh"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace vs::cuda {
+
+class CudaDataset final : public Dataset
+{
+public:
+    CudaDataset(size_t dim, vs_dtype dtype)
+    {
+        dim_ = dim;
+        dtype_ = dtype;
+    }
+    DeviceRows rows() const
+    {
+        return DeviceRows{x.get(), ids.get(), sq.get(), inv.get(), static_cast<uint32_t>(size_),
+                          static_cast<int>(dim_)};
+    }
+    void set_size(size_t n) { size_ = n; }
+
+    DeviceArray<float> x, sq, inv;
+    DeviceArray<int64_t> ids;
+    size_t capacity = 0;
+    std::vector<int64_t> host_ids;
+    std::vector<double> host_sq;
+    double maxnorm = 0;
+};
+
+inline const CudaDataset &as_cuda(const Dataset *ds)
+{
+    auto *c = dynamic_cast<const CudaDataset *>(ds);
+    if (!c)
+        throw Error(VS_INVALID_ARGUMENT, "dataset belongs to another backend");
+    return *c;
+}
+
+// Adds n rows (ids new and unique; engine/host_common.h plan_add) in id order.
+void add_impl(DeviceContext &dev, CudaDataset &c, const float *vectors, const int64_t *ids,
+              size_t n);
+
+// Removes the rows of the ids present; *removed (optional) gets how many.
+void remove_impl(DeviceContext &dev, CudaDataset &c, const int64_t *ids, size_t n, size_t *removed);
+
+} // namespace vs::cuda
+
+#endif

@@ -1,0 +1,181 @@
+// The CUDA backend's device context: the device and its properties, the budgeted memory pool, a
+// main stream and two work streams with a cuBLAS handle each, pinned staging buffers and the
+// tunables read from the environment; plus the host helpers every pipeline uses (pinned buffers,
+// VSEARCH_CUDA_PROFILE timing, joining the work streams).  One DeviceContext per CudaBackend;
+// the exact-search pipelines (pipelines.cuh) and the index families (ivfpq_cuda.cuh, ...) take
+// it by reference.
+#ifndef VSEARCH_CUDA_DEVICE_CONTEXT_CUH
+#define VSEARCH_CUDA_DEVICE_CONTEXT_CUH
+
+#include "cuda/utils/error.cuh"
+#include "cuda/utils/memory_pool.cuh"
+#include "engine/backend.h"
+#include "engine/exact.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace vs::cuda {
+
+// A size from the environment (tunables and test hooks), or dflt when unset or empty.
+size_t env_size(const char *name, size_t dflt);
+
+inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+class PinnedBuffer
+{
+public:
+    ~PinnedBuffer()
+    {
+        if (p_)
+            cudaFreeHost(p_);
+    }
+    void *ensure(size_t bytes)
+    {
+        if (bytes > cap_)
+        {
+            if (p_)
+                cudaFreeHost(p_);
+            p_ = nullptr;
+            cap_ = 0;
+            size_t want = std::max(bytes, cap_ * 2);
+            VS_CUDA_CHECK(cudaMallocHost(&p_, want));
+            cap_ = want;
+        }
+        return p_;
+    }
+
+private:
+    void *p_ = nullptr;
+    size_t cap_ = 0;
+};
+
+// VSEARCH_CUDA_PROFILE=1: synchronise after each phase and print where the time went (it
+// serialises the two streams, so totals grow; use it for the split, not the total).
+class Profile
+{
+public:
+    Profile()
+    {
+        const char *p = std::getenv("VSEARCH_CUDA_PROFILE");
+        on_ = p && *p && *p != '0';
+        t_ = now();
+    }
+    void mark(const char *phase, cudaStream_t s)
+    {
+        if (!on_)
+            return;
+        cudaStreamSynchronize(s);
+        double t = now();
+        for (auto &e : acc_)
+            if (e.first == phase)
+            {
+                e.second += t - t_;
+                t_ = t;
+                return;
+            }
+        acc_.emplace_back(phase, t - t_);
+        t_ = t;
+    }
+    void print(const char *what, size_t nq, size_t k) const
+    {
+        if (!on_)
+            return;
+        std::fprintf(stderr, "vsearch profile %s nq=%zu k=%zu:", what, nq, k);
+        for (auto &e : acc_)
+            std::fprintf(stderr, " %s=%.3fms", e.first.c_str(), e.second * 1e3);
+        std::fprintf(stderr, "\n");
+    }
+
+private:
+    static double now()
+    {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec + ts.tv_nsec * 1e-9;
+    }
+    bool on_ = false;
+    double t_ = 0;
+    std::vector<std::pair<std::string, double>> acc_;
+};
+
+// Waits for the work streams before per-call buffers are released (also on exceptions).
+struct StreamJoin
+{
+    cudaStream_t *s;
+    int n;
+    ~StreamJoin()
+    {
+        for (int i = 0; i < n; i++)
+            cudaStreamSynchronize(s[i]);
+    }
+};
+
+struct DeviceContext
+{
+    explicit DeviceContext(const BackendConfig &config);
+    ~DeviceContext();
+    DeviceContext(const DeviceContext &) = delete;
+    DeviceContext &operator=(const DeviceContext &) = delete;
+
+    // Runs f on this device (a backend call's body), turning every exception into a Status.
+    template <typename F> Status on_device(F &&f)
+    {
+        return guarded([&] {
+            VS_CUDA_CHECK(cudaSetDevice(device));
+            f();
+        });
+    }
+
+    // Runs f with plain fp32 GEMMs (pedantic math and the fp32 rounding bound), then restores
+    // the context's TF32 setting, also when f throws.
+    template <typename F> auto with_fp32_gemm(F &&f)
+    {
+        struct Restore
+        {
+            DeviceContext *self;
+            ~Restore()
+            {
+                self->cfg.gemm_precision = VS_GEMM_TF32;
+                for (cublasHandle_t h : self->blas)
+                    cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH);
+            }
+        } restore{this};
+        cfg.gemm_precision = VS_GEMM_FP32;
+        for (cublasHandle_t h : blas)
+            VS_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+        return f();
+    }
+
+    int gemm_kind() const
+    {
+        return cfg.gemm_precision == VS_GEMM_TF32 ? APPROX_GEMM_TF32 : APPROX_GEMM_F32;
+    }
+
+    BackendConfig cfg;
+    int device;
+    cudaDeviceProp prop{};
+    std::unique_ptr<DevicePool> pool;
+    cudaStream_t main = nullptr;
+    cudaStream_t work[2] = {nullptr, nullptr};
+    cublasHandle_t blas[2] = {nullptr, nullptr};
+    PinnedBuffer pinned[2];
+    size_t tile_bytes = 0;
+    int small_batch = 32;
+    size_t smem_optin = 48 << 10;
+    size_t stats_gemm_failed = 0, stats_fp32_failed = 0, stats_exact = 0; // VSEARCH_CUDA_STATS
+    std::vector<unsigned char> staging;
+};
+
+} // namespace vs::cuda
+
+#endif

@@ -1,0 +1,213 @@
+// What the exact-search pipelines of the CUDA backend share: the upload of a batch of queries
+// with their norms, per-tile outputs (device buffer, pinned host copy, scatter into the caller's
+// arrays), the exact re-rank / sort / certification of a tile's candidates, and the tiles of
+// approximate values (a cuBLAS GEMM, or the direct scan for full rows).
+#include "cuda/pipelines.cuh"
+
+#include "engine/host_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace vs::cuda {
+
+// Uploads the queries on dev.main; with sync, waits for the copy (callers that go on with other
+// streams need that; work on dev.main itself is ordered after it).
+QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector<int> &which,
+                          size_t d, bool sync)
+{
+    QueryBatch b;
+    b.n = static_cast<int>(which.size());
+    b.d = static_cast<int>(d);
+    const size_t nb = which.size();
+    // Layout: norms (double) | x | sq | inv, each part 16-byte aligned.
+    const size_t o_norm = 0, o_x = round_up((nb + 4) * 8, 16),
+                 o_sq = o_x + round_up(std::max<size_t>(nb * d, 1) * 4, 16),
+                 o_inv = o_sq + round_up((nb + 4) * 4, 16), total = o_inv + (nb + 4) * 4;
+    dev.staging.resize(total);
+    unsigned char *h = dev.staging.data();
+    std::memset(h, 0, total);
+    double *hn = reinterpret_cast<double *>(h + o_norm);
+    float *hx = reinterpret_cast<float *>(h + o_x), *hs = reinterpret_cast<float *>(h + o_sq),
+          *hi = reinterpret_cast<float *>(h + o_inv);
+    b.host_norm.resize(nb);
+    for (size_t i = 0; i < nb; i++)
+    {
+        const float *src = hq + static_cast<size_t>(which[i]) * d;
+        std::memcpy(hx + i * d, src, d * sizeof(float));
+        double sqn = sqnorm_double(src, d);
+        hs[i] = static_cast<float>(sqn);
+        hn[i] = b.host_norm[i] = std::sqrt(sqn);
+        hi[i] = static_cast<float>(1.0 / std::sqrt(sqn));
+    }
+    b.buf = DeviceArray<unsigned char>(*dev.pool, total, dev.main);
+    VS_CUDA_CHECK(cudaMemcpyAsync(b.buf.get(), h, total, cudaMemcpyHostToDevice, dev.main));
+    b.norm = reinterpret_cast<double *>(b.buf.get() + o_norm);
+    b.x = reinterpret_cast<float *>(b.buf.get() + o_x);
+    b.sq = reinterpret_cast<float *>(b.buf.get() + o_sq);
+    b.inv = reinterpret_cast<float *>(b.buf.get() + o_inv);
+    if (sync)
+        VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
+    return b;
+}
+
+void make_out(DeviceContext &dev, TileOut &o, size_t tq, size_t k, PinnedBuffer *host)
+{
+    o.tq = tq;
+    o.k = k;
+    o.buf = DeviceArray<unsigned char>(*dev.pool, o.bytes(), dev.main);
+    o.ids = reinterpret_cast<int64_t *>(o.buf.get());
+    o.d = reinterpret_cast<float *>(o.buf.get() + o.o_d());
+    o.counts = reinterpret_cast<int64_t *>(o.buf.get() + o.o_cnt());
+    o.ok = reinterpret_cast<int *>(o.buf.get() + o.o_ok());
+    o.host = host;
+    host->ensure(o.bytes());
+}
+
+// Copies the outputs of the first qn queries to the pinned buffer (async on s).
+void download(TileOut &o, size_t qn, cudaStream_t s)
+{
+    char *h = static_cast<char *>(o.host->ensure(o.bytes()));
+    if (qn == o.tq)
+    {
+        VS_CUDA_CHECK(cudaMemcpyAsync(h, o.buf.get(), o.bytes(), cudaMemcpyDeviceToHost, s));
+        return;
+    }
+    const size_t k = o.k;
+    VS_CUDA_CHECK(cudaMemcpyAsync(h, o.ids, qn * k * 8, cudaMemcpyDeviceToHost, s));
+    VS_CUDA_CHECK(cudaMemcpyAsync(h + o.o_d(), o.d, qn * k * 4, cudaMemcpyDeviceToHost, s));
+    VS_CUDA_CHECK(cudaMemcpyAsync(h + o.o_cnt(), o.counts, o.tq * 12, cudaMemcpyDeviceToHost, s));
+}
+
+// After the stream is done: copies results of queries which[first .. first + qn) to the user
+// arrays, collecting the uncertified ones.
+void scatter(TileOut &o, size_t qn, const std::vector<int> &which, size_t first, int64_t *out_ids,
+             float *out_d, int64_t *out_counts, std::vector<int> *failed)
+{
+    const char *h = static_cast<const char *>(o.host->ensure(o.bytes()));
+    const size_t k = o.k;
+    const int64_t *ids = reinterpret_cast<const int64_t *>(h);
+    const float *dd = reinterpret_cast<const float *>(h + o.o_d());
+    const int64_t *cnt = reinterpret_cast<const int64_t *>(h + o.o_cnt());
+    const int *ok = reinterpret_cast<const int *>(h + o.o_ok());
+    for (size_t i = 0; i < qn; i++)
+    {
+        int q = which[first + i];
+        if (!ok[i])
+        {
+            failed->push_back(q);
+            continue;
+        }
+        std::memcpy(out_ids + static_cast<size_t>(q) * k, ids + i * k, k * 8);
+        std::memcpy(out_d + static_cast<size_t>(q) * k, dd + i * k, k * 4);
+        if (out_counts)
+            out_counts[q] = cnt[i];
+    }
+}
+
+// Re-rank candidates exactly, sort, certify and write one tile's outputs (stream s).
+void rerank_finalize(DeviceContext &dev, const uint64_t *cand, int qn, int kp, const QueryBatch &Q,
+                     size_t q0, const CudaDataset &c, vs_metric m, size_t k, int kind, bool certify,
+                     uint64_t *exact, uint64_t *sorted, int *offs, TileOut &o, cudaStream_t s)
+{
+    if (kp <= kRerankMax && certify)
+    {
+        RerankArgs r{};
+        r.cand = cand;
+        r.kp = kp;
+        r.nq = qn;
+        r.k = static_cast<int>(k);
+        r.q = Q.view(q0);
+        r.rows = c.rows();
+        r.metric = m;
+        r.kind = kind;
+        r.maxnorm = c.maxnorm;
+        r.out_ids = o.ids;
+        r.out_d = o.d;
+        r.out_counts = o.counts;
+        r.out_ok = o.ok;
+        launch_rerank(r, s);
+        return;
+    }
+    launch_exact_keys(cand, qn, kp, Q.view(q0), c.rows(), m, exact, s);
+    launch_fill_offsets(offs, qn, kp, s);
+    segmented_sort_keys(*dev.pool, exact, sorted, qn * kp, qn, offs, offs + 1, s);
+    FinalizeArgs f{};
+    f.sorted = sorted;
+    f.seg = kp;
+    f.approx = certify ? cand : nullptr;
+    f.kp = kp;
+    f.nq = qn;
+    f.k = static_cast<int>(k);
+    f.metric = m;
+    f.kind = kind;
+    f.d = static_cast<int>(c.dim());
+    f.qnorm = Q.norm + q0;
+    f.maxnorm = c.maxnorm;
+    f.ids = c.ids.get();
+    f.out_ids = o.ids;
+    f.out_d = o.d;
+    f.out_counts = o.counts;
+    f.out_ok = o.ok;
+    launch_finalize(f, s);
+}
+
+int approx_mode(vs_metric m)
+{
+    switch (m)
+    {
+    case VS_METRIC_L2SQ:
+    case VS_METRIC_L2:
+        return MODE_L2_GEMM;
+    case VS_METRIC_IP:
+        return MODE_IP_GEMM;
+    case VS_METRIC_COSINE:
+        return MODE_COS_GEMM;
+    default:
+        return MODE_RAW;
+    }
+}
+
+// C[q * ldc + c] = <y_{row0 + c}, x_{q0 + q}> for c < cn, q < qn.
+void gemm(DeviceContext &dev, int slot, const CudaDataset &c, size_t row0, size_t cn,
+          const float *qx, size_t qn, float *C, size_t ldc)
+{
+    const float one = 1.0f, zero = 0.0f;
+    const int d = static_cast<int>(c.dim());
+    VS_CUBLAS_CHECK(cublasSgemm(dev.blas[slot], CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cn),
+                                static_cast<int>(qn), d, &one, c.x.get() + row0 * d, d, qx, d,
+                                &zero, C, static_cast<int>(ldc)));
+}
+
+// Approximate values of full rows for qn queries into tile (ld): a GEMM (dot products,
+// MODE_*_GEMM) or the direct scan (base values, MODE_RAW).
+void full_rows(DeviceContext &dev, const CudaDataset &c, const QueryBatch &Q, size_t q0, size_t qn,
+               vs_metric m, float *tile, size_t ld, int slot, cudaStream_t st, bool direct)
+{
+    if (!direct)
+    {
+        gemm(dev, slot, c, 0, c.size(), Q.x + q0 * c.dim(), qn, tile, ld);
+        return;
+    }
+    for (size_t b = 0; b < qn; b += 64)
+    {
+        ScanArgs a{};
+        a.rows = c.rows();
+        a.q = Q.x + (q0 + b) * c.dim();
+        a.qinv = Q.inv + q0 + b;
+        a.nb = static_cast<int>(std::min<size_t>(64, qn - b));
+        a.metric = m;
+        a.select = false;
+        a.out = tile + b * ld;
+        a.ldo = static_cast<int64_t>(ld);
+        int tier = a.nb <= 16 ? 0 : 1;
+        size_t smem = scan_smem_bytes(tier, false, a.nb, 0, 0);
+        int bps = std::max(1, scan_blocks_per_sm(tier, smem));
+        a.grid = static_cast<int>(std::min<size_t>((c.size() + 127) / 128,
+                                                   static_cast<size_t>(dev.prop.multiProcessorCount) * bps));
+        launch_scan(a, tier, st);
+    }
+}
+
+} // namespace vs::cuda
