@@ -1,9 +1,11 @@
 /* The per-instruction-set kernel tables behind distance.h, exposed for the unit tests, which
- * check every table the machine can run against the double-precision reference. */
+ * check every table the machine can run against the references. */
 #ifndef VSEARCH_CPU_SIMD_H
 #define VSEARCH_CPU_SIMD_H
 
 #include <cstddef>
+
+#include "vsearch/distance.h"
 
 namespace vs::simd {
 
@@ -22,6 +24,11 @@ int supported(const Kernels **out, int max);
 
 /* The table distance.h dispatches to. */
 const Kernels &active();
+
+/* The exact distance (exact_simd.cpp), one per instruction set: every one this CPU supports, best
+ * first; vs_exact_distance_f32 uses the first. */
+typedef double (*ExactKernel)(vs_metric, const float *, const float *, size_t);
+int exact_supported(ExactKernel *out, int max);
 
 } // namespace vs::simd
 

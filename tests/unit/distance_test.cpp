@@ -1,11 +1,13 @@
 // The CPU distance kernels (every instruction set this machine runs) against a double-precision
 // reference on seeded random data.
 #include "cpu/simd.h"
+#include "engine/exact.h"
 #include "vsearch/distance.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -110,6 +112,57 @@ TEST(Distance, CosineIsClampedToValidRange)
     double opposite = vs_distance_f32(VS_METRIC_COSINE, a.data(), neg.data(), a.size());
     EXPECT_LE(opposite, 2.0);
     EXPECT_GE(opposite, 2.0 - 1e-6);
+}
+
+// The SIMD exact distance: the bits of engine/exact.h's reference for every instruction set, every
+// metric, dimensions around the 32-term blocks, and awkward values (zeros of both signs,
+// subnormals, huge magnitudes that overflow the float result, cancellation).
+TEST(Distance, ExactKernelsMatchTheReferenceBitForBit)
+{
+    vs::simd::ExactKernel kernels[4];
+    int nk = vs::simd::exact_supported(kernels, 4);
+    ASSERT_GE(nk, 1);
+    std::mt19937_64 rng(77);
+    std::normal_distribution<float> gauss(0.0f, 3.0f);
+    std::uniform_int_distribution<int> pick(0, 9);
+    const float specials[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 3e38f, -3e38f, 1.0f, -1.0f};
+    const vs_metric metrics[] = {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE,
+                                 VS_METRIC_L1};
+    long compared = 0;
+    for (size_t n : {1, 2, 7, 16, 31, 32, 33, 63, 64, 65, 100, 128, 784, 1000, 2049})
+        for (int trial = 0; trial < 20; trial++)
+        {
+            std::vector<float> a(n), b(n);
+            for (size_t i = 0; i < n; i++)
+            {
+                int ka = pick(rng), kb = pick(rng);
+                a[i] = trial % 4 == 3 && ka < 3 ? specials[(ka + trial) % 8] : gauss(rng);
+                b[i] = trial % 4 == 3 && kb < 3 ? specials[(kb + i) % 8] : gauss(rng);
+                if (trial % 5 == 4)
+                    b[i] = a[i] * (1.0f + 1e-6f * gauss(rng)); // near cancellation
+            }
+            for (vs_metric m : metrics)
+            {
+                float want = vs::exact_distance(m, a.data(), b.data(), n);
+                for (int k = 0; k < nk; k++)
+                {
+                    float got = static_cast<float>(kernels[k](m, a.data(), b.data(), n));
+                    uint32_t gb, wb;
+                    std::memcpy(&gb, &got, 4);
+                    std::memcpy(&wb, &want, 4);
+                    if (std::isnan(want))
+                        EXPECT_TRUE(std::isnan(got)) << "metric " << m << " n " << n;
+                    else
+                        EXPECT_EQ(gb, wb) << "table " << k << " metric " << m << " n " << n
+                                          << " trial " << trial << ": " << got << " vs " << want;
+                    compared++;
+                }
+            }
+        }
+    EXPECT_GT(compared, 1000);
+    std::vector<float> x(40, 0.25f), y(40, -0.5f);
+    EXPECT_EQ(vs_exact_distance_f32(VS_METRIC_L1, x.data(), y.data(), 40),
+              static_cast<double>(vs::exact_distance(VS_METRIC_L1, x.data(), y.data(), 40)));
 }
 
 TEST(Distance, ReportsDispatchedInstructionSet)

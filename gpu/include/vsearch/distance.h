@@ -45,6 +45,14 @@ void vs_cosine_parts_f32(const float *a, const float *b, size_t n,
  * [0, 2]), L1. */
 double vs_distance_f32(vs_metric metric, const float *a, const float *b, size_t n);
 
+/*
+ * The engine's exact distance of one pair (engine/exact.h: terms formed in double, 32 partial sums
+ * reduced by an xor butterfly, the metric's transform in double, one rounding to float), widened to
+ * double: what every engine search returns, on the CPU and the GPU bit for bit, and what the SQL
+ * distance operators compute.  L2 is the root; cosine is NaN when a norm is zero.
+ */
+double vs_exact_distance_f32(vs_metric metric, const float *a, const float *b, size_t n);
+
 /* Name of the instruction set the dispatcher picked ("avx512f", "avx2", "sse2"), for diagnostics. */
 const char *vs_simd_level(void);
 
