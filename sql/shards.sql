@@ -70,6 +70,16 @@ SELECT bool_and(ok) FROM (
 SELECT count(*) FROM vsearch_knn_batch_sharded('sh', 'v', ARRAY['[0,0,0,0,0,0,0,0]'::vector], 3,
                                                id_column => 'id');
 
+-- the two internal steps of the batch functions: queries in binary, the merge
+SELECT vsearch_unpack_vectors(array_send(ARRAY['[1,2.5,-3e-7]', '[4,5,6]']::vector[]));
+SELECT vsearch_unpack_vectors(array_send(ARRAY(SELECT q FROM shq ORDER BY qid)))
+     = ARRAY(SELECT q FROM shq ORDER BY qid) AS same;
+SELECT vsearch_unpack_vectors(array_send(ARRAY[]::vector[]));
+SELECT * FROM vsearch_merge_batch(ARRAY[2, 1, 1, 2, 1, 1], ARRAY[7, 3, 9, 8, 4, 5],
+                                  ARRAY[0.5, 'NaN', 0.25, 0.5, 0.25, 0.125], 2);
+SELECT * FROM vsearch_merge_batch(ARRAY[2, 1, 1], ARRAY[7, 3, 9], ARRAY[0.5, 'NaN', 0.25], NULL);
+SELECT * FROM vsearch_merge_batch('{}', '{}', '{}', 3);
+
 -- vsearch_index_for: the index of that column and operator, vs_flat first
 SELECT vsearch_index_for('sh_0', 'v', '<->'), vsearch_index_for('sh_0', 'v', '<=>');
 CREATE INDEX sh_0_ivfpq ON sh_0 USING vs_ivfpq (v vector_ip_ops) WITH (lists = 2);
@@ -87,6 +97,12 @@ SELECT * FROM vsearch_knn_batch_sharded('sh', 'v', ARRAY['[0,0,0,0,0,0,0,0]'::ve
 SELECT * FROM vsearch_knn_batch_sharded('sh', 'v', ARRAY['[0,0,0,0,0,0,0,0]'::vector], 3, '<+>');
 SELECT * FROM vsearch_knn_batch_sharded('sh', 'v', ARRAY['[0,0,0]'::vector], 3);
 SELECT * FROM vsearch_knn_batch_sharded('sh', 'tag', ARRAY['[0,0,0,0,0,0,0,0]'::vector], 3);
+SELECT vsearch_unpack_vectors(array_send(ARRAY['[1,2]'::vector]) || '\x00'::bytea);
+SELECT vsearch_unpack_vectors('\x0001'::bytea);
+SELECT vsearch_unpack_vectors(array_send(ARRAY[1, 2]));
+SELECT * FROM vsearch_merge_batch(ARRAY[1, 2], ARRAY[1], ARRAY[0.5, 0.5], 1);
+SELECT * FROM vsearch_merge_batch(ARRAY[1], ARRAY[NULL::bigint], ARRAY[0.5], 1);
+SELECT * FROM vsearch_merge_batch(ARRAY[1], ARRAY[1], ARRAY[0.5], 0);
 -- a foreign partition: postgres_fdw needs dblink for the batch; other wrappers are refused
 CREATE SERVER sh_nowhere FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host 'localhost', port '1');
 CREATE TABLE shf (id bigint NOT NULL, v vector(8)) PARTITION BY LIST (id);

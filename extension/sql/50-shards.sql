@@ -168,6 +168,17 @@ BEGIN
 END
 $$;
 
+-- Internal (extension/shards.c): the inverse of array_send(vector[]), which carries a batch's
+-- queries to a shard in binary; and the merge of the shards' answers, by query, distance and id,
+-- the first k of each query (all with k NULL).
+CREATE FUNCTION vsearch_unpack_vectors(bytea) RETURNS vector[]
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION vsearch_merge_batch(queries integer[], ids bigint[], distances double precision[],
+									k integer)
+	RETURNS TABLE (query integer, id bigint, distance double precision)
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE PARALLEL SAFE ROWS 1000;
+
 -- Internal: vsearch_knn_batch or vsearch_range_batch on every partition (on the shards through
 -- dblink, all at once; local partitions here), each row named by the id column; then the k
 -- nearest per query (kNN) or every row (range), ordered by query, distance and id.
@@ -181,6 +192,7 @@ DECLARE
 	dbl name;
 	p record;
 	remote text;
+	qlit text;
 	conn text;
 	conns text[];
 	cached boolean;
@@ -212,20 +224,23 @@ BEGIN
 	FOR attempt IN 1..2 LOOP
 		conns := '{}'; qs := '{}'; ids := '{}'; ds := '{}'; reused := false;
 		BEGIN
-			-- the shards first: local partitions are searched here while they work
+			-- the shards first: local partitions are searched here while they work; a shard
+			-- gets the queries in binary (vsearch_unpack_vectors), made once
 			FOR p IN EXECUTE format('SELECT * FROM %I.vsearch_shard_parts($1, $2, $3, $4) '
 									'ORDER BY server IS NULL, part', vs)
 					 USING tbl, column_name, id_column, op
 			LOOP
-				-- here the queries are parameters; a shard gets them as literals (dblink has none)
+				-- here the queries are parameters; a shard gets them as a literal (dblink has none)
+				IF p.server IS NOT NULL AND qlit IS NULL THEN
+					qlit := format('%I.vsearch_unpack_vectors(%L)', vs, array_send(queries));
+				END IF;
 				remote := format('SELECT b.query, t.%I::bigint, b.distance '
 								 'FROM %I.%I(%I.vsearch_index_for(%L, %L, %L), %s, %s) b '
 								 'JOIN ONLY %s t ON t.ctid = b.row_ctid',
 								 p.remote_id, vs,
 								 CASE WHEN knn THEN 'vsearch_knn_batch' ELSE 'vsearch_range_batch' END,
 								 vs, p.remote_table, p.remote_column, op,
-								 CASE WHEN p.server IS NULL THEN '$1'
-									  ELSE format('%L::%I.vector[]', queries, vs) END,
+								 CASE WHEN p.server IS NULL THEN '$1' ELSE qlit END,
 								 CASE WHEN p.server IS NULL AND knn THEN '$2'
 									  WHEN p.server IS NULL THEN '$3'
 									  WHEN knn THEN k::text ELSE radius::text END,
@@ -268,7 +283,7 @@ BEGIN
 					END;
 				END IF;
 				conns := conns || conn;
-				EXECUTE format('SELECT %I.dblink_send_query(%L, %L)', dbl, conn, remote) INTO sent;
+				EXECUTE format('SELECT %I.dblink_send_query($1, $2)', dbl) INTO sent USING conn, remote;
 				IF sent <> 1 THEN
 					RAISE EXCEPTION 'could not send the search to server "%"', p.server
 						USING ERRCODE = 'connection_failure';
@@ -311,12 +326,8 @@ BEGIN
 		END;
 	END LOOP;
 
-	RETURN QUERY
-	SELECT r.query, r.id, r.distance
-	  FROM (SELECT u.*, row_number() OVER (PARTITION BY u.query ORDER BY u.distance, u.id) AS rank
-			  FROM unnest(qs, ids, ds) u(query, id, distance)) r
-	 WHERE NOT knn OR r.rank <= k
-	 ORDER BY r.query, r.distance, r.id;
+	RETURN QUERY EXECUTE format('SELECT * FROM %I.vsearch_merge_batch($1, $2, $3, $4)', vs)
+		USING qs, ids, ds, CASE WHEN knn THEN k END;
 END
 $$;
 
