@@ -16,10 +16,11 @@
  * query's 1-based position in the array.  Each candidate is checked against the caller's snapshot
  * like an index scan does (following HOT chains); row_ctid is the visible version's ctid, so
  * `JOIN items t ON t.ctid = b.row_ctid` finds it in the same statement.  Dead rows are skipped
- * and the search widened until k visible rows are found or the index is exhausted; distances are
- * recomputed from the heap row with the SQL operator.  How a kNN batch searches is the index
- * kind's (indexkind.h, batch_knn); vs_batch_knn_exact below serves kinds with exact searches: it
- * goes on until no unseen row can beat the k-th (the same lower bounds as the index scan), so
+ * and the search widened until k visible rows are found or the index is exhausted.  The distances
+ * of an exact index are its search's (the operator's own values: search.h), so only the rows'
+ * visibility is read; an approximate index's candidates get the operator's distance from the heap
+ * row.  How a kNN batch searches is the index kind's (indexkind.h, batch_knn); vs_batch_knn_exact
+ * below serves kinds with exact searches: it goes on until no unseen row can beat the k-th, so
  * ties aside the rows are exactly the per-query ones.
  *
  * The caller needs SELECT on the index's table; tables with row level security are refused (the
@@ -162,7 +163,6 @@ read_queries(ArrayType *array, VsBatch *bc)
 		return;
 
 	bc->queries = palloc_extended(sizeof(float) * bc->ref.dim * (Size) n, MCXT_ALLOC_HUGE);
-	bc->slack = palloc(sizeof(VsDistanceSlack) * n);
 	for (int i = 0; i < n; i++)
 	{
 		Vector	   *v = DatumGetVectorP(elems[i]);
@@ -175,7 +175,6 @@ read_queries(ArrayType *array, VsBatch *bc)
 					 errdetail("Query %d of the batch has %d dimensions, the index %u.",
 							   i + 1, v->dim, bc->ref.dim)));
 		memcpy(q, v->x, sizeof(float) * bc->ref.dim);
-		vs_distance_slack_init(&bc->slack[i], &bc->ref, q);
 	}
 }
 
@@ -404,6 +403,7 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 				Size		pos = (Size) t * kk + j;
 				int64		id = ids[pos];
 				float		d = dists[pos];
+				double		value;
 
 				if (id < 0)
 					continue;
@@ -413,19 +413,13 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 				s->last_dist = d;
 				s->last_id = id;
 
-				/* no row from here on can beat the k-th best */
-				if (a->n == kq)
+				/* no row from here on can beat the k-th best (rows in engine order: NaN last) */
+				value = vs_rank_value(bc->ref.metric, d);
+				if (a->n == kq &&
+					(isnan(a->hits[0].distance) ? isnan(value) : value > a->hits[0].distance))
 				{
-					VsHit		bound;
-
-					bound.distance = vs_distance_lower(&bc->slack[q], d);
-					ItemPointerSetInvalid(&bound.tid);
-					if (!isnan(bound.distance) && !isnan(a->hits[0].distance) &&
-						bound.distance > a->hits[0].distance)
-					{
-						s->done = true;
-						break;
-					}
+					s->done = true;
+					break;
 				}
 				if (!checked[pos])
 					vs_check_pair(&bc->reader, id, q, &res[pos]);
@@ -433,7 +427,7 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 				{
 					VsHit		hit;
 
-					hit.distance = res[pos].distance;
+					hit.distance = value;
 					hit.tid = res[pos].tid;
 					heap_offer(a, kq, &hit);
 				}
@@ -522,7 +516,9 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	bc.answers = palloc0(sizeof(VsBatchAnswer) * bc.nq);
 	for (int q = 0; q < bc.nq; q++)
 		bc.answers[q].hits = palloc(sizeof(VsHit) * kq);
-	vs_row_reader_begin(&bc.reader, bc.heap, bc.index, bc.ref.dim, bc.ref.metric, bc.queries);
+	/* an exact index's search gives the distances: the rows' visibility is all to read */
+	vs_row_reader_begin(&bc.reader, bc.heap, bc.index, bc.ref.dim, bc.ref.metric,
+						vs_ref_kind(&bc.ref)->exact ? NULL : bc.queries);
 	vs_ref_kind(&bc.ref)->batch_knn(&bc, kq);
 	report_times(&bc, "vsearch_knn_batch");
 	vs_row_reader_end(&bc.reader);
@@ -554,7 +550,9 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	VsRangeResult result;
 	VsHit	   *hits = NULL;
 	int64		maxhits = 0;
+	bool		exact;
 	VsPair	   *pairs = NULL;
+	double	   *found = NULL;		/* the pairs' distances as the search found them */
 	VsPairResult *res = NULL;
 	Size		maxpairs = 0,
 				chunk;
@@ -584,8 +582,9 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	 */
 	chunk = Max((Size) work_mem * 1024 / 64, 1024);
 	qfirst = palloc_extended(sizeof(Size) * ((Size) bc.nq + 1), MCXT_ALLOC_HUGE);
+	exact = vs_ref_kind(&bc.ref)->exact;
 	vs_row_reader_begin(&bc.reader, bc.heap, bc.index, bc.ref.dim, bc.ref.metric,
-						bc.queries);
+						exact ? NULL : bc.queries);
 	for (int q0 = 0, q1; q0 < bc.nq; q0 = q1)
 	{
 		int64		from0 = result.offsets[q0];
@@ -602,11 +601,13 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 			if (pairs)
 			{
 				pfree(pairs);
+				pfree(found);
 				res = repalloc_huge(res, sizeof(VsPairResult) * npairs);
 			}
 			else
 				res = palloc_extended(sizeof(VsPairResult) * npairs, MCXT_ALLOC_HUGE);
 			pairs = palloc_extended(sizeof(VsPair) * npairs, MCXT_ALLOC_HUGE);
+			found = palloc_extended(sizeof(double) * npairs, MCXT_ALLOC_HUGE);
 			maxpairs = npairs;
 		}
 		for (int q = q0; q < q1; q++)
@@ -618,6 +619,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 					pairs[p].id = result.ids[j];
 					pairs[p].query = q;
 					pairs[p].slot = (uint32) p;
+					found[p] = vs_rank_value(bc.ref.metric, result.distances[j]);
 					p++;
 				}
 		}
@@ -631,7 +633,10 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 
 			for (; p < qfirst[q + 1 - q0]; p++)
 			{
-				if (res[p].visible && res[p].distance <= radius)	/* exactly the operator's test */
+				/* an exact index found exactly the rows within the radius; else the operator's test */
+				if (exact && res[p].visible)
+					res[p].distance = found[p];
+				if (res[p].visible && res[p].distance <= radius)
 				{
 					if (n == maxhits)
 					{
@@ -657,6 +662,7 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	if (pairs)
 	{
 		pfree(pairs);
+		pfree(found);
 		pfree(res);
 	}
 	if (hits)

@@ -38,7 +38,6 @@ typedef struct VsBatch
 	VsIndexRef	ref;
 	int			nq;
 	float	   *queries;		/* nq x dim */
-	VsDistanceSlack *slack;		/* per query */
 	VsBatchAnswer *answers;		/* per query (kNN): filled by the kind's batch_knn */
 
 	/* visibility checks and distances */
@@ -60,8 +59,8 @@ extern void vs_batch_add_pair(VsPair **pairs, Size *n, Size *cap, int64 id, int 
 extern void vs_batch_too_many(int64 limit) pg_attribute_noreturn();
 
 /*
- * kNN for kinds whose searches return exact distances: rounds of exact kNN, widened until no
- * unseen row can beat the k-th visible one (the index scan's lower bounds, search.h).
+ * kNN for kinds whose searches return the operator's distances (indexkind.h, exact): rounds of
+ * kNN, widened until no unseen row can beat the k-th visible one.
  */
 extern void vs_batch_knn_exact(VsBatch *batch, int k);
 

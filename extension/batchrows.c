@@ -2,7 +2,8 @@
  * Reading the heap rows of index entries for the batch functions.
  *
  * A batch call of 10 000 queries checks ~10^5 (query, row) pairs: the row's visibility to the
- * snapshot along the HOT chain and the SQL operator's distance from its vector.  Each check is a
+ * snapshot along the HOT chain and, for an approximate index, the SQL operator's distance from its
+ * vector (an exact index's search already returned it: then no vector is read).  Each check is a
  * few dependent cache misses into shared buffers (buffer lookup, page header, line pointer,
  * tuple), and on the GPU machine they cost more than the search itself.  vs_check_pairs therefore
  * visits the rows in id (= heap) order, each once, and computes the distances of every query
@@ -67,11 +68,13 @@ vs_row_reader_end(VsRowReader *r)
 }
 
 /*
- * The vector of the row of index entry id, NULL if the row is not visible; *tid is the visible
- * version.  Valid (in the tuple's buffer or the per-tuple context) until row_release.
+ * Fetches the row of index entry id: false if it is not visible (or, when the reader computes
+ * distances, its vector is NULL or of another size); *tid is the visible version and *vec its
+ * vector when distances are computed (valid, in the tuple's buffer or the per-tuple context, until
+ * row_release).
  */
-static const float *
-row_vector(VsRowReader *r, int64 id, ItemPointer tid)
+static bool
+row_fetch(VsRowReader *r, int64 id, ItemPointer tid, const float **vec)
 {
 	ItemPointerData htid;
 	bool		call_again = false;
@@ -84,17 +87,20 @@ row_vector(VsRowReader *r, int64 id, ItemPointer tid)
 	r->rows_read++;
 	vs_id_to_tid(id, &htid);
 	if (!table_index_fetch_tuple(r->fetch, &htid, r->snapshot, r->slot, &call_again, &all_dead))
-		return NULL;
+		return false;
+	*tid = r->slot->tts_tid;
+	if (r->queries == NULL)
+		return true;
 	old = MemoryContextSwitchTo(GetPerTupleMemoryContext(r->estate));
 	FormIndexDatum(r->indexInfo, r->slot, r->estate, values, isnull);
 	MemoryContextSwitchTo(old);
 	if (isnull[0])
-		return NULL;
+		return false;
 	v = DatumGetVectorP(values[0]);
 	if ((uint32) v->dim != r->dim)
-		return NULL;
-	*tid = r->slot->tts_tid;
-	return v->x;
+		return false;
+	*vec = v->x;
+	return true;
 }
 
 static void
@@ -105,13 +111,15 @@ row_release(VsRowReader *r)
 }
 
 static inline void
-check_against(VsRowReader *r, const float *vec, ItemPointer tid, int32 query, VsPairResult *out)
+check_against(VsRowReader *r, bool visible, const float *vec, ItemPointer tid, int32 query,
+			  VsPairResult *out)
 {
-	out->visible = vec != NULL;
-	if (vec != NULL)
+	out->visible = visible;
+	if (visible)
 	{
 		out->tid = *tid;
-		out->distance = vs_distance_f32(r->metric, vec, r->queries + (Size) query * r->dim, r->dim);
+		out->distance = r->queries == NULL ? NAN :
+			vs_operator_distance(r->metric, vec, r->queries + (Size) query * r->dim, r->dim);
 	}
 }
 
@@ -119,8 +127,10 @@ bool
 vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out)
 {
 	ItemPointerData tid;
+	const float *vec = NULL;
+	bool		visible = row_fetch(r, id, &tid, &vec);
 
-	check_against(r, row_vector(r, id, &tid), &tid, query, out);
+	check_against(r, visible, vec, &tid, query, out);
 	row_release(r);
 	return out->visible;
 }
@@ -240,6 +250,7 @@ check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const 
 	HeapTupleData tuple;
 	bool		all_dead = false;
 	bool		found;
+	bool		visible = false;
 	const float *vec = NULL;
 	bool		copied = false;
 
@@ -250,7 +261,9 @@ check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const 
 	LockBuffer(u->buf, BUFFER_LOCK_SHARE);
 	found = heap_hot_search_buffer(&tid, r->heap, u->buf, r->snapshot, &tuple, &all_dead, true);
 	LockBuffer(u->buf, BUFFER_LOCK_UNLOCK);
-	if (found)
+	if (found && r->queries == NULL)
+		visible = true;
+	else if (found)
 	{
 		bool		isnull;
 		Datum		d = heap_getattr(&tuple, r->attnum, RelationGetDescr(r->heap), &isnull);
@@ -266,10 +279,11 @@ check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const 
 			copied = (Pointer) v != DatumGetPointer(d);
 			if ((uint32) v->dim == r->dim)
 				vec = v->x;
+			visible = vec != NULL;
 		}
 	}
 	for (Size j = u->first; j < u->next; j++)
-		check_against(r, vec, &tid, sorted[j].query, &out[sorted[j].slot]);
+		check_against(r, visible, vec, &tid, sorted[j].query, &out[sorted[j].slot]);
 	if (copied)
 		ResetExprContext(r->econtext);
 	ReleaseBuffer(u->buf);
@@ -334,15 +348,16 @@ vs_check_pairs(VsRowReader *r, VsPair *pairs, Size n, VsPairResult *out)
 	for (Size i = 0; i < n;)
 	{
 		ItemPointerData tid;
-		const float *vec;
+		const float *vec = NULL;
+		bool		visible;
 		Size		j = i;
 
 		Assert(sorted[i].id >= 0);
 		if ((r->rows_read & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
-		vec = row_vector(r, sorted[i].id, &tid);
+		visible = row_fetch(r, sorted[i].id, &tid, &vec);
 		for (; j < n && sorted[j].id == sorted[i].id; j++)
-			check_against(r, vec, &tid, sorted[j].query, &out[sorted[j].slot]);
+			check_against(r, visible, vec, &tid, sorted[j].query, &out[sorted[j].slot]);
 		row_release(r);
 		i = j;
 	}

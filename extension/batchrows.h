@@ -22,7 +22,7 @@ typedef struct VsRowReader
 	AttrNumber	attnum;			/* the indexed column (direct) */
 	uint32		dim;
 	vs_metric	metric;
-	const float *queries;		/* the batch's queries, dim floats each */
+	const float *queries;		/* the batch's queries, dim floats each; NULL: visibility only */
 	IndexInfo  *indexInfo;
 	EState	   *estate;
 	ExprContext *econtext;
@@ -53,8 +53,9 @@ extern void vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, u
 								vs_metric metric, const float *queries);
 extern void vs_row_reader_end(VsRowReader *r);
 
-/* The pair (id, query): true if the row is visible (a NULL or mis-sized vector counts as not
- * visible), with its version's ctid and distance. */
+/* The pair (id, query): true if the row is visible (when distances are computed, a NULL or
+ * mis-sized vector counts as not visible), with its version's ctid and the SQL operator's
+ * distance (NaN for a reader without queries, which reads no vector). */
 extern bool vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out);
 
 /* Checks n pairs (any order), reading each distinct row once, in heap order; the pairs array is

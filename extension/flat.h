@@ -73,8 +73,7 @@ typedef VsFlatPageOpaqueData *VsFlatPageOpaque;
  * transaction) never looks like an older state of the same index to a cache.  `epoch` changes
  * when items move (VACUUM compacting pages) or the index is built; while it stays, items only get
  * appended (to the last page or new pages), so a cache can catch up by reading what follows the
- * last item it read.  The norm bounds let scans bound how far the SQL operators' float sums can be
- * from the engine's exact distances (search.h, VsDistanceSlack).
+ * last item it read.
  */
 typedef struct VsFlatMetaPageData
 {
@@ -86,8 +85,7 @@ typedef struct VsFlatMetaPageData
 	uint64		generation;
 	BlockNumber last_block;		/* last data page; VS_FLAT_METAPAGE_BLKNO if none */
 	uint32		unused;
-	double		max_norm;		/* >= the L2 norm of every indexed vector */
-	double		min_norm;		/* <= the L2 norm of every non-zero indexed vector; 0 if none */
+	double		unused_norms[2];	/* version 1 kept norm bounds here; nothing reads them */
 	uint64		epoch;			/* starts as the first generation; VACUUM removing items bumps it */
 } VsFlatMetaPageData;
 

@@ -3,7 +3,7 @@
  *
  * The build writes the metapage, then fills data pages in backend memory from the table scan and
  * writes each full one as a new page with a full-image Generic WAL record, and finally stores the
- * row count, last page and norm bounds in the metapage (Generic WAL too).  A crash during the
+ * row count and last page in the metapage (Generic WAL too).  A crash during the
  * build leaves an index that the aborted transaction never made visible.
  */
 #include "postgres.h"
@@ -26,8 +26,6 @@ typedef struct FlatBuildState
 	Page		page;			/* data page being filled */
 	int			nitems;
 	uint64		ntuples;
-	double		max_norm;
-	double		min_norm;
 	BlockNumber last_block;
 	MemoryContext tmpcxt;
 } FlatBuildState;
@@ -63,7 +61,6 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	MemoryContext old;
 	Vector	   *vec;
 	VsFlatItem *item;
-	double		norm;
 
 	if (isnull[0])
 		return;					/* NULL vectors are not indexed */
@@ -86,11 +83,6 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	state->nitems++;
 	state->ntuples++;
 
-	norm = vs_vector_norm(vec->x, vec->dim);
-	if (norm > state->max_norm)
-		state->max_norm = norm;
-	if (norm > 0.0 && (state->min_norm == 0.0 || norm < state->min_norm))
-		state->min_norm = norm;
 
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(state->tmpcxt);
@@ -156,9 +148,6 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	meta->dim = state.dim;
 	meta->ntuples = state.ntuples;
 	meta->last_block = state.last_block;
-	/* a hair above the largest norm: the norms are sums rounded in double */
-	meta->max_norm = state.max_norm * (1.0 + 1e-12);
-	meta->min_norm = state.min_norm * (1.0 - 1e-12);
 	meta->generation++;
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(metabuf);

@@ -19,7 +19,6 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 			   IndexInfo *indexInfo)
 {
 	Vector	   *vec;
-	double		norm;
 	Buffer		metabuf;
 	Buffer		buf = InvalidBuffer;
 	bool		newpage = false;
@@ -35,7 +34,6 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 		return false;			/* NULL vectors are not indexed */
 
 	vec = DatumGetVectorP(values[0]);
-	norm = vs_vector_norm(vec->x, vec->dim);
 
 	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
@@ -79,10 +77,6 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	meta->ntuples++;
 	meta->generation++;
 	meta->last_block = BufferGetBlockNumber(buf);
-	if (norm * (1.0 + 1e-12) > meta->max_norm)
-		meta->max_norm = norm * (1.0 + 1e-12);
-	if (norm > 0.0 && (meta->min_norm == 0.0 || norm * (1.0 - 1e-12) < meta->min_norm))
-		meta->min_norm = norm * (1.0 - 1e-12);
 
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(buf);

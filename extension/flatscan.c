@@ -9,16 +9,16 @@
  *   by (distance, id), so every row at or before the last returned (distance, id) was returned.
  *   The scan ends only when a search returns fewer than k rows, i.e. the index is exhausted.
  *
- *   The engine's distances are not bit-identical to the operators' (search.h), so the scan
- *   returns for each row a lower bound of the operator's value that is non-decreasing along the
- *   engine's order, with xs_recheckorderby: the executor recomputes the operator and reorders
- *   through its queue, so the output order is exactly the seq scan's (up to ties).
+ *   The engine's distances are the operator's own values (search.h), so the scan returns each
+ *   row's exact value in engine order without xs_recheckorderby: the executor neither recomputes
+ *   the operator (which for a vector stored out of line means fetching it from TOAST) nor
+ *   reorders, and the output order is exactly the seq scan's (up to ties).  Further ORDER BY keys
+ *   (another query vector) are left to the executor: -inf for them, with the recheck.
  *
  * WHERE col <<->> sphere(c, r) (and <<#>>, <<=>>, <<+>>)
- *   One range search per qual, with the radius widened to cover every row the operator accepts;
- *   the rows found by every qual are the candidates, returned with xs_recheck so the executor
- *   applies the operator exactly.  With an ORDER BY too, the kNN stream above is filtered to the
- *   candidates and ends once all of them have been returned.
+ *   One range search per qual, which finds exactly the rows the operator accepts; the rows found
+ *   by every qual are the answer (no xs_recheck).  With an ORDER BY too, the kNN stream above is
+ *   filtered to them and ends once all of them have been returned.
  *
  * A NULL query vector or sphere (or a sphere with a NULL center or radius) matches no row.  A
  * query whose dimension differs from the index's is an error (22000), as with the operators.
@@ -49,7 +49,6 @@ typedef struct FlatScanOpaqueData
 	/* ORDER BY */
 	bool		ordered;
 	float	   *query;
-	VsDistanceSlack slack;
 	int			k;				/* k of the last kNN search, 0 before the first */
 	bool		exhausted;		/* the last search found fewer than k rows */
 	int64	   *ids;
@@ -137,9 +136,7 @@ scan_start(IndexScanDesc scan)
 		so->base.done = true;
 	so->have_cand = so->has_range;
 
-	if (so->ordered)
-		vs_distance_slack_init(&so->slack, &so->base.ref, so->query);
-	else if (!so->has_range)
+	if (!so->ordered && !so->has_range)
 	{
 		/* no quals and no ORDER BY (the planner avoids this): every row */
 		IdCollector c = {0};
@@ -256,7 +253,7 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 			return false;
 		}
 		vs_id_to_tid(id, &scan->xs_heaptid);
-		scan->xs_orderbyvals[0] = Float8GetDatum(vs_distance_lower(&so->slack, dist));
+		scan->xs_orderbyvals[0] = Float8GetDatum(vs_rank_value(so->base.ref.metric, dist));
 		scan->xs_orderbynulls[0] = false;
 		/* further ORDER BY keys (another query vector): -inf bounds anything */
 		for (int i = 1; i < scan->numberOfOrderBys; i++)
@@ -264,8 +261,8 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 			scan->xs_orderbyvals[i] = Float8GetDatum(-get_float8_infinity());
 			scan->xs_orderbynulls[i] = false;
 		}
-		scan->xs_recheckorderby = true;
-		scan->xs_recheck = so->has_range;
+		scan->xs_recheckorderby = scan->numberOfOrderBys > 1;
+		scan->xs_recheck = false;
 		return true;
 	}
 
@@ -276,7 +273,7 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 	}
 	id = so->cand[so->cand_pos++];
 	vs_id_to_tid(id, &scan->xs_heaptid);
-	scan->xs_recheck = so->has_range;
+	scan->xs_recheck = false;
 	return true;
 }
 
@@ -290,7 +287,7 @@ vs_flat_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 		scan_start(scan);
 	if (so->base.done || !so->have_cand)
 		return 0;
-	n = vs_scan_bitmap(tbm, so->cand, so->ncand, so->has_range);
+	n = vs_scan_bitmap(tbm, so->cand, so->ncand, false);
 	so->base.done = true;
 	return n;
 }

@@ -20,9 +20,6 @@
  */
 #include "postgres.h"
 
-#include <float.h>
-#include <math.h>
-
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
@@ -580,24 +577,8 @@ vs_flat_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
 {
 	FlatObject *o = (FlatObject *) obj;
 
-	return vs_knn(engine, o->ds, queries, nq, k, o->metric, NULL, (int64_t *) ids, distances,
-				  (int64_t *) counts);
-}
-
-/* The largest float <= radius: engine distances are floats, so `d <= radius` is unchanged. */
-static float
-radius_to_float(double radius)
-{
-	float		f;
-
-	if (radius >= (double) FLT_MAX)
-		return isinf(radius) ? INFINITY : FLT_MAX;
-	if (radius < -(double) FLT_MAX)
-		return -INFINITY;
-	f = (float) radius;
-	if ((double) f > radius)
-		f = nextafterf(f, -INFINITY);
-	return f;
+	return vs_knn(engine, o->ds, queries, nq, k, vs_rank_metric(o->metric), NULL,
+				  (int64_t *) ids, distances, (int64_t *) counts);
 }
 
 int
@@ -607,25 +588,16 @@ vs_flat_range(struct vs_context *engine, void *obj, const VsKindParams *params,
 {
 	FlatObject *o = (FlatObject *) obj;
 
-	return vs_range(engine, o->ds, queries, nq, radius_to_float(radius), o->metric, NULL, alloc,
-					alloc_arg, out);
+	return vs_range(engine, o->ds, queries, nq, vs_rank_radius(o->metric, radius),
+					vs_rank_metric(o->metric), NULL, alloc, alloc_arg, out);
 }
 
-/* One exact search with the radius widened to cover every row the operator accepts. */
+/* The engine's distances are the operator's: the rows found are exactly those within radius. */
 void
 vs_flat_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
 						 VsRangeResult *out)
 {
-	double		search_radius = -INFINITY;
-
-	for (int q = 0; q < nq; q++)
-	{
-		VsDistanceSlack slack;
-
-		vs_distance_slack_init(&slack, ref, queries + (Size) q * ref->dim);
-		search_radius = Max(search_radius, vs_radius_upper(&slack, radius));
-	}
-	vs_search_range(ref, NULL, queries, nq, search_radius, out);
+	vs_search_range(ref, NULL, queries, nq, radius, out);
 }
 
 bool

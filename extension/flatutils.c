@@ -51,8 +51,6 @@ vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric)
 	meta->generation = vs_initial_generation();
 	meta->epoch = meta->generation;
 	meta->last_block = VS_FLAT_METAPAGE_BLKNO;
-	meta->max_norm = 0.0;
-	meta->min_norm = 0.0;
 	((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + sizeof(VsFlatMetaPageData);
 }
 
@@ -130,8 +128,6 @@ flat_read_ref(Relation index, VsIndexRef *ref)
 	ref->dim = meta.dim;
 	ref->generation = meta.generation;
 	ref->ntuples = meta.ntuples;
-	ref->max_norm = meta.max_norm;
-	ref->min_norm = meta.min_norm;
 }
 
 const VsIndexKind vs_flat_kind = {
@@ -154,6 +150,7 @@ const VsIndexKind vs_flat_kind = {
 	.destroy = vs_flat_destroy,
 	.knn = vs_flat_knn,
 	.range = vs_flat_range,
+	.exact = true,
 	.range_candidates = vs_flat_range_candidates,
 	.batch_knn = vs_batch_knn_exact,
 	.max_k = 1 << 20,

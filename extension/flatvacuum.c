@@ -6,8 +6,7 @@
  * to another page, so a concurrent reader never sees one twice.  Before the first page changes,
  * the metapage's epoch moves (bump_epoch): a reader catching up from a position on a page
  * (search.c) rechecks the epoch after its read, so it never trusts a position that compaction
- * shifted under it.  The metapage then gets the new row count and generation, and tighter norm
- * bounds when no insert ran meanwhile.  Empty pages stay
+ * shifted under it.  The metapage then gets the new row count and generation.  Empty pages stay
  * in the index (inserts only append at the end); REINDEX returns the space.
  */
 #include "postgres.h"
@@ -45,8 +44,6 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	VsFlatMetaPageData meta;
 	uint64		removed = 0;
 	uint64		remaining = 0;
-	double		max_norm = 0.0;
-	double		min_norm = 0.0;
 	Buffer		metabuf;
 	GenericXLogState *xlog;
 	VsFlatMetaPage newmeta;
@@ -105,7 +102,6 @@ again:
 		for (int i = 0; i < nitems; i++)
 		{
 			VsFlatItem *item = VsFlatPageGetItem(page, meta.dim, i);
-			double		norm;
 
 			if (dead[i])
 			{
@@ -113,17 +109,9 @@ again:
 				continue;
 			}
 			if (keep != i)
-			{
 				memmove(VsFlatPageGetItem(page, meta.dim, keep), item,
 						VS_FLAT_ITEM_SIZE(meta.dim));
-				item = VsFlatPageGetItem(page, meta.dim, keep);
-			}
 			keep++;
-			norm = vs_vector_norm(item->x, meta.dim);
-			if (norm > max_norm)
-				max_norm = norm;
-			if (norm > 0.0 && (min_norm == 0.0 || norm < min_norm))
-				min_norm = norm;
 		}
 		remaining += keep;
 
@@ -135,34 +123,20 @@ again:
 		UnlockReleaseBuffer(buf);
 	}
 
-	/*
-	 * The metapage: fewer rows and a new generation if any went; the norm bounds of what is left
-	 * only if no insert ran meanwhile (an insert may have raised them after we read its page).
-	 */
-	max_norm *= 1.0 + 1e-12;
-	min_norm *= 1.0 - 1e-12;
-	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
-	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	newmeta = vs_flat_page_meta(BufferGetPage(metabuf));
-	if (removed > 0 || (newmeta->generation == meta.generation &&
-						(newmeta->max_norm != max_norm || newmeta->min_norm != min_norm)))
+	/* The metapage: fewer rows, a new generation and epoch if any went. */
+	if (removed > 0)
 	{
+		metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
+		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+		(void) vs_flat_page_meta(BufferGetPage(metabuf));
 		xlog = GenericXLogStart(index);
 		newmeta = VsFlatPageGetMeta(GenericXLogRegisterBuffer(xlog, metabuf, 0));
-		if (newmeta->generation == meta.generation)
-		{
-			newmeta->max_norm = max_norm;
-			newmeta->min_norm = min_norm;
-		}
 		newmeta->ntuples = newmeta->ntuples >= removed ? newmeta->ntuples - removed : 0;
-		if (removed > 0)
-		{
-			newmeta->generation++;
-			newmeta->epoch++;
-		}
+		newmeta->generation++;
+		newmeta->epoch++;
 		GenericXLogFinish(xlog);
+		UnlockReleaseBuffer(metabuf);
 	}
-	UnlockReleaseBuffer(metabuf);
 
 	stats->num_pages = RelationGetNumberOfBlocks(index);
 	stats->num_index_tuples = (double) remaining;

@@ -100,9 +100,15 @@ typedef struct VsIndexKind
 						  void *alloc_arg, vs_range_result *out);
 
 	/*
-	 * Rows that may lie within radius of each query under the SQL operator (a superset: callers
-	 * apply the operator), with the kind's current settings: range quals of a scan, and
-	 * vsearch_range_batch.
+	 * Searches return the SQL operator's own values (in rank units, search.h) and find exactly the
+	 * rows within a range: nothing needs rechecking.  Otherwise (approximate kinds) their
+	 * distances are estimates and range_candidates a superset, which callers check.
+	 */
+	bool		exact;
+
+	/*
+	 * Rows that may lie within radius of each query under the SQL operator, with the kind's
+	 * current settings: range quals of a scan, and vsearch_range_batch.
 	 */
 	void		(*range_candidates) (const VsIndexRef *ref, const float *queries, int nq,
 									 double radius, VsRangeResult *out);

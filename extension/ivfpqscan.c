@@ -237,7 +237,7 @@ rerank(IndexScanDesc scan, const int64 *ids, int64 n)
 		cand->d = palloc(sizeof(double) * nkeys);
 		for (int k = 0; k < nkeys; k++)
 			cand->d[k] = so->queries && so->queries[k]
-				? vs_distance_f32(so->base.ref.metric, x, so->queries[k], dim) : 0.0;
+				? vs_operator_distance(so->base.ref.metric, x, so->queries[k], dim) : 0.0;
 		if (v != NULL)
 		{
 			if ((Pointer) v != raw)

@@ -7,9 +7,10 @@
  *   vector <<+>> sphere   L1 distance     <= radius    (vector_l1_within)
  *
  * Each is true iff the matching distance operator (<->, <#>, <=>, <+>) applied to the row and the
- * center is <= radius, computed by the very same function, so `v <<->> sphere(q, r)` and
- * `v <-> q <= r` agree on every row.  They are search operators (strategy 2) of every vsearch
- * index's operator classes, so an index answers them (its kind's range_candidates, indexkind.h).
+ * center is <= radius, computed by the very same function (vs_operator_distance), so
+ * `v <<->> sphere(q, r)` and `v <-> q <= r` agree on every row.  They are search operators
+ * (strategy 2) of every vsearch index's operator classes, so an index answers them (its kind's
+ * range_candidates, indexkind.h).
  *
  * The radius must be finite; it must not be negative except for <<#>>, whose distance (a negative
  * inner product) can be.  A sphere with a NULL center or radius matches nothing (the operator
@@ -114,7 +115,7 @@ vector_within(FunctionCallInfo fcinfo, vs_metric metric)
 	vs_check_radius(metric, radius);
 	vector_check_same_dim(a->dim, center->dim);
 	/* exactly what the distance operator computes (vector_ops.c) */
-	distance = vs_distance_f32(metric, a->x, center->x, a->dim);
+	distance = vs_operator_distance(metric, a->x, center->x, a->dim);
 	PG_RETURN_BOOL(distance <= radius);	/* false for NaN, as float8le */
 }
 

@@ -26,7 +26,6 @@
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
-#include "utils/float.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -34,6 +33,7 @@
 #include "indexkind.h"
 #include "objcache.h"
 #include "search.h"
+#include "vsearch/distance.h"
 #include "vsearch/engine.h"
 #include "worker.h"
 
@@ -418,133 +418,44 @@ vs_search_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Bounds between the SQL operators' float distances and the engine's (search.h)
- *
- * The operators compute a float sum of dim terms (SIMD lanes, any order, FMA or not); the engine
- * computes the same sum in double and rounds the metric's value to float once.  For a float sum
- * of n terms |fl - exact| <= gamma_n * sum|terms| + (gradual underflow) n * 2^-149 with
- * gamma_n ~ n * 2^-24; we use twice that, with a few extra units for the products and
- * subtractions that form the terms:
- *   L2, L1: terms are non-negative, so the error is relative to the sum itself;
- *   IP: relative to sum |x_i q_i| <= |x| |q| (Cauchy-Schwarz), |x| <= the index's max_norm;
- *   cosine: dot, |x|^2, |q|^2 each off by about rel, so 1 - cos is off by ~2.5 (rel_dot +
- *   rel_norm); underflow is relative to the index's min_norm and the query's norm.
+ * Distances (search.h)
  */
 
-#define VS_U		(1.0 / 16777216.0)	/* 2^-24, float unit roundoff */
-#define VS_TINY		1.401298464324817e-45	/* 2^-149, the smallest float */
-
-void
-vs_distance_slack_init(VsDistanceSlack *slack, const VsIndexRef *ref, const float *query)
+double
+vs_operator_distance(vs_metric metric, const float *a, const float *b, int dim)
 {
-	double		n = (double) Max(ref->dim, 1);
-	double		g = 2.0 * (n + 4.0) * VS_U;
-	double		under = 2.0 * (n + 4.0) * VS_TINY;
-	double		qnorm = vs_vector_norm(query, ref->dim);
-
-	memset(slack, 0, sizeof(VsDistanceSlack));
-	slack->metric = ref->metric;
-	switch (ref->metric)
-	{
-		case VS_METRIC_L2SQ:
-		case VS_METRIC_L2:
-		case VS_METRIC_L1:
-			slack->rel = g;
-			slack->abs = under;
-			break;
-		case VS_METRIC_IP:
-			slack->tail = g * qnorm * (ref->max_norm * (1.0 + 1e-9)) + under;
-			break;
-		case VS_METRIC_COSINE:
-			if (qnorm == 0.0 || ref->min_norm <= 0.0)
-				slack->tail = INFINITY;
-			else
-			{
-				double		smallest = Min(qnorm, ref->min_norm);
-				double		rho = g + under / (smallest * smallest);
-				double		sigma = g + under / (qnorm * ref->min_norm);
-
-				if (rho >= 0.1 || sigma >= 0.1)
-					slack->tail = INFINITY;
-				else
-					slack->tail = 2.5 * (rho + sigma) + 8.0 * VS_U;
-			}
-			break;
-	}
+	return vs_rank_value(metric,
+						 (float) vs_exact_distance_f32(vs_rank_metric(metric), a, b, dim));
 }
 
-double
-vs_distance_lower(const VsDistanceSlack *slack, float distance)
+float
+vs_rank_radius(vs_metric metric, double radius)
 {
-	double		x;
+	float		f;
 
-	if (isnan(distance))
-		return get_float8_nan();
-	/* a sum the engine rounded to +inf may be a float sum just below FLT_MAX */
-	x = (isinf(distance) && distance > 0) ? (double) FLT_MAX : (double) distance;
-
-	switch (slack->metric)
+	if (isnan(radius))
+		return -INFINITY;
+	if (metric != VS_METRIC_L2)
 	{
-		case VS_METRIC_L2:
-			{
-				/* the engine's sum >= x^2 / (1 + u)^2; the operator's float sum is off by rel */
-				double		sum = x * x * (1.0 - 4.0 * VS_U) * (1.0 - slack->rel) - slack->abs;
-
-				return sum > 0.0 ? sqrt(sum) * (1.0 - 4.0 * DBL_EPSILON) : 0.0;
-			}
-		case VS_METRIC_L2SQ:
-		case VS_METRIC_L1:
-			{
-				double		v = x * (1.0 - 2.0 * VS_U) * (1.0 - slack->rel) - slack->abs;
-
-				return v > 0.0 ? v : 0.0;
-			}
-		case VS_METRIC_IP:
-			return x - 2.0 * VS_U * fabs(x) - slack->tail;
-		case VS_METRIC_COSINE:
-			return x - slack->tail;
+		/* the largest float <= radius: rank values are floats, so `d <= radius` is unchanged */
+		if (radius >= (double) FLT_MAX)
+			return isinf(radius) ? INFINITY : FLT_MAX;
+		if (radius < -(double) FLT_MAX)
+			return -INFINITY;
+		f = (float) radius;
+		if ((double) f > radius)
+			f = nextafterf(f, -INFINITY);
+		return f;
 	}
-	return -INFINITY;
-}
-
-double
-vs_radius_upper(const VsDistanceSlack *slack, double radius)
-{
-	switch (slack->metric)
-	{
-		case VS_METRIC_L2:
-			{
-				double		sum;
-
-				if (radius < 0.0)
-					return radius;
-				sum = (radius * radius * (1.0 + 4.0 * DBL_EPSILON) + slack->abs) / (1.0 - slack->rel);
-				return sqrt(sum) * (1.0 + 4.0 * VS_U);
-			}
-		case VS_METRIC_L2SQ:
-		case VS_METRIC_L1:
-			if (radius < 0.0)
-				return radius;
-			return (radius + slack->abs) / (1.0 - slack->rel) * (1.0 + 4.0 * VS_U);
-		case VS_METRIC_IP:
-			{
-				double		t = radius + slack->tail;
-
-				return t + 4.0 * VS_U * fabs(t);
-			}
-		case VS_METRIC_COSINE:
-			return radius + slack->tail;
-	}
-	return INFINITY;
-}
-
-/* L2 norm in double (vectors are finite, so no overflow). */
-double
-vs_vector_norm(const float *x, int dim)
-{
-	double		sum = 0.0;
-
-	for (int i = 0; i < dim; i++)
-		sum += (double) x[i] * (double) x[i];
-	return sqrt(sum);
+	if (radius < 0.0)
+		return -INFINITY;
+	if (radius * radius >= (double) FLT_MAX)
+		return isinf(radius) ? INFINITY : FLT_MAX;
+	/* the largest float s with sqrt(s) <= radius: start at the float nearest radius^2 */
+	f = (float) (radius * radius);
+	while (f > 0.0f && sqrt((double) f) > radius)
+		f = nextafterf(f, -INFINITY);
+	while (sqrt((double) nextafterf(f, INFINITY)) <= radius)
+		f = nextafterf(f, INFINITY);
+	return f;
 }

@@ -12,6 +12,8 @@
 
 #include "postgres.h"
 
+#include <math.h>
+
 #include "storage/bufmgr.h"
 #include "storage/itemptr.h"
 #include "utils/rel.h"
@@ -48,8 +50,6 @@ typedef struct VsIndexRef
 	uint32		dim;			/* 0: the index has never held a vector (it is empty) */
 	uint64		generation;
 	uint64		ntuples;		/* index entries when the ref was taken (dead ones included) */
-	double		max_norm;		/* >= every indexed vector's L2 norm (0: unknown) */
-	double		min_norm;		/* <= every non-zero indexed vector's L2 norm (0: unknown) */
 	uint64		kind_info[4];	/* the kind's own, from its metapage */
 } VsIndexRef;
 
@@ -149,30 +149,32 @@ extern void *vs_search_object(const VsIndexRef *ref);
 extern void vs_search_trim_cache(void);
 
 /*
- * The engine's distances and the SQL operators' differ in the last bits: the engine sums in
- * double in a fixed order and rounds once, the operators sum in float (vsearch/distance.h).
- * Index scans therefore hand the executor lower bounds of the operator's value (ORDER BY with
- * xs_recheckorderby) and search ranges widened to cover every row the operator accepts (WHERE with
- * xs_recheck); both are rigorous bounds on float summation error, computed from the dimension,
- * the query's norm and the index's norm bounds.
+ * Distances.  Every vsearch distance is the engine's exact one (vsearch/distance.h,
+ * vs_exact_distance_f32: terms in double, rounded once to float), the same bits in the SQL
+ * operators, the CPU engine and the GPU; so an exact index returns the operator's very value and
+ * the executor rechecks nothing.  L2 is ranked by its square: searches run on the exact squared sum
+ * (a float) and the operator's value is its root in double, sqrt((double) sum), as pgvector
+ * computes it.  "Rank units" are what searches return: the squared sum for L2, the metric's value
+ * for the others.
  */
-typedef struct VsDistanceSlack
+static inline vs_metric
+vs_rank_metric(vs_metric metric)
 {
-	vs_metric	metric;
-	double		rel;			/* relative error of a float sum of dim terms (with safety) */
-	double		abs;			/* absolute error in the metric's base units */
-	double		tail;			/* absolute error of the output value (IP, cosine) */
-} VsDistanceSlack;
+	return metric == VS_METRIC_L2 ? VS_METRIC_L2SQ : metric;
+}
 
-extern void vs_distance_slack_init(VsDistanceSlack *slack, const VsIndexRef *ref,
-								   const float *query);
-/* A value <= the SQL operator's distance of any row the engine ranked at `distance`;
- * non-decreasing in `distance` (NaN maps to NaN, which sorts last). */
-extern double vs_distance_lower(const VsDistanceSlack *slack, float distance);
-/* A radius R such that every row with operator distance <= radius has engine distance <= R. */
-extern double vs_radius_upper(const VsDistanceSlack *slack, double radius);
-/* The L2 norm of a vector, in double. */
-extern double vs_vector_norm(const float *x, int dim);
+/* The operator's value of a distance in rank units (NaN stays NaN). */
+static inline double
+vs_rank_value(vs_metric metric, float distance)
+{
+	return metric == VS_METRIC_L2 ? sqrt((double) distance) : (double) distance;
+}
+
+/* The largest rank-unit distance whose operator value is <= radius (-inf: none). */
+extern float vs_rank_radius(vs_metric metric, double radius);
+
+/* The SQL operator of a metric on two vectors of dim elements. */
+extern double vs_operator_distance(vs_metric metric, const float *a, const float *b, int dim);
 
 /*
  * Range queries in SQL (range.c): a `sphere` is the composite (center vector, radius float8)

@@ -2,8 +2,8 @@
  * Functions and operators on vectors: distances, norms, element-wise arithmetic and the btree
  * comparison.
  *
- * Every distance goes through the engine's kernels (vsearch/distance.h), so what SQL computes and
- * what the engine ranks by is the same number.  Operands of distances and arithmetic must have the
+ * Every distance is the engine's exact one (vs_operator_distance, search.h): what SQL computes and
+ * what every index search returns are the same number, bit for bit, on the CPU and the GPU.  Operands of distances and arithmetic must have the
  * same number of dimensions; comparisons accept any two vectors (ordering needs that).
  */
 #include "postgres.h"
@@ -14,10 +14,10 @@
 #include "fmgr.h"
 #include "utils/float.h"
 
+#include "search.h"
 #include "vector.h"
-#include "vsearch/distance.h"
 
-/* The engine's distance of two vectors of equal dimension under a metric. */
+/* The distance of two vectors of equal dimension under a metric. */
 static double
 metric_distance(vs_metric metric, FunctionCallInfo fcinfo)
 {
@@ -26,7 +26,7 @@ metric_distance(vs_metric metric, FunctionCallInfo fcinfo)
 	double		distance;
 
 	vector_check_same_dim(a->dim, b->dim);
-	distance = vs_distance_f32(metric, a->x, b->x, a->dim);
+	distance = vs_operator_distance(metric, a->x, b->x, a->dim);
 	PG_FREE_IF_COPY(a, 0);
 	PG_FREE_IF_COPY(b, 1);
 	return distance;

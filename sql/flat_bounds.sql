@@ -1,7 +1,7 @@
--- vs_flat: adversarial data for the engine/operator distance bounds (search.h): near ties,
--- huge and tiny magnitudes (float overflow and underflow in the operators' sums), mixed scales.
--- Index results must equal the seq scan's: the same distances rank by rank, and the same rows
--- wherever the distance is not tied with the last one returned.
+-- vs_flat: adversarial data for the exactness of index answers (search.h: the index returns the
+-- operators' own values): near ties, huge and tiny magnitudes (results beyond float's range,
+-- squares below it), mixed scales.  Index results must equal the seq scan's: the same distances
+-- rank by rank, and the same rows wherever the distance is not tied with the last one returned.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS vsearch;
 RESET client_min_messages;
@@ -63,7 +63,7 @@ END $$;
 SELECT setseed(0.25);
 
 -- Near ties: 1500 copies of one 300-dim vector, each moved by a few ulps in a few elements, so
--- distances agree to 6-7 digits and float and double sums rank them differently
+-- distances agree to 6-7 digits and many round to the same float
 CREATE TABLE ties (id int, v vector(300));
 CREATE TABLE ties_q (qid int, v vector(300));
 INSERT INTO ties_q SELECT 1, array_agg(0.3 + 0.1 * random() ORDER BY j)::vector
@@ -83,8 +83,8 @@ SELECT op, pg_temp.check('ties', 'ties_q', op, 40) AS top40,
   pg_temp.check('ties', 'ties_q', op, 40, 'id % 11 = 0') AS filtered
   FROM unnest(ARRAY['<->', '<#>', '<=>', '<+>']) op ORDER BY op;
 
--- Scales: every row has its own scale, from 1e-22 (squares underflow in float) to 1e20
--- (squares overflow it); queries at several scales too
+-- Scales: every row has its own scale, from 1e-22 (squares below float's range) to 1e20 (squares
+-- beyond it); queries at several scales too
 CREATE TABLE scales (id int, v vector(16));
 INSERT INTO scales SELECT i, array_agg((random() - 0.5) * 10 ^ (-22 + (i % 43)) ORDER BY j)::vector
   FROM generate_series(1, 1200) i, generate_series(1, 16) j GROUP BY i;

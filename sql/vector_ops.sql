@@ -35,8 +35,9 @@ SELECT v <-> w AS l2_sqrt_2870, v <#> w AS neg_ip_minus_0, v <+> w AS l1_210,
        v <#> v AS neg_ip_minus_2870, v <=> v AS cos_0
 FROM (SELECT array_agg(i)::vector AS v, array_fill(0, ARRAY[20])::vector AS w
       FROM generate_series(1, 20) i) s;
--- Every length from 1 to 70 (SIMD bodies and scalar tails) against a double-precision reference.
--- Elements are multiples of 1/8 and 1/4, so every float sum is exact and the results must be equal.
+-- Every length from 1 to 70 (SIMD bodies and block tails) against a double-precision reference.
+-- Elements are multiples of 1/8 and 1/4, so every sum is exact and the results must be equal: the
+-- distances are computed in double and rounded once to float (the root of L2 is taken in double).
 WITH elements AS (
   SELECT n, i, ((i * 7) % 11 - 5) / 4.0 AS x, ((i * 5) % 13 - 6) / 8.0 AS y
   FROM generate_series(1, 70) n, generate_series(1, n) i
@@ -49,11 +50,12 @@ WITH elements AS (
 SELECT count(*) AS lengths,
        count(*) FILTER (WHERE a <-> b = sqrt(l2sq)) AS l2_equal,
        count(*) FILTER (WHERE a <#> b = -dot AND inner_product(a, b) = dot) AS ip_equal,
-       count(*) FILTER (WHERE a <=> b = 1 - greatest(-1, least(1, dot / sqrt(aa * bb)))) AS cosine_equal,
+       count(*) FILTER (WHERE a <=> b = (1 - greatest(-1, least(1, dot / sqrt(aa * bb))))::real)
+         AS cosine_equal,
        count(*) FILTER (WHERE a <+> b = l1) AS l1_equal,
        count(*) FILTER (WHERE vector_norm(a) = sqrt(aa)) AS norm_equal
 FROM pairs;
--- float accumulation, like pgvector: an overflowing sum is infinite, not an error
+-- a sum beyond float's range is infinite, not an error (as in pgvector)
 SELECT '[3e38]'::vector <-> '[-3e38]' AS l2_inf;
 -- NULL in, NULL out
 SELECT NULL::vector <-> '[1]' AS l2, '[1]'::vector <#> NULL AS ip, cosine_distance(NULL, '[1]') AS cos,
