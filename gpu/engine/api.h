@@ -9,8 +9,8 @@
 //   kmeans_api.cpp  vs_kmeans
 //   ivfpq_api.cpp   vs_ivfpq_* (training, encoding, lists, search, range)
 //
-// Every entry point is noexcept and returns through fail() or finish(), so the context's last
-// error always describes the last call.
+// Every entry point is noexcept; argument errors are recorded with fail(), a backend's Status
+// with finish() (which clears the last error on success).
 #ifndef VSEARCH_ENGINE_API_H
 #define VSEARCH_ENGINE_API_H
 

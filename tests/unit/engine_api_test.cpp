@@ -3,6 +3,10 @@
 // selection.
 #include "engine_testing.h"
 
+#include "engine/backend.h" // VS_CUDA_BACKEND_SYMBOL
+
+#include <dlfcn.h>
+
 #include <atomic>
 
 namespace {
@@ -36,6 +40,22 @@ TEST(EngineApiGlobal, ContextCreation)
     o.backend = static_cast<vs_backend_kind>(42);
     EXPECT_EQ(vs_context_create(&o, &ctx, err, sizeof err), VS_INVALID_ARGUMENT);
     EXPECT_STREQ(vs_status_name(VS_OUT_OF_MEMORY), "VS_OUT_OF_MEMORY");
+}
+
+// vsearch_cuda.so, where it was built and loads, exports the versioned symbol the engine looks up
+// (backend.h, cuda/exports.map and the definition in cuda_backend.cu must agree; a mismatch would
+// otherwise only show as skipped CUDA tests).  Needs no device.
+TEST(EngineApiGlobal, CudaLibraryExportsTheBackendSymbol)
+{
+#ifndef VSEARCH_TEST_CUDA_LIBRARY
+    if (!std::getenv("VSEARCH_CUDA_LIBRARY"))
+        GTEST_SKIP() << "no CUDA library in this build";
+#endif
+    void *lib = dlopen(vt::cuda_library(), RTLD_NOW | RTLD_LOCAL); // never closed, as the engine
+    if (!lib)
+        GTEST_SKIP() << "cannot load the CUDA library: " << dlerror();
+    EXPECT_NE(dlsym(lib, VS_CUDA_BACKEND_SYMBOL), nullptr)
+        << vt::cuda_library() << " does not export " << VS_CUDA_BACKEND_SYMBOL;
 }
 
 TEST_P(EngineApi, ArgumentErrors)
