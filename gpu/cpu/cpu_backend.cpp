@@ -9,6 +9,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "cpu/cpu_ivfpq.h"
+#include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "engine/exact.h"
 #include "engine/host_common.h"
@@ -484,36 +485,42 @@ private:
         if (spherical)
             kmeans_normalize(centroids, k, d);
 
-        std::vector<uint32_t> assign(m);
+        std::vector<int32_t> assign(m);
         std::vector<double> block_obj(nblocks);
         std::vector<double> sums(k * d);
         std::vector<int64_t> counts(k);
         info->objective = 0;
         info->iterations = 0;
         info->empty_repaired = 0;
+        PackedRows packed;
+        std::vector<NearestScratch> scratch(nblocks);
+        std::vector<double> xnorms(m);
+        row_norms(x.data(), d, m, d, xnorms.data());
         for (int it = 0; it < p.iterations; it++)
         {
             check_cancel(cfg_);
+            // Assignment: the centroid with the smallest SIMD-kernel distance (ties to the
+            // smaller), found through blocked products and certified (gemm.h).
+            packed.pack(centroids, k, d, d);
             parallel_for(nblocks, threads_, cfg_, [&](size_t b) {
+                const size_t i0 = b * block, nb = std::min(m, (b + 1) * block) - i0;
+                std::vector<float> best(nb);
+                const float *xb = &x[i0 * d];
+                if (spherical)
+                    nearest_rows(xb, d, nb, packed, NearestKind::IP, float_sum_error(d),
+                                 [&](size_t i, size_t c) {
+                                     return -vs_dot_f32(xb + i * d, centroids + c * d, d);
+                                 },
+                                 &xnorms[i0], &assign[i0], best.data(), scratch[b]);
+                else
+                    nearest_rows(xb, d, nb, packed, NearestKind::L2, float_sum_error(d),
+                                 [&](size_t i, size_t c) {
+                                     return vs_l2sq_f32(xb + i * d, centroids + c * d, d);
+                                 },
+                                 &xnorms[i0], &assign[i0], best.data(), scratch[b]);
                 double obj = 0;
-                for (size_t i = b * block; i < std::min(m, (b + 1) * block); i++)
-                {
-                    const float *xi = &x[i * d];
-                    float best = INFINITY;
-                    uint32_t bi = 0;
-                    for (size_t c = 0; c < k; c++)
-                    {
-                        float v = spherical ? -vs_dot_f32(xi, centroids + c * d, d)
-                                            : vs_l2sq_f32(xi, centroids + c * d, d);
-                        if (c == 0 || v < best)
-                        {
-                            best = v;
-                            bi = static_cast<uint32_t>(c);
-                        }
-                    }
-                    assign[i] = bi;
-                    obj += p.metric == VS_METRIC_COSINE ? 1.0 + best : best;
-                }
+                for (size_t i = 0; i < nb; i++)
+                    obj += p.metric == VS_METRIC_COSINE ? 1.0 + best[i] : best[i];
                 block_obj[b] = obj;
             });
             double obj = 0;

@@ -4,6 +4,7 @@
 // CpuIvfpqBackend (at the end) is the CPU backend's IvfpqBackend over these functions.
 #include "cpu/cpu_ivfpq.h"
 
+#include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "engine/exact.h"
 #include "engine/ivfpq_math.h"
@@ -21,15 +22,21 @@ public:
     CpuIvfpq(const vs_ivfpq_params &p, const float *c, const float *cb)
         : centroids(c, c + p.nlist * p.dim),
           codebooks(cb, cb + (size_t{1} << p.nbits) * p.dim), // m x ksub x dsub = ksub x dim
-          ids(p.nlist), codes(p.nlist)
+          packed_centroids(c, p.nlist, p.dim, p.dim), packed_codebooks(p.m), ids(p.nlist),
+          codes(p.nlist)
     {
         params_ = p;
+        const size_t ksub = size_t{1} << p.nbits, dsub = p.dim / p.m;
+        for (size_t j = 0; j < p.m; j++)
+            packed_codebooks[j].pack(&codebooks[j * ksub * dsub], ksub, dsub, dsub);
     }
     size_t code_size() const { return (params_.m * params_.nbits + 7) / 8; }
     void grow(size_t n) { size_ += n; }
 
     std::vector<float> centroids;  // nlist x dim
     std::vector<float> codebooks;  // m x ksub x dsub
+    PackedRows packed_centroids;   // the same, packed for blocked products (gemm.h)
+    std::vector<PackedRows> packed_codebooks; // per sub-quantizer
     std::vector<std::vector<int64_t>> ids;
     std::vector<std::vector<uint8_t>> codes; // code_size bytes per entry
 };
@@ -140,50 +147,54 @@ Ivfpq *cpu_ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
     return new CpuIvfpq(params, centroids, codebooks);
 }
 
+// The list of each vector is the smallest key (exact coarse distance, list) and code j the
+// codeword with the smallest pq_l2 to the residual's sub-vector (ties: smaller codeword), as a
+// scan of every list and codeword would find them; nearest_rows (gemm.h) finds them from blocked
+// products and computes those reference values only for the rows its bound cannot rule out.
 void cpu_ivfpq_encode(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
                       const float *vectors, size_t n, int32_t *lists, uint8_t *codes)
 {
     const CpuIvfpq &ivf = as_cpu(ivf_);
     const vs_ivfpq_params &p = ivf.params();
+    const size_t d = p.dim;
     const vs_metric cm = pq_coarse_metric(p.metric);
-    const int dsub = static_cast<int>(p.dim / p.m);
-    const int ksub = 1 << p.nbits;
+    const NearestKind coarse_kind = cm == VS_METRIC_IP ? NearestKind::IP : NearestKind::L2;
+    const size_t dsub = d / p.m;
+    const size_t ksub = size_t{1} << p.nbits;
     const size_t cs = ivf.code_size();
     const size_t block = 256;
     parallel_for((n + block - 1) / block, threads, cfg, [&](size_t b) {
-        std::vector<float> r(p.dim);
-        for (size_t i = b * block; i < std::min(n, (b + 1) * block); i++)
+        const size_t i0 = b * block, nb = std::min(n, i0 + block) - i0;
+        const float *x = vectors + i0 * d;
+        NearestScratch scratch;
+        std::vector<float> residual(nb * d);
+        std::vector<int32_t> arg(nb);
+        nearest_rows(x, d, nb, ivf.packed_centroids, coarse_kind, kRoundedOnceError,
+                     [&](size_t i, size_t l) {
+                         return exact_distance(cm, x + i * d, &ivf.centroids[l * d], d);
+                     },
+                     nullptr, lists + i0, nullptr, scratch);
+        if (!codes)
+            return;
+        for (size_t i = 0; i < nb; i++)
         {
-            const float *x = vectors + i * p.dim;
-            uint64_t best = kNoKey;
-            for (size_t l = 0; l < p.nlist; l++)
-                best = std::min(best, make_key(exact_distance(cm, x, &ivf.centroids[l * p.dim], p.dim),
-                                               static_cast<uint32_t>(l)));
-            const size_t list = key_row(best);
-            lists[i] = static_cast<int32_t>(list);
-            if (!codes)
-                continue;
-            const float *c = &ivf.centroids[list * p.dim];
-            for (size_t t = 0; t < p.dim; t++)
-                r[t] = pq_sub(x[t], c[t]);
-            uint8_t *code = codes + i * cs;
-            std::memset(code, 0, cs);
-            for (size_t j = 0; j < p.m; j++)
-            {
-                const float *cb = &ivf.codebooks[j * ksub * dsub];
-                int arg = 0;
-                float bestd = 0.0f;
-                for (int cw = 0; cw < ksub; cw++)
-                {
-                    float v = pq_l2(&r[j * dsub], cb + cw * dsub, dsub);
-                    if (cw == 0 || v < bestd)
-                    {
-                        bestd = v;
-                        arg = cw;
-                    }
-                }
-                pq_code_set(code, static_cast<int>(j), p.nbits, arg);
-            }
+            const float *c = &ivf.centroids[static_cast<size_t>(lists[i0 + i]) * d];
+            for (size_t t = 0; t < d; t++)
+                residual[i * d + t] = pq_sub(x[i * d + t], c[t]);
+            std::memset(codes + (i0 + i) * cs, 0, cs);
+        }
+        for (size_t j = 0; j < p.m; j++)
+        {
+            const float *r = residual.data() + j * dsub;
+            const float *cb = &ivf.codebooks[j * ksub * dsub];
+            nearest_rows(r, d, nb, ivf.packed_codebooks[j], NearestKind::L2,
+                         float_sum_error(dsub),
+                         [&](size_t i, size_t c) {
+                             return pq_l2(r + i * d, cb + c * dsub, static_cast<int>(dsub));
+                         },
+                         nullptr, arg.data(), nullptr, scratch);
+            for (size_t i = 0; i < nb; i++)
+                pq_code_set(codes + (i0 + i) * cs, static_cast<int>(j), p.nbits, arg[i]);
         }
     });
 }

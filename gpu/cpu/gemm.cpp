@@ -1,0 +1,192 @@
+// Blocked dot products (gemm.h): gemm_kernels.inc compiled for AVX-512, AVX2+FMA and SSE2, the
+// best one the CPU supports chosen once per process; packing; the candidate bound of
+// nearest_rows.
+#include "cpu/gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace vs {
+
+namespace gemm_isa {
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx2,fma")
+namespace avx512 {
+#define VS_VEC_BYTES 64
+#include "gemm_kernels.inc"
+#undef VS_VEC_BYTES
+} // namespace avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+#define VS_VEC_BYTES 32
+#include "gemm_kernels.inc"
+#undef VS_VEC_BYTES
+} // namespace avx2
+#pragma GCC pop_options
+
+namespace sse2 {
+#define VS_VEC_BYTES 16
+#include "gemm_kernels.inc"
+#undef VS_VEC_BYTES
+} // namespace sse2
+
+using DotBlock = void (*)(const float *, size_t, size_t, const float *, size_t, size_t, size_t,
+                          float *, size_t);
+
+struct Table
+{
+    const char *name;
+    DotBlock dot_block;
+    float (*row_values)(const float *, const float *, size_t, size_t, size_t, const float *, bool,
+                        float *);
+    float (*nearest_values)(float *, const float *, size_t, bool);
+    size_t (*values_below)(const float *, size_t, float, uint32_t *);
+    bool (*usable)();
+};
+
+bool has_avx512()
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+bool has_avx2()
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+bool always() { return true; }
+
+#define VS_TABLE(ns, usable)                                                                       \
+    {#ns, ns::dot_block, ns::row_values, ns::nearest_values, ns::values_below, usable}
+const Table kTables[] = {VS_TABLE(avx512, has_avx512), VS_TABLE(avx2, has_avx2),
+                         VS_TABLE(sse2, always)};
+#undef VS_TABLE
+
+const Table &active()
+{
+    static const Table *best = [] {
+        for (const Table &t : kTables)
+            if (t.usable())
+                return &t;
+        return &kTables[2];
+    }();
+    return *best;
+}
+
+} // namespace gemm_isa
+
+void PackedRows::pack(const float *rows, size_t n, size_t d, size_t ld)
+{
+    n_ = n;
+    d_ = d;
+    cols_ = (std::max<size_t>(n, 1) + kGemmColumnAlign - 1) / kGemmColumnAlign * kGemmColumnAlign;
+    width_ = cols_ <= kGemmSinglePanel ? cols_ : kGemmPanel;
+    panels_.assign(cols_ * d, 0.0f);
+    sqnorms_.assign(cols_, 0.0f);
+    double maxsq = 0;
+    for (size_t j = 0; j < n; j++)
+    {
+        const float *r = rows + j * ld;
+        float *p = panels_.data() + (j / width_) * d * width_ + j % width_;
+        double s = 0;
+        for (size_t t = 0; t < d; t++)
+        {
+            p[t * width_] = r[t];
+            s += static_cast<double>(r[t]) * r[t];
+        }
+        sqnorms_[j] = static_cast<float>(s);
+        maxsq = std::max(maxsq, s);
+    }
+    max_norm_ = std::sqrt(maxsq) * (1.0 + 1e-9);
+}
+
+void dot_block(const float *x, size_t ldx, size_t nx, const PackedRows &rows, float *out,
+               size_t ldo)
+{
+    gemm_isa::active().dot_block(x, ldx, nx, rows.panels(), rows.dim(), rows.width(),
+                                 rows.padded(), out, ldo);
+}
+
+float nearest_row_values(const float *x, const PackedRows &rows, NearestKind kind, float *v)
+{
+    return gemm_isa::active().row_values(x, rows.panels(), rows.dim(), rows.width(), rows.size(),
+                                         rows.sqnorms(), kind == NearestKind::L2, v);
+}
+
+float nearest_values(float *v, const float *sqnorms, size_t k, NearestKind kind)
+{
+    return gemm_isa::active().nearest_values(v, sqnorms, k, kind == NearestKind::L2);
+}
+
+size_t values_below(const float *v, size_t k, double thr, uint32_t *out)
+{
+    float t = static_cast<float>(thr);
+    if (static_cast<double>(t) < thr)
+        t = std::nextafter(t, INFINITY);
+    return gemm_isa::active().values_below(v, k, t, out);
+}
+
+bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx,
+                    const PackedRows &rows, float *out, size_t ldo)
+{
+    for (const gemm_isa::Table &t : gemm_isa::kTables)
+        if (std::strcmp(t.name, isa) == 0)
+        {
+            if (!t.usable())
+                return false;
+            t.dot_block(x, ldx, nx, rows.panels(), rows.dim(), rows.width(), rows.padded(), out,
+                        ldo);
+            return true;
+        }
+    return false;
+}
+
+void row_norms(const float *x, size_t ldx, size_t n, size_t d, double *norms)
+{
+    for (size_t i = 0; i < n; i++)
+    {
+        const float *r = x + i * ldx;
+        double s[4] = {0, 0, 0, 0};
+        size_t t = 0;
+        for (; t + 4 <= d; t += 4)
+            for (int l = 0; l < 4; l++)
+                s[l] += static_cast<double>(r[t + l]) * r[t + l];
+        for (; t < d; t++)
+            s[0] += static_cast<double>(r[t]) * r[t];
+        norms[i] = std::sqrt((s[0] + s[1]) + (s[2] + s[3]));
+    }
+}
+
+// With u = 2^-24 and g = (d + 4) u (a float sum of d products, any order, fused or not):
+//   L2: v_j = fl(fl(||r_j||^2) - 2 fl(<x, r_j>)) is within
+//       E1 = 2 (g + 2u) ||x|| rmax + 2u rmax^2 of ||x - r_j||^2 - ||x||^2;
+//   IP: v_j = -fl(<x, r_j>) within E1 = g ||x|| rmax of -<x, r_j>;
+// the reference within E2 = ref_err s.  A row j whose reference ties or beats row m's (the row
+// of the smallest v) has v_j - E1 - E2 <= v_m + E1 + E2, so slack 2 (E1 + E2) keeps every such
+// row; twice that for safety, plus the gradual underflow of d products.
+double nearest_slack(NearestKind kind, size_t d, double ref_err, double xnorm, double rmax)
+{
+    const double u = 0x1p-24;
+    const double g = (static_cast<double>(d) + 4.0) * u;
+    double e1, e2;
+    if (kind == NearestKind::L2)
+    {
+        e1 = 2.0 * (g + 2.0 * u) * xnorm * rmax + 2.0 * u * rmax * rmax;
+        e2 = ref_err * (xnorm + rmax) * (xnorm + rmax);
+    }
+    else
+    {
+        e1 = g * xnorm * rmax;
+        e2 = ref_err * xnorm * rmax;
+    }
+    return 4.0 * (e1 + e2) + 16.0 * (static_cast<double>(d) + 4.0) * 0x1p-149;
+}
+
+} // namespace vs

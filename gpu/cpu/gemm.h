@@ -1,0 +1,178 @@
+// Blocked matrix products for the CPU backend: the dot products of many vectors with a set of
+// packed rows (k-means centroids, IVF-PQ coarse centroids and codebooks) as tiles that keep their
+// accumulators in registers (gemm_kernels.inc, dispatched per instruction set like distance.h),
+// and on top of them a certified nearest-row search: the nearest row under a reference distance
+// the caller computes, found from the tiles' float values and a rigorous bound on their rounding,
+// so the answer is exactly the one a scan of every row with the reference would give.
+//
+// Own kernels rather than a BLAS: they start no threads of their own inside a PostgreSQL backend
+// and need no new dependency (the comparison with OpenBLAS: docs/BENCHMARKS.md, "CPU build").
+#ifndef VSEARCH_CPU_GEMM_H
+#define VSEARCH_CPU_GEMM_H
+
+#include "engine/backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace vs {
+
+constexpr size_t kGemmPanel = 16;       // panel width of packed sets of more than 256 rows
+constexpr size_t kGemmColumnAlign = 32; // packed rows are padded to a multiple of this
+constexpr size_t kGemmSinglePanel = 256; // up to this many (padded) rows form one panel
+
+// Rows of a matrix (n x d, leading dimension ld) packed as columns for the kernels: zero rows up
+// to a multiple of 32 (padded()), in panels of width() rows stored dimension-major (element t of
+// row j at panels()[(j / w) * d * w + t * w + j % w]): one panel of all rows when they are at
+// most 256 (a PQ codebook, a small k-means), else panels of 16.
+class PackedRows
+{
+public:
+    PackedRows() = default;
+    PackedRows(const float *rows, size_t n, size_t d, size_t ld) { pack(rows, n, d, ld); }
+    void pack(const float *rows, size_t n, size_t d, size_t ld);
+
+    size_t size() const { return n_; }
+    size_t dim() const { return d_; }
+    size_t padded() const { return cols_; }
+    size_t width() const { return width_; }
+    const float *panels() const { return panels_.data(); }
+    // Element t of row j.
+    float at(size_t j, size_t t) const
+    {
+        return panels_[(j / width_) * d_ * width_ + t * width_ + j % width_];
+    }
+    const float *sqnorms() const { return sqnorms_.data(); } // float(||row||^2); padding 0
+    double max_norm() const { return max_norm_; }           // >= every row's L2 norm
+
+private:
+    size_t n_ = 0, d_ = 0, cols_ = 0, width_ = 0;
+    std::vector<float> panels_;
+    std::vector<float> sqnorms_;
+    double max_norm_ = 0;
+};
+
+// out[i * ldo + j] = <x_i, row j> in float (any order of summation, fused multiply-adds) for
+// i < nx and j < rows.padded() (padding columns are 0); ldo >= rows.padded().
+void dot_block(const float *x, size_t ldx, size_t nx, const PackedRows &rows, float *out,
+               size_t ldo);
+// The same with a named kernel table ("avx512", "avx2", "sse2"; tests), false if not supported.
+bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx, const PackedRows &rows,
+                    float *out, size_t ldo);
+
+// What the reference distance of nearest_rows approximates, and how closely:
+//   L2: ||x - r||^2 (up to a term that depends on x only); IP: -<x, r>.
+// ref_err bounds the reference's own rounding: |reference - true| <= ref_err * s with
+// s = (||x|| + ||r||)^2 for L2 and ||x|| ||r|| for IP.  2 (d + 4) 2^-24 covers a float sum of d
+// terms in any order (the SIMD kernels, the IVF-PQ sums in order); 2^-23 a value computed in
+// double and rounded to float once (engine/exact.h).
+enum class NearestKind
+{
+    L2,
+    IP
+};
+
+inline double float_sum_error(size_t d) { return 2.0 * (static_cast<double>(d) + 4.0) * 0x1p-24; }
+constexpr double kRoundedOnceError = 0x1p-23;
+
+// Candidate bound of nearest_rows: a row j can be the reference's nearest only if its tile value
+// v_j (||r_j||^2 - 2 <x, r_j> for L2, -<x, r_j> for IP) is within slack of the smallest v.
+double nearest_slack(NearestKind kind, size_t d, double ref_err, double xnorm, double rmax);
+
+// A row of dot products with `rows` turned into the values nearest_rows compares, in place
+// (v_j = ||r_j||^2 - 2 <x, r_j> for L2, -<x, r_j> for IP, j < k); returns the smallest, or NaN
+// when one is not finite.
+float nearest_values(float *v, const float *sqnorms, size_t k, NearestKind kind);
+// The same values for one row x straight from a single-panel `rows` (width() == padded()), into
+// v[0 .. padded()): faster than a tile for short rows.
+float nearest_row_values(const float *x, const PackedRows &rows, NearestKind kind, float *v);
+// The j < k with v[j] <= thr, ascending, into out; returns how many.
+size_t values_below(const float *v, size_t k, double thr, uint32_t *out);
+
+// norms[i] = ||x_i|| (in double, for the bounds) for i < n.
+void row_norms(const float *x, size_t ldx, size_t n, size_t d, double *norms);
+
+// What nearest_rows reuses between calls.
+struct NearestScratch
+{
+    std::vector<float> values;
+    std::vector<uint32_t> candidates;
+    std::vector<double> norms;
+};
+
+// For each x_i (i < n, leading dimension ldx), the row j of `rows` with the smallest reference
+// value ref(i, j) (a float), ties to the smaller j: out_row[i] = j.  The products give every
+// row's value v_j; ref is computed only when more than one row lies within nearest_slack of the
+// smallest v (for all of those; for every row when a value is not finite).  out_value (may be
+// null) gets the winner's ref when it was computed, else its distance from the products
+// (||x - r||^2 or -<x, r>, within nearest_slack).  xnorms: ||x_i|| (row_norms) when the caller has them, else null.
+template <typename Ref>
+void nearest_rows(const float *x, size_t ldx, size_t n, const PackedRows &rows, NearestKind kind,
+                  double ref_err, Ref &&ref, const double *xnorms, int32_t *out_row,
+                  float *out_value, NearestScratch &scratch)
+{
+    const size_t d = rows.dim(), k = rows.size(), ld = rows.padded();
+    if (k == 0)
+        return;
+    // Short rows against one panel: a row at a time from registers.  Else tiles of rows, in
+    // blocks whose values stay in L1 (about 32 kB) between the passes over them, in whole tiles
+    // of rows (12 is a multiple of every kernel's).
+    const bool by_row = rows.width() == ld && d <= 32;
+    const size_t block = by_row ? 1 : std::max<size_t>(1, (size_t{8} << 10) / ld / 12) * 12;
+    scratch.values.resize(block * ld);
+    scratch.candidates.resize(k);
+    uint32_t *cand = scratch.candidates.data();
+    const double rmax = rows.max_norm();
+    for (size_t i0 = 0; i0 < n; i0 += block)
+    {
+        const size_t nb = std::min(block, n - i0);
+        if (!by_row)
+            dot_block(x + i0 * ldx, ldx, nb, rows, scratch.values.data(), ld);
+        const double *xn = xnorms ? xnorms + i0 : nullptr;
+        if (!xn)
+        {
+            scratch.norms.resize(nb);
+            row_norms(x + i0 * ldx, ldx, nb, d, scratch.norms.data());
+            xn = scratch.norms.data();
+        }
+        for (size_t b = 0; b < nb; b++)
+        {
+            const size_t i = i0 + b;
+            float *v = scratch.values.data() + b * ld;
+            const float vmin = by_row ? nearest_row_values(x + i * ldx, rows, kind, v)
+                                      : nearest_values(v, rows.sqnorms(), k, kind);
+            const double thr = vmin + nearest_slack(kind, d, ref_err, xn[b], rmax);
+            size_t nc;
+            if (thr < INFINITY) // else a value overflowed: every row is a candidate
+                nc = values_below(v, k, thr, cand);
+            else
+                for (nc = 0; nc < k; nc++)
+                    cand[nc] = static_cast<uint32_t>(nc);
+            int32_t arg = static_cast<int32_t>(cand[0]);
+            float best = kind == NearestKind::L2 ? static_cast<float>(v[arg] + xn[b] * xn[b])
+                                                 : v[arg];
+            if (nc > 1)
+            {
+                for (size_t c = 0; c < nc; c++)
+                {
+                    float r = ref(i, cand[c]);
+                    if (c == 0 || r < best)
+                    {
+                        best = r;
+                        arg = static_cast<int32_t>(cand[c]);
+                    }
+                }
+            }
+            out_row[i] = arg;
+            if (out_value)
+                out_value[i] = best;
+        }
+    }
+}
+
+} // namespace vs
+
+#endif
