@@ -1,0 +1,414 @@
+// List of Clusters on host arrays (vsearch/lc.h): metric spaces of vectors and strings, the
+// build (center selection, fixed-size buckets, covering radii) and exact range and kNN search.
+#include "vsearch/lc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <queue>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The SQL operators' values (extension/search.c, vs_operator_distance): the engine's exact
+// distance rounded to float once, L2 the root of the squared sum in double.
+double vector_distance(vs_metric metric, const float *a, const float *b, size_t dim)
+{
+    if (metric == VS_METRIC_L2)
+        return std::sqrt(static_cast<double>(
+            static_cast<float>(vs_exact_distance_f32(VS_METRIC_L2SQ, a, b, dim))));
+    return static_cast<double>(static_cast<float>(vs_exact_distance_f32(metric, a, b, dim)));
+}
+
+// One side fixed (a query, a center) against many objects; strings keep Myers' masks.
+class Probe
+{
+public:
+    Probe(const vs_mspace &space, const vs_mobject &q) : space_(space), q_(q)
+    {
+        if (space.kind == VS_MSPACE_STRINGS)
+            vs_edit_prepare(&pattern_, q.chars, q.len);
+    }
+
+    // Exact when the distance is <= bound (bound is a radius: strings floor it); otherwise some
+    // value > bound.
+    double distance(size_t i, double bound = kInf) const
+    {
+        if (space_.kind == VS_MSPACE_VECTORS)
+            return vector_distance(space_.metric, q_.vector, space_.vectors + i * space_.dim,
+                                   space_.dim);
+        return string_distance(space_.chars + space_.offsets[i],
+                               space_.offsets[i + 1] - space_.offsets[i], bound);
+    }
+
+    double distance_to(const vs_mobject &o, double bound = kInf) const
+    {
+        if (space_.kind == VS_MSPACE_VECTORS)
+            return vector_distance(space_.metric, q_.vector, o.vector, space_.dim);
+        return string_distance(o.chars, o.len, bound);
+    }
+
+    // Slack of a pruning test on distances of this magnitude (0 for exact integer distances).
+    double slack(double magnitude) const
+    {
+        return space_.kind == VS_MSPACE_VECTORS ? VS_LC_SLACK * magnitude : 0.0;
+    }
+
+private:
+    double string_distance(const uint32_t *t, size_t nt, double bound) const
+    {
+        size_t b = SIZE_MAX;
+        if (bound < 0)
+            b = 0; // nothing can be within; any answer > 0 or an exact 0 will do
+        else if (bound < 1e18)
+            b = static_cast<size_t>(std::floor(bound));
+        size_t d = vs_edit_pattern_distance(&pattern_, t, nt, b);
+        return static_cast<double>(d);
+    }
+
+    const vs_mspace &space_;
+    vs_mobject q_;
+    vs_edit_pattern pattern_;
+};
+
+int64_t object_id(const vs_mspace &s, size_t i)
+{
+    return s.ids ? s.ids[i] : static_cast<int64_t>(i);
+}
+
+bool push_hit(vs_mhits *hits, int64_t id, double d)
+{
+    if (hits->n == hits->cap)
+    {
+        size_t cap = std::max<size_t>(64, hits->cap * 2);
+        int64_t *ids = static_cast<int64_t *>(std::realloc(hits->ids, sizeof(int64_t) * cap));
+        if (ids == nullptr)
+            return false;
+        hits->ids = ids;
+        double *ds = static_cast<double *>(std::realloc(hits->distances, sizeof(double) * cap));
+        if (ds == nullptr)
+            return false;
+        hits->distances = ds;
+        hits->cap = cap;
+    }
+    hits->ids[hits->n] = id;
+    hits->distances[hits->n] = d;
+    hits->n++;
+    return true;
+}
+
+struct Hit
+{
+    double d;
+    int64_t id;
+    bool operator<(const Hit &o) const { return d < o.d || (d == o.d && id < o.id); }
+};
+
+} // namespace
+
+extern "C" {
+
+vs_mobject vs_mspace_object(const vs_mspace *s, size_t i)
+{
+    vs_mobject o{};
+    if (s->kind == VS_MSPACE_VECTORS)
+    {
+        o.vector = s->vectors + i * s->dim;
+        o.len = s->dim;
+    }
+    else
+    {
+        o.chars = s->chars + s->offsets[i];
+        o.len = s->offsets[i + 1] - s->offsets[i];
+    }
+    return o;
+}
+
+double vs_mspace_distance(const vs_mspace *s, const vs_mobject *a, const vs_mobject *b)
+{
+    if (s->kind == VS_MSPACE_VECTORS)
+        return vector_distance(s->metric, a->vector, b->vector, s->dim);
+    return static_cast<double>(vs_edit_distance(a->chars, a->len, b->chars, b->len));
+}
+
+int vs_mspace_check(const vs_mspace *s)
+{
+    if (s == nullptr)
+        return VS_INVALID_ARGUMENT;
+    if (s->kind == VS_MSPACE_VECTORS)
+    {
+        if (s->metric != VS_METRIC_L2 && s->metric != VS_METRIC_L1)
+            return VS_INVALID_ARGUMENT;
+        if (s->n > 0 && (s->vectors == nullptr || s->dim == 0))
+            return VS_INVALID_ARGUMENT;
+        return VS_OK;
+    }
+    if (s->kind != VS_MSPACE_STRINGS || s->offsets == nullptr)
+        return VS_INVALID_ARGUMENT;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->offsets[i + 1] < s->offsets[i])
+            return VS_INVALID_ARGUMENT;
+    if (s->n > 0 && s->offsets[s->n] > s->offsets[0] && s->chars == nullptr)
+        return VS_INVALID_ARGUMENT;
+    return VS_OK;
+}
+
+void vs_mhits_free(vs_mhits *hits)
+{
+    std::free(hits->ids);
+    std::free(hits->distances);
+    hits->ids = nullptr;
+    hits->distances = nullptr;
+    hits->n = hits->cap = 0;
+}
+
+int vs_lc_build(const vs_mspace *objects, size_t bucket_size, uint64_t seed, vs_lc_tick_fn tick,
+                void *tick_arg, size_t *centers, size_t *ncenters, size_t *members,
+                size_t *bucket_offsets, double *radii, uint64_t *ndist)
+{
+    int st = vs_mspace_check(objects);
+    if (st != VS_OK)
+        return st;
+    if (bucket_size == 0 || centers == nullptr || ncenters == nullptr || members == nullptr ||
+        bucket_offsets == nullptr || radii == nullptr)
+        return VS_INVALID_ARGUMENT;
+    const size_t n = objects->n;
+    *ncenters = 0;
+    bucket_offsets[0] = 0;
+    if (n == 0)
+        return VS_OK;
+    try
+    {
+        std::vector<size_t> rem(n);
+        for (size_t i = 0; i < n; i++)
+            rem[i] = i;
+        std::vector<double> sum(n, 0.0);
+        std::vector<unsigned char> taken(n, 0);
+        std::vector<std::pair<double, size_t>> dist;
+        dist.reserve(n);
+        uint64_t evals = 0;
+        size_t nc = 0;
+        size_t nm = 0;
+
+        // splitmix64 of the seed: the first center
+        uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        size_t c = static_cast<size_t>(z % n);
+
+        while (true)
+        {
+            // c leaves the remaining set and becomes the next center
+            rem.erase(std::find(rem.begin(), rem.end(), c));
+            centers[nc] = c;
+            vs_mobject co = vs_mspace_object(objects, c);
+            Probe probe(*objects, co);
+            dist.clear();
+            for (size_t p : rem)
+            {
+                double d = probe.distance(p);
+                sum[p] += d;
+                dist.emplace_back(d, p);
+            }
+            evals += rem.size();
+            size_t take = std::min(bucket_size, dist.size());
+            if (take < dist.size())
+                std::nth_element(dist.begin(), dist.begin() + take, dist.end());
+            std::sort(dist.begin(), dist.begin() + take);
+            double radius = 0.0;
+            for (size_t i = 0; i < take; i++)
+            {
+                members[nm++] = dist[i].second;
+                radius = std::max(radius, dist[i].first);
+            }
+            radii[nc] = radius;
+            nc++;
+            bucket_offsets[nc] = nm;
+
+            // the rest stays, in position order (ties below go to the smallest position)
+            for (size_t i = 0; i < take; i++)
+                taken[dist[i].second] = 1;
+            size_t kept = 0;
+            for (size_t p : rem)
+                if (!taken[p])
+                    rem[kept++] = p;
+            rem.resize(kept);
+            if (tick != nullptr && tick(tick_arg, nc + nm))
+                return VS_CANCELLED;
+            if (rem.empty())
+                break;
+            // the next center: the largest sum of distances to the centers so far
+            size_t best = rem[0];
+            for (size_t p : rem)
+                if (sum[p] > sum[best])
+                    best = p;
+            c = best;
+        }
+        *ncenters = nc;
+        if (ndist)
+            *ndist += evals;
+        return VS_OK;
+    }
+    catch (const std::bad_alloc &)
+    {
+        return VS_OUT_OF_MEMORY;
+    }
+    catch (...)
+    {
+        return VS_INTERNAL;
+    }
+}
+
+int vs_lc_range(const vs_lc *lc, const vs_mobject *q, double radius, vs_lc_tick_fn tick,
+                void *tick_arg, vs_mhits *hits, uint64_t *ndist)
+{
+    if (lc == nullptr || q == nullptr || hits == nullptr || std::isnan(radius))
+        return VS_INVALID_ARGUMENT;
+    const vs_mspace &cs = lc->centers;
+    const vs_mspace &ms = lc->members;
+    Probe pc(cs, *q);
+    Probe pm(ms, *q);
+    uint64_t evals = 0;
+    int st = VS_OK;
+
+    for (size_t c = 0; c < cs.n; c++)
+    {
+        if (tick != nullptr && c % 64 == 63 && tick(tick_arg, c))
+        {
+            st = VS_CANCELLED;
+            break;
+        }
+        double rc = lc->radii[c];
+        double d = pc.distance(c, rc + radius + pc.slack(rc + radius));
+        evals++;
+        if (d <= radius && object_id(cs, c) >= 0 && !push_hit(hits, object_id(cs, c), d))
+        {
+            st = VS_OUT_OF_MEMORY;
+            break;
+        }
+        double slack = pc.slack(rc + radius + d);
+        if (d <= rc + radius + slack)
+        {
+            for (uint64_t m = lc->bucket_offsets[c]; m < lc->bucket_offsets[c + 1]; m++)
+            {
+                double dm = pm.distance(m, radius);
+                if (dm <= radius && !push_hit(hits, object_id(ms, m), dm))
+                {
+                    st = VS_OUT_OF_MEMORY;
+                    break;
+                }
+            }
+            evals += lc->bucket_offsets[c + 1] - lc->bucket_offsets[c];
+            if (st != VS_OK)
+                break;
+        }
+        if (d < rc - radius - slack)
+            break; // the query ball lies inside this center's ball
+    }
+    if (ndist)
+        *ndist += evals;
+    return st;
+}
+
+int vs_lc_knn(const vs_lc *lc, const vs_mobject *q, size_t k, vs_lc_tick_fn tick, void *tick_arg,
+              int64_t *ids, double *distances, size_t *count, uint64_t *ndist)
+{
+    if (lc == nullptr || q == nullptr || count == nullptr || (k > 0 && (!ids || !distances)))
+        return VS_INVALID_ARGUMENT;
+    *count = 0;
+    if (k == 0)
+        return VS_OK;
+    const vs_mspace &cs = lc->centers;
+    const vs_mspace &ms = lc->members;
+    try
+    {
+        Probe pc(cs, *q);
+        Probe pm(ms, *q);
+        std::priority_queue<Hit> best; // the k best so far, worst on top
+        uint64_t evals = 0;
+        auto radius = [&]() { return best.size() < k ? kInf : best.top().d; };
+        auto consider = [&](int64_t id, double d) {
+            if (id < 0)
+                return;
+            Hit h{d, id};
+            if (best.size() < k)
+                best.push(h);
+            else if (h < best.top())
+            {
+                best.pop();
+                best.push(h);
+            }
+        };
+
+        for (size_t c = 0; c < cs.n; c++)
+        {
+            if (tick != nullptr && c % 64 == 63 && tick(tick_arg, c))
+                return VS_CANCELLED;
+            double rc = lc->radii[c];
+            double r = radius();
+            double d = pc.distance(c, rc + r + pc.slack(rc + r));
+            evals++;
+            if (d <= r)
+                consider(object_id(cs, c), d);
+            r = radius();
+            if (d <= rc + r + pc.slack(rc + r + d))
+            {
+                for (uint64_t m = lc->bucket_offsets[c]; m < lc->bucket_offsets[c + 1]; m++)
+                {
+                    double dm = pm.distance(m, radius());
+                    if (dm <= radius())
+                        consider(object_id(ms, m), dm);
+                }
+                evals += lc->bucket_offsets[c + 1] - lc->bucket_offsets[c];
+                r = radius();
+            }
+            if (d < rc - r - pc.slack(rc + r + d))
+                break; // no later bucket holds anything within r
+        }
+        size_t n = best.size();
+        for (size_t i = n; i-- > 0;)
+        {
+            ids[i] = best.top().id;
+            distances[i] = best.top().d;
+            best.pop();
+        }
+        *count = n;
+        if (ndist)
+            *ndist += evals;
+        return VS_OK;
+    }
+    catch (const std::bad_alloc &)
+    {
+        return VS_OUT_OF_MEMORY;
+    }
+    catch (...)
+    {
+        return VS_INTERNAL;
+    }
+}
+
+int vs_mspace_range(const vs_mspace *space, const vs_mobject *q, double radius, vs_mhits *hits,
+                    uint64_t *ndist)
+{
+    if (space == nullptr || q == nullptr || hits == nullptr || std::isnan(radius))
+        return VS_INVALID_ARGUMENT;
+    Probe p(*space, *q);
+    for (size_t i = 0; i < space->n; i++)
+    {
+        double d = p.distance(i, radius);
+        if (d <= radius && object_id(*space, i) >= 0 && !push_hit(hits, object_id(*space, i), d))
+            return VS_OUT_OF_MEMORY;
+    }
+    if (ndist)
+        *ndist += space->n;
+    return VS_OK;
+}
+
+} // extern "C"
