@@ -136,8 +136,9 @@ RESET plan_cache_mode;
 RESET enable_seqscan;
 
 -- Errors: invalid radii (22023), dimension mismatches (22000), with and without the index
-SELECT sphere('[1,2]', 'NaN');
-SELECT sphere('[1,2]', 'Infinity');
+-- (the radius typed: with two untyped literals sphere() could also be the text sphere's)
+SELECT sphere('[1,2]', 'NaN'::float8);
+SELECT sphere('[1,2]', 'Infinity'::float8);
 SELECT '[1,2]'::vector <<->> ROW('[1,2]', 'NaN')::sphere;
 SELECT '[1,2]'::vector <<->> sphere('[1,2]', -1);
 SELECT '[1,2]'::vector <<=>> sphere('[1,2]', -0.5);

@@ -1,0 +1,202 @@
+/*
+ * vs_lc: the List of Clusters index, exact range and kNN search under any metric the operator
+ * class names: vectors under L2 or L1, text under edit distance (textdist.h).  The algorithm is
+ * the engine's (vsearch/lc.h: build, range, kNN on host arrays); this access method stores the
+ * list in pages, keeps it through inserts and VACUUM, and serves scans on the CPU in the backend
+ * (the GPU path is to come: the page order is the one its device matrices will copy).
+ *
+ * Layout (block 0 is the metapage; two chains of pages follow, linked by `next`):
+ *
+ *   metapage     page header | VsLcMetaPageData | ... | VsLcPageOpaqueData
+ *   center page  page header | line pointers | VsLcTuple (centers, creation order) | opaque
+ *   bucket page  page header | line pointers | VsLcTuple (members, bucket after bucket) | opaque
+ *
+ * The build writes every center page first (centers with their covering radii, in creation
+ * order), then every bucket back to back in creation order.  A tuple is the heap tid, its cluster
+ * (a center's own number, or the bucket it belongs to), a center's covering radius, and the object:
+ * dim float4 (vectors) or len uint32 characters (text: pg_wchar, the code point in UTF-8).
+ *
+ * Inserts (lcinsert.c) keep the invariant the search needs (an object at distance < r_c of center
+ * c is in c's bucket or an earlier one): a new row goes into the bucket of the first center whose
+ * ball (d <= r_c) holds it; else into the last cluster while it has fewer than bucket_size members
+ * (its radius grows: no later cluster exists); else it becomes a new center with radius 0.
+ * VACUUM (lcvacuum.c) removes dead members; a dead center stays as a routing object flagged
+ * VS_LC_DEAD and is never reported.  Every page change is Generic WAL.
+ *
+ * Files: lcutils.c (the kind, metapage, options, handler), lcsearch.c (the engine object from the
+ * pages, searches), lcbuild.c, lcinsert.c, lcvacuum.c, lcscan.c, lccost.c.
+ */
+#ifndef VSEARCH_LC_AM_H
+#define VSEARCH_LC_AM_H
+
+#include "postgres.h"
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
+#include "storage/bufpage.h"
+#include "utils/relcache.h"
+
+#include "amutils.h"
+#include "search.h"
+#include "textdist.h"
+#include "vsearch/lc.h"
+
+#define VS_LC_KIND				4	/* the index kind's id (indexkind.h); never reused */
+
+#define VS_LC_MAGIC				0x56534C43	/* "VSLC" */
+#define VS_LC_VERSION			1
+#define VS_LC_PAGE_ID			0xFF93
+
+#define VS_LC_METAPAGE_BLKNO	0
+
+#define VS_LC_META				(1 << 0)
+#define VS_LC_CENTERS			(1 << 1)
+#define VS_LC_BUCKETS			(1 << 2)
+
+#define VS_LC_DEFAULT_BUCKET_TEXT	32	/* Barrientos et al.: 32 for words, 64 for vectors */
+#define VS_LC_DEFAULT_BUCKET_VECTOR 64
+#define VS_LC_MAX_BUCKET		100000
+
+typedef struct VsLcPageOpaqueData
+{
+	BlockNumber next;			/* next page of the chain, InvalidBlockNumber at the end */
+	uint16		flags;
+	uint16		page_id;		/* VS_LC_PAGE_ID */
+} VsLcPageOpaqueData;
+
+typedef VsLcPageOpaqueData *VsLcPageOpaque;
+
+#define VsLcPageGetOpaque(page) ((VsLcPageOpaque) PageGetSpecialPointer(page))
+
+typedef struct VsLcMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint32		dim;			/* vectors: 0 until the first one; text: 0 */
+	uint32		metric;			/* vs_metric (L2, L1) or VS_METRIC_LEVENSHTEIN */
+	uint32		bucket_size;
+	uint32		ncenters;
+	uint64		ntuples;		/* index entries (centers whose row died not counted after VACUUM) */
+	uint64		generation;
+	BlockNumber center_head;	/* chains: InvalidBlockNumber when empty */
+	BlockNumber center_tail;
+	BlockNumber bucket_head;
+	BlockNumber bucket_tail;
+	uint32		last_count;		/* members of the last cluster (inserts fill it up to bucket_size) */
+	uint32		unused;
+	uint64		seed;			/* of the first center */
+} VsLcMetaPageData;
+
+typedef VsLcMetaPageData *VsLcMetaPage;
+
+#define VsLcPageGetMeta(page) ((VsLcMetaPage) PageGetContents(page))
+
+#define VS_LC_DEAD				(1 << 0)	/* a center whose row was deleted: routes, never reported */
+
+typedef struct VsLcTuple
+{
+	ItemPointerData heap_tid;
+	uint16		flags;
+	uint32		cluster;
+	uint32		len;			/* floats (vectors) or characters (text) */
+	double		radius;			/* centers: covering radius */
+	uint32		data[FLEXIBLE_ARRAY_MEMBER];	/* float4[len] or uint32[len] */
+} VsLcTuple;
+
+#define VS_LC_TUPLE_SIZE(len)	MAXALIGN(offsetof(VsLcTuple, data) + sizeof(uint32) * (Size) (len))
+/* The longest object a page holds: 2026 floats or characters with 8 kB pages. */
+#define VS_LC_MAX_LEN \
+	((int) ((BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - sizeof(ItemIdData) - \
+			 MAXALIGN(sizeof(VsLcPageOpaqueData)) - MAXALIGN(offsetof(VsLcTuple, data))) / sizeof(uint32)))
+
+typedef struct VsLcOptions
+{
+	int32		vl_len_;
+	int			bucket_size;	/* 0: the default of the data (32 text, 64 vectors) */
+	int			seed;
+} VsLcOptions;
+
+/* An object to index or search: a vector or the characters of a text. */
+typedef struct VsLcValue
+{
+	const void *data;			/* float4[len] or uint32[len] */
+	int			len;
+} VsLcValue;
+
+/* The engine object of an index (lcsearch.c). */
+typedef struct VsLcObject
+{
+	bool		text;
+	vs_metric	metric;
+	uint32		dim;
+	vs_lc		lc;				/* over the arrays below */
+	int64	   *center_ids;
+	double	   *radii;
+	uint64	   *bucket_offsets;
+	int64	   *member_ids;
+	float	   *center_vectors;
+	float	   *member_vectors;
+	uint32	   *center_chars;
+	uint64	   *center_offsets;
+	uint32	   *member_chars;
+	uint64	   *member_offsets;
+} VsLcObject;
+
+/* lcutils.c */
+extern const VsIndexKind vs_lc_kind;
+extern void vs_lc_init_page(Page page, uint16 flags);
+extern VsLcMetaPage vs_lc_page_meta(Page page);
+extern void vs_lc_read_meta(Relation index, VsLcMetaPageData *meta);
+extern bytea *vs_lc_options(Datum reloptions, bool validate);
+extern void vs_lc_init(void);
+extern vs_metric vs_lc_opclass_metric(Relation index);
+extern bool vs_lc_is_text(Relation index);
+extern VsLcValue vs_lc_value(Datum datum, bool is_text, uint32 *dim, const char *what);
+extern double vs_lc_distance(vs_metric metric, uint32 dim, VsLcValue a, VsLcValue b);
+extern VsLcValue vs_lc_tuple_value(const VsLcTuple *t);
+extern char *vs_lc_phasename(int64 phase);
+
+/* lcsearch.c */
+extern void *vs_lc_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
+						uint64 *generation);
+extern void vs_lc_destroy(struct vs_context *engine, void *obj);
+extern int	vs_lc_tick(void *arg, size_t done);
+extern void vs_lc_search_range(VsLcObject *obj, VsLcValue q, double radius, int64 **ids,
+							   double **dists, int64 *n);
+extern int64 vs_lc_search_knn(VsLcObject *obj, VsLcValue q, int k, int64 *ids, double *dists);
+extern void vs_lc_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+								   double radius, VsRangeResult *out);
+extern void vs_lc_batch_knn(struct VsBatch *batch, int k);
+extern bool vs_lc_check_request(const struct VsRequest *req, char *why, Size whylen);
+
+/* lcbuild.c */
+extern IndexBuildResult *vs_lc_ambuild(Relation heap, Relation index, IndexInfo *indexInfo);
+extern void vs_lc_ambuildempty(Relation index);
+extern void vs_lc_init_metapage(Page page, Relation index, vs_metric metric, uint32 dim);
+
+/* lcinsert.c */
+extern bool vs_lc_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
+						 Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,
+						 IndexInfo *indexInfo);
+
+/* lcvacuum.c */
+extern IndexBulkDeleteResult *vs_lc_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
+											   IndexBulkDeleteCallback callback,
+											   void *callback_state);
+
+/* lcscan.c */
+extern IndexScanDesc vs_lc_beginscan(Relation index, int nkeys, int norderbys);
+extern void vs_lc_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
+						 int norderbys);
+extern bool vs_lc_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 vs_lc_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+
+/* lccost.c */
+extern void vs_lc_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+							   Cost *indexStartupCost, Cost *indexTotalCost,
+							   Selectivity *indexSelectivity, double *indexCorrelation,
+							   double *indexPages);
+
+#endif							/* VSEARCH_LC_AM_H */
