@@ -1,0 +1,249 @@
+/*
+ * vs_graph: a proximity-graph index (a fixed-degree directed graph over the rows, searched by beam
+ * search), built from an exact k-nearest-neighbour graph pruned CAGRA-style.
+ *
+ * Every row is a node.  Node i holds the row's heap tid, a copy of its vector and a fixed-size
+ * list of `degree` out-neighbours (node numbers; VS_GRAPH_NO_NODE marks an empty slot), so a node
+ * is found by arithmetic: block 1 + i / per_page, slot i % per_page.  A search starts at the
+ * metapage's entry node and walks the graph keeping the `vsearch.graph_ef` best nodes it has seen
+ * (the beam); every distance is the engine's exact one (vs_exact_distance_f32 in rank units,
+ * search.h), so the rows come back with the SQL operator's own value.  docs/INDEXES.md describes
+ * the behaviour.
+ *
+ * Layout (block 0 is the metapage; node pages follow, each with VsGraphPageOpaqueData):
+ *
+ *   metapage   page header | VsGraphMetaPageData | ... | opaque
+ *   node page  page header | node[per_page] | ... | opaque
+ *   node       ItemPointerData heap_tid | uint16 flags | float4 x[dim] | uint32 nbrs[degree]
+ *
+ * Inserts and VACUUM are serialized by a heavyweight lock on the metapage's block number
+ * (LockPage, ExclusiveLock), held for the whole change; searches never take it.  Page contents
+ * change under the buffer's exclusive lock with Generic WAL, the build included.
+ *
+ * Files: graphutils.c (the index kind, options, settings, pages), graphsearch.c (reading nodes,
+ * beam search, rank-based pruning), graphbuild.c, graphinsert.c, graphvacuum.c, graphscan.c,
+ * graphcost.c.  What every access method shares is in amutils.h.
+ */
+#ifndef VSEARCH_GRAPH_H
+#define VSEARCH_GRAPH_H
+
+#include "postgres.h"
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
+#include "storage/buf.h"
+#include "storage/bufpage.h"
+#include "storage/itemptr.h"
+#include "utils/relcache.h"
+
+#include "amutils.h"
+#include "search.h"
+#include "vector.h"
+
+#define VS_GRAPH_KIND			3	/* the index kind's id (indexkind.h) */
+
+#define VS_GRAPH_MAGIC			0x56534752	/* "VSGR" */
+#define VS_GRAPH_VERSION		1
+#define VS_GRAPH_PAGE_ID		0xFF93
+
+#define VS_GRAPH_METAPAGE_BLKNO	0
+#define VS_GRAPH_FIRST_NODE_BLKNO 1
+
+#define VS_GRAPH_NO_NODE		0xFFFFFFFFu
+
+/* Page flags */
+#define VS_GRAPH_META			(1 << 0)
+#define VS_GRAPH_NODES			(1 << 1)
+
+/* Node flags */
+#define VS_GRAPH_NODE_LIVE		(1 << 0)	/* a row (maybe dead in the heap, not yet vacuumed) */
+#define VS_GRAPH_NODE_FREE		(1 << 1)	/* removed by VACUUM: unlinked, reusable by inserts */
+
+/* Start nodes besides the entry: the rows nearest to k-means centroids of the build's rows. */
+#define VS_GRAPH_MAX_SEEDS		64
+#define VS_GRAPH_SEED			20251125	/* of the k-means that places them */
+
+/* Limits and defaults of the options. */
+#define VS_GRAPH_MIN_DEGREE		4
+#define VS_GRAPH_MAX_DEGREE		256
+#define VS_GRAPH_DEFAULT_DEGREE	32
+#define VS_GRAPH_MAX_BUILD_DEGREE 1024
+
+/* The build's kNN: queries per engine call. */
+#define VS_GRAPH_KNN_CHUNK		1024
+
+typedef struct VsGraphPageOpaqueData
+{
+	uint16		nitems;			/* node slots in use on the page */
+	uint16		flags;
+	uint16		unused;
+	uint16		page_id;		/* VS_GRAPH_PAGE_ID */
+} VsGraphPageOpaqueData;
+
+typedef VsGraphPageOpaqueData *VsGraphPageOpaque;
+
+#define VsGraphPageGetOpaque(page) ((VsGraphPageOpaque) PageGetSpecialPointer(page))
+
+#define VS_GRAPH_PAGE_SPACE \
+	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(VsGraphPageOpaqueData)))
+
+/*
+ * The metapage.  `generation` changes with every change of the node set or of an adjacency list
+ * (insert, VACUUM); it starts at vs_initial_generation().
+ */
+typedef struct VsGraphMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint32		dim;			/* 0 until the first vector (unconstrained column, empty table) */
+	uint32		metric;			/* vs_metric of the operator class */
+	uint32		degree;			/* out-neighbours per node */
+	uint32		build_degree;	/* neighbours of the kNN graph / insert search width */
+	uint32		entry;			/* where searches start (VS_GRAPH_NO_NODE: no live node) */
+	uint32		free_hint;		/* no free slot below this node number */
+	uint64		nnodes;			/* node slots (live and free) */
+	uint64		ntuples;		/* live nodes (rows not yet vacuumed away) */
+	uint64		nfree;			/* free slots */
+	uint64		generation;
+	uint32		nseeds;			/* more start nodes, spread over the data (0..MAX_SEEDS) */
+	uint32		unused;
+	uint32		seeds[VS_GRAPH_MAX_SEEDS];
+} VsGraphMetaPageData;
+
+typedef VsGraphMetaPageData *VsGraphMetaPage;
+
+#define VsGraphPageGetMeta(page) ((VsGraphMetaPage) PageGetContents(page))
+
+/* A node; x then nbrs follow the header. */
+typedef struct VsGraphNode
+{
+	ItemPointerData heap_tid;
+	uint16		flags;
+	float		x[FLEXIBLE_ARRAY_MEMBER];
+} VsGraphNode;
+
+#define VS_GRAPH_NODE_SIZE(dim, degree) \
+	(offsetof(VsGraphNode, x) + sizeof(float) * (Size) (dim) + sizeof(uint32) * (Size) (degree))
+#define VsGraphNodesPerPage(dim, degree) \
+	((int) (VS_GRAPH_PAGE_SPACE / VS_GRAPH_NODE_SIZE(dim, degree)))
+#define VsGraphPageGetNode(page, dim, degree, i) \
+	((VsGraphNode *) (PageGetContents(page) + (Size) (i) * VS_GRAPH_NODE_SIZE(dim, degree)))
+#define VsGraphNodeNbrs(node, dim)	((uint32 *) ((node)->x + (dim)))
+
+#define VsGraphIsNodePage(page) \
+	(!PageIsNew(page) && PageGetSpecialSize(page) == MAXALIGN(sizeof(VsGraphPageOpaqueData)) && \
+	 (VsGraphPageGetOpaque(page)->flags & VS_GRAPH_NODES) != 0)
+
+/* A reference's kind_info (search.h), from the metapage. */
+#define VsGraphRefDegree(ref)		((uint32) (ref)->kind_info[0])
+#define VsGraphRefEntry(ref)		((uint32) (ref)->kind_info[1])
+#define VsGraphRefNodes(ref)		((ref)->kind_info[2])
+#define VsGraphRefBuildDegree(ref)	((uint32) (ref)->kind_info[3])
+
+/* WITH (...) options */
+typedef struct VsGraphOptions
+{
+	int32		vl_len_;
+	int			degree;
+	int			build_degree;	/* 0: 2 x degree */
+} VsGraphOptions;
+
+/* One search result: a node, its distance in rank units (search.h). */
+typedef struct VsGraphHit
+{
+	float		d;
+	uint32		node;
+	int64		id;				/* heap tid as id (vs_tid_to_id) */
+} VsGraphHit;
+
+/* Reads nodes of an index through the buffer manager, keeping the last page pinned. */
+typedef struct VsGraphReader
+{
+	VsIndexRef	ref;
+	Relation	rel;			/* read through the relcache (NULL: by the ref's locator) */
+	uint32		dim;
+	uint32		degree;
+	int			per_page;
+	uint64		nnodes;			/* nodes at or above this are not read */
+	Buffer		buf;
+	BlockNumber blkno;
+} VsGraphReader;
+
+/* A node read: flags, tid, and (when asked) its vector and neighbours, copied. */
+typedef struct VsGraphNodeCopy
+{
+	uint16		flags;
+	ItemPointerData tid;
+} VsGraphNodeCopy;
+
+/* graphutils.c */
+extern const VsIndexKind vs_graph_kind;
+extern PGDLLIMPORT int vs_graph_ef;
+extern void vs_graph_init_page(Page page, uint16 flags);
+extern void vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
+								   uint32 build_degree);
+extern VsGraphMetaPage vs_graph_page_meta(Page page);
+extern void vs_graph_read_meta(Relation index, VsGraphMetaPageData *meta);
+extern int	vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts);
+extern void vs_graph_page_set_items(Page page, uint32 dim, uint32 degree, int nitems);
+extern void vs_graph_check_dim(int dim, uint32 degree);
+extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree);
+extern void vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node,
+								const uint32 *nbrs);
+extern void vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree);
+extern bytea *vs_graph_options(Datum reloptions, bool validate);
+
+/* graphsearch.c: reading nodes, beam search, pruning */
+extern void vs_graph_reader_init(VsGraphReader *r, const VsIndexRef *ref, Relation rel,
+								 uint32 dim, uint32 degree, uint64 nnodes);
+extern void vs_graph_reader_end(VsGraphReader *r);
+extern bool vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *out, float *x,
+							   uint32 *nbrs);
+extern float vs_graph_distance(vs_metric metric, const float *a, const float *b, uint32 dim);
+extern int	vs_graph_cmp_hit(const void *a, const void *b);
+extern int	vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32 *starts,
+								 int nstarts, const float *query, int ef, VsGraphHit *out);
+extern int	vs_graph_gather_nbrs(VsGraphReader *r, const uint32 *nodes, int n, uint32 *out);
+extern int	vs_graph_prune(const uint32 *cands, int ncands, const uint32 *cand_nbrs,
+						   int nbr_width, int degree, uint32 *out);
+extern void vs_graph_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+									  double radius, VsRangeResult *out);
+extern bool vs_graph_check_request(const struct VsRequest *req, char *why, Size whylen);
+
+/* graphbuild.c */
+extern IndexBuildResult *vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo);
+extern void vs_graph_buildempty(Relation index);
+extern char *vs_graph_buildphasename(int64 phasenum);
+
+/* graphinsert.c */
+extern bool vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
+							Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,
+							IndexInfo *indexInfo);
+
+/* graphvacuum.c */
+extern IndexBulkDeleteResult *vs_graph_bulkdelete(IndexVacuumInfo *info,
+												  IndexBulkDeleteResult *stats,
+												  IndexBulkDeleteCallback callback,
+												  void *callback_state);
+
+/* graphscan.c */
+extern IndexScanDesc vs_graph_beginscan(Relation index, int nkeys, int norderbys);
+extern void vs_graph_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
+							int norderbys);
+extern bool vs_graph_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 vs_graph_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+extern void vs_graph_endscan(IndexScanDesc scan);
+
+/* graphbatch.c */
+struct VsBatch;
+extern void vs_graph_batch_knn(struct VsBatch *batch, int k);
+
+/* graphcost.c */
+extern void vs_graph_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+								  Cost *indexStartupCost, Cost *indexTotalCost,
+								  Selectivity *indexSelectivity, double *indexCorrelation,
+								  double *indexPages);
+
+#endif							/* VSEARCH_GRAPH_H */

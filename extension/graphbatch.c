@@ -1,0 +1,113 @@
+/*
+ * vs_graph: vsearch_knn_batch (the index kind's batch_knn, batch.h).
+ *
+ * Each query goes through the rounds of the index scan (graphscan.c): a beam search of width
+ * vsearch.graph_ef, then 4x as wide, ..., and a pass over every node once the width reaches the
+ * index's rows; each round's new rows in exact order, checked for visibility one by one, until k
+ * visible rows.  So the rows are those of `ORDER BY col <op> q LIMIT k` through the index, in its
+ * order.  The queries run one after the other in this backend.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "batch.h"
+#include "graph.h"
+
+/* Takes hits (sorted) not seen before, checking each row, until the answer has k rows. */
+static void
+take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, uint8 *seen)
+{
+	VsBatchAnswer *a = &bc->answers[q];
+
+	for (int i = 0; i < nh && a->n < k; i++)
+	{
+		uint32		n = hits[i].node;
+		VsPairResult res;
+
+		if (seen[n / 8] & (1 << (n % 8)))
+			continue;
+		seen[n / 8] |= 1 << (n % 8);
+		if (!vs_check_pair(&bc->reader, hits[i].id, q, &res))
+			continue;
+		a->hits[a->n].distance = res.distance;
+		a->hits[a->n].tid = res.tid;
+		a->n++;
+	}
+}
+
+void
+vs_graph_batch_knn(VsBatch *bc, int k)
+{
+	uint64		nnodes = VsGraphRefNodes(&bc->ref);
+	uint64		live = Max(bc->ref.ntuples, 1);
+	uint32		dim = bc->ref.dim;
+	VsGraphReader r;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_graph batch",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	float	   *x = palloc(sizeof(float) * dim);
+	uint8	   *seen = palloc_extended((Size) (nnodes + 7) / 8 + 1, MCXT_ALLOC_HUGE);
+	VsGraphMetaPageData meta;
+	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
+	int			nstarts;
+
+	vs_graph_read_meta(bc->index, &meta);
+	nstarts = vs_graph_starts(&meta, starts);
+
+	vs_graph_reader_init(&r, &bc->ref, bc->index, dim, VsGraphRefDegree(&bc->ref), nnodes);
+	for (int q = 0; q < bc->nq; q++)
+	{
+		const float *query = bc->queries + (Size) q * dim;
+		int64		ef = Max(vs_graph_ef, 1);
+
+		memset(seen, 0, (Size) (nnodes + 7) / 8 + 1);
+		bc->answers[q].n = 0;
+		for (;;)
+		{
+			VsGraphHit *hits;
+			int			nh;
+
+			CHECK_FOR_INTERRUPTS();
+			bc->rounds++;
+			if ((uint64) ef >= live && ef > Max(vs_graph_ef, 1))
+			{
+				/* as wide as the index: every node, in exact order */
+				hits = palloc_extended(sizeof(VsGraphHit) * Max(nnodes, 1), MCXT_ALLOC_HUGE);
+				nh = 0;
+				for (uint64 n = 0; n < nnodes; n++)
+				{
+					VsGraphNodeCopy nc;
+
+					if ((n & 1023) == 0)
+						CHECK_FOR_INTERRUPTS();
+					if ((seen[n / 8] & (1 << (n % 8))) ||
+						!vs_graph_read_node(&r, (uint32) n, &nc, x, NULL) ||
+						!(nc.flags & VS_GRAPH_NODE_LIVE))
+						continue;
+					hits[nh].node = (uint32) n;
+					hits[nh].id = vs_tid_to_id(&nc.tid);
+					hits[nh].d = vs_graph_distance(bc->ref.metric, query, x, dim);
+					nh++;
+				}
+				if (nh > 1)
+					qsort(hits, nh, sizeof(VsGraphHit), vs_graph_cmp_hit);
+				take(bc, q, k, hits, nh, seen);
+				pfree(hits);
+				break;
+			}
+			ef = Min(ef, (int64) 0x7FFFFFFF / (int64) sizeof(VsGraphHit));
+			hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
+			nh = vs_graph_beam_search(&r, bc->ref.metric, starts, nstarts, query, (int) ef, hits);
+			take(bc, q, k, hits, nh, seen);
+			pfree(hits);
+			if (bc->answers[q].n >= k)
+				break;
+			ef *= 4;
+		}
+	}
+	vs_graph_reader_end(&r);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}

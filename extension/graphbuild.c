@@ -1,0 +1,613 @@
+/*
+ * vs_graph: CREATE INDEX / REINDEX (ambuild) and the init fork of unlogged indexes (ambuildempty).
+ *
+ * The build, in the backend on the engine's CPU backend (vs_build_engine: the CPU engine with
+ * max_parallel_maintenance_workers + 1 threads), in phases reported in
+ * pg_stat_progress_create_index:
+ *
+ *   loading tuples     the table scan copies every non-NULL vector and its tid into memory (node
+ *                      numbers follow the scan's order);
+ *   computing knn      the exact build_degree nearest neighbours of every row (vs_knn, queries in
+ *                      chunks of VS_GRAPH_KNN_CHUNK rows, in rank units: squared L2 for L2);
+ *   pruning            each kNN list is pruned to `degree` by rank (vs_graph_prune, CAGRA's
+ *                      detour count), then merged with the reverse edges: the first half of a
+ *                      node's list is its best pruned neighbours, then the nodes that chose it
+ *                      (by their rank of it), then the rest of its pruned list; finally every node
+ *                      that a search from the entry cannot reach is linked from a reached node of
+ *                      its kNN list (an empty slot, or one whose target keeps another in-edge);
+ *   writing pages      node pages, each a full-page Generic WAL record, then the metapage.
+ *
+ * The entry node is the row nearest (L2) to the mean of all rows.  Nothing is random: the same
+ * table in the same physical order gives the same index.  The exact kNN is O(rows^2 x dim)
+ * (the engine's blocked brute force; with the GPU worker it would be a GEMM): seconds for
+ * 10^4..10^5 rows on a few cores, hours for 10^6 on a CPU, where an approximate kNN graph
+ * (IVF-PQ candidates or NN-descent, as CAGRA builds it) is the way: not implemented here
+ * (docs/INDEXES.md).  Memory: the vectors, the kNN lists (build_degree x 4 bytes per row) and
+ * the graph, all in backend memory.
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "access/tableam.h"
+#include "access/xloginsert.h"
+#include "catalog/index.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/backend_progress.h"
+#include "utils/memutils.h"
+
+#include "graph.h"
+
+/* Build phases (PROGRESS_CREATEIDX_SUBPHASE); 1 is PostgreSQL's "initializing". */
+#define GRAPH_PHASE_LOAD	2
+#define GRAPH_PHASE_KNN		3
+#define GRAPH_PHASE_PRUNE	4
+#define GRAPH_PHASE_WRITE	5
+
+char *
+vs_graph_buildphasename(int64 phasenum)
+{
+	switch (phasenum)
+	{
+		case PROGRESS_CREATEIDX_SUBPHASE_INITIALIZE:
+			return "initializing";
+		case GRAPH_PHASE_LOAD:
+			return "loading tuples";
+		case GRAPH_PHASE_KNN:
+			return "computing k-nearest-neighbour graph";
+		case GRAPH_PHASE_PRUNE:
+			return "pruning graph";
+		case GRAPH_PHASE_WRITE:
+			return "writing index pages";
+	}
+	return NULL;
+}
+
+typedef struct GraphBuildState
+{
+	Relation	index;
+	uint32		dim;			/* 0 until the first vector (unconstrained column) */
+	uint32		degree;
+	uint32		build_degree;
+	float	   *vectors;
+	ItemPointerData *tids;
+	int64		n;
+	int64		cap;
+	MemoryContext tmpcxt;
+} GraphBuildState;
+
+static void
+build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bool tupleIsAlive,
+			   void *arg)
+{
+	GraphBuildState *state = (GraphBuildState *) arg;
+	MemoryContext old;
+	Vector	   *vec;
+
+	if (isnull[0])
+		return;					/* NULL vectors are not indexed */
+
+	old = MemoryContextSwitchTo(state->tmpcxt);
+	vec = DatumGetVectorP(values[0]);
+	vs_graph_check_vector_dim(state->dim, vec->dim, state->degree);
+	MemoryContextSwitchTo(old);
+	if (state->dim == 0)
+		state->dim = vec->dim;
+	if (state->n >= (int64) VS_GRAPH_NO_NODE - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("vs_graph indexes hold at most %u rows", VS_GRAPH_NO_NODE - 1)));
+	if (state->n == state->cap)
+	{
+		state->cap = Max(state->cap * 2, 1024);
+		if (state->vectors == NULL)
+		{
+			state->vectors = palloc_extended(sizeof(float) * state->dim * state->cap,
+											 MCXT_ALLOC_HUGE);
+			state->tids = palloc_extended(sizeof(ItemPointerData) * state->cap, MCXT_ALLOC_HUGE);
+		}
+		else
+		{
+			state->vectors = repalloc_huge(state->vectors,
+										   sizeof(float) * state->dim * state->cap);
+			state->tids = repalloc_huge(state->tids, sizeof(ItemPointerData) * state->cap);
+		}
+	}
+	memcpy(state->vectors + (Size) state->n * state->dim, vec->x, sizeof(float) * state->dim);
+	state->tids[state->n] = *tid;
+	state->n++;
+	MemoryContextReset(state->tmpcxt);
+}
+
+/* The k nearest rows of `queries` among the dataset, retried after a handled cancel. */
+static void
+engine_knn(vs_context *ctx, vs_dataset *ds, const float *queries, size_t nq, size_t k,
+		   vs_metric metric, int64 *ids, float *dists)
+{
+	int			retries = 0;
+
+	for (;;)
+	{
+		vs_status	st = vs_knn(ctx, ds, queries, nq, k, metric, NULL, ids, dists, NULL);
+
+		if (st == VS_OK)
+			return;
+		if (st != VS_CANCELLED)
+			vs_engine_error(st);
+		vs_engine_cancelled(&retries);
+	}
+}
+
+/*
+ * knn (n x K): the K nearest other rows of every row, nearest first (VS_GRAPH_NO_NODE padded);
+ * *entry: the row nearest the mean.
+ */
+static void
+compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *entry,
+			uint32 *seeds, uint32 *nseeds)
+{
+	vs_context *ctx = vs_build_engine();
+	vs_dataset *ds = NULL;
+	vs_status	st;
+	int64		n = s->n;
+	int			k = Min(K + 1, (int) n);
+	int64	   *ids = palloc(sizeof(int64) * VS_GRAPH_KNN_CHUNK * k);
+	float	   *dists = palloc(sizeof(float) * VS_GRAPH_KNN_CHUNK * k);
+
+	st = vs_dataset_create(ctx, s->dim, VS_DTYPE_F32, &ds);
+	if (st != VS_OK)
+		vs_engine_error(st);
+	PG_TRY();
+	{
+		int64	   *rowids = palloc_extended(sizeof(int64) * n, MCXT_ALLOC_HUGE);
+		double	   *sum = palloc0(sizeof(double) * s->dim);
+		float	   *mean = palloc(sizeof(float) * s->dim);
+
+		for (int64 i = 0; i < n; i++)
+			rowids[i] = i;
+		st = vs_dataset_add(ctx, ds, s->vectors, rowids, (size_t) n);
+		if (st != VS_OK)
+			vs_engine_error(st);
+		pfree(rowids);
+
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
+		for (int64 q0 = 0; q0 < n && K > 0; q0 += VS_GRAPH_KNN_CHUNK)
+		{
+			int			nq = (int) Min((int64) VS_GRAPH_KNN_CHUNK, n - q0);
+
+			CHECK_FOR_INTERRUPTS();
+			engine_knn(ctx, ds, s->vectors + (Size) q0 * s->dim, nq, k, vs_rank_metric(metric),
+					   ids, dists);
+			for (int q = 0; q < nq; q++)
+			{
+				uint32	   *row = knn + (Size) (q0 + q) * K;
+				int			m = 0;
+
+				for (int j = 0; j < k && m < K; j++)
+				{
+					int64		id = ids[(Size) q * k + j];
+
+					if (id < 0 || id == q0 + q)
+						continue;
+					row[m++] = (uint32) id;
+				}
+				for (; m < K; m++)
+					row[m] = VS_GRAPH_NO_NODE;
+			}
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, q0 + nq);
+		}
+
+		/* the entry: the row nearest the mean */
+		for (int64 i = 0; i < n; i++)
+			for (uint32 d = 0; d < s->dim; d++)
+				sum[d] += s->vectors[(Size) i * s->dim + d];
+		for (uint32 d = 0; d < s->dim; d++)
+			mean[d] = (float) (sum[d] / (double) n);
+		engine_knn(ctx, ds, mean, 1, 1, VS_METRIC_L2SQ, ids, dists);
+		*entry = ids[0] >= 0 ? (uint32) ids[0] : 0;
+
+		/* the seeds: the rows nearest to k-means centroids (seeded, on a sample) */
+		*nseeds = 0;
+		{
+			vs_kmeans_params kp;
+			int			nc = (int) Min((int64) VS_GRAPH_MAX_SEEDS, n);
+			float	   *centroids = palloc(sizeof(float) * s->dim * nc);
+			int			retries = 0;
+
+			vs_kmeans_params_init(&kp);
+			kp.k = (size_t) nc;
+			kp.iterations = 10;
+			kp.init = VS_KMEANS_INIT_PLUSPLUS;
+			kp.seed = VS_GRAPH_SEED;
+			kp.sample_size = (size_t) Min(n, (int64) nc * 256);
+			kp.metric = VS_METRIC_L2SQ;
+			for (;;)
+			{
+				st = vs_kmeans(ctx, s->vectors, (size_t) n, s->dim, &kp, centroids, NULL);
+				if (st == VS_OK)
+					break;
+				if (st != VS_CANCELLED)
+					vs_engine_error(st);
+				vs_engine_cancelled(&retries);
+			}
+			engine_knn(ctx, ds, centroids, nc, 1, VS_METRIC_L2SQ, ids, dists);
+			for (int c = 0; c < nc; c++)
+			{
+				bool		dup = ids[c] < 0 || (uint32) ids[c] == *entry;
+
+				for (uint32 j = 0; j < *nseeds && !dup; j++)
+					dup = seeds[j] == (uint32) ids[c];
+				if (!dup)
+					seeds[(*nseeds)++] = (uint32) ids[c];
+			}
+			pfree(centroids);
+		}
+	}
+	PG_FINALLY();
+	{
+		vs_dataset_destroy(ctx, ds);
+	}
+	PG_END_TRY();
+	pfree(ids);
+	pfree(dists);
+}
+
+typedef struct RevEdge
+{
+	uint32		from;
+	uint32		pos;			/* rank of the target in from's pruned list */
+} RevEdge;
+
+static int
+cmp_rev(const void *a, const void *b)
+{
+	const RevEdge *x = (const RevEdge *) a;
+	const RevEdge *y = (const RevEdge *) b;
+
+	if (x->pos != y->pos)
+		return x->pos < y->pos ? -1 : 1;
+	return x->from < y->from ? -1 : (x->from > y->from ? 1 : 0);
+}
+
+static bool
+list_has(const uint32 *list, int n, uint32 v)
+{
+	for (int i = 0; i < n; i++)
+		if (list[i] == v)
+			return true;
+	return false;
+}
+
+/* Marks what a walk from `from` reaches (iterative, with a stack of n entries). */
+static void
+reach_from(const uint32 *graph, int degree, int64 n, uint32 from, uint8 *reached, uint32 *stack)
+{
+	int64		top = 0;
+
+	if (reached[from])
+		return;
+	reached[from] = 1;
+	stack[top++] = from;
+	while (top > 0)
+	{
+		uint32		u = stack[--top];
+		const uint32 *nb = graph + (Size) u * degree;
+
+		for (int i = 0; i < degree; i++)
+			if (nb[i] != VS_GRAPH_NO_NODE && !reached[nb[i]])
+			{
+				reached[nb[i]] = 1;
+				stack[top++] = nb[i];
+			}
+	}
+}
+
+/*
+ * The final graph (n x degree) from the kNN lists: rank-based pruning, reverse edges, and links
+ * to every node a search from entry could not reach.
+ */
+static void
+build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 *graph)
+{
+	uint32	   *fwd = palloc_extended(sizeof(uint32) * degree * n, MCXT_ALLOC_HUGE);
+	int		   *nfwd = palloc_extended(sizeof(int) * n, MCXT_ALLOC_HUGE);
+	uint32	   *gather = palloc(sizeof(uint32) * (Size) K * K);
+	int64	   *roff = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	RevEdge    *rev;
+	int64	   *rfill;
+	int		   *indeg;
+	uint8	   *reached;
+	uint32	   *stack;
+	int			half = (degree + 1) / 2;
+	int64		linked = 0;
+	int64		unreached = 0;
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
+	for (int64 v = 0; v < n; v++)
+	{
+		const uint32 *row = knn + (Size) v * K;
+		int			m = 0;
+
+		if ((v & 255) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, v);
+		}
+		while (m < K && row[m] != VS_GRAPH_NO_NODE)
+			m++;
+		for (int j = 0; j < m; j++)
+			memcpy(gather + (Size) j * K, knn + (Size) row[j] * K, sizeof(uint32) * K);
+		nfwd[v] = vs_graph_prune(row, m, gather, K, degree, fwd + (Size) v * degree);
+	}
+
+	/* reverse edges, CSR, each target's sorted by the rank its source gave it */
+	for (int64 v = 0; v < n; v++)
+		for (int p = 0; p < nfwd[v]; p++)
+			roff[fwd[(Size) v * degree + p] + 1]++;
+	for (int64 v = 0; v < n; v++)
+		roff[v + 1] += roff[v];
+	rev = palloc_extended(sizeof(RevEdge) * Max(roff[n], 1), MCXT_ALLOC_HUGE);
+	rfill = palloc_extended(sizeof(int64) * n, MCXT_ALLOC_HUGE);
+	memcpy(rfill, roff, sizeof(int64) * n);
+	for (int64 v = 0; v < n; v++)
+		for (int p = 0; p < nfwd[v]; p++)
+		{
+			uint32		u = fwd[(Size) v * degree + p];
+
+			rev[rfill[u]].from = (uint32) v;
+			rev[rfill[u]].pos = (uint32) p;
+			rfill[u]++;
+		}
+
+	/* merge: half of the pruned list, the reverse edges, the rest of the pruned list */
+	for (int64 v = 0; v < n; v++)
+	{
+		uint32	   *out = graph + (Size) v * degree;
+		const uint32 *f = fwd + (Size) v * degree;
+		int			m = 0;
+
+		if ((v & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (roff[v + 1] - roff[v] > 1)
+			qsort(rev + roff[v], roff[v + 1] - roff[v], sizeof(RevEdge), cmp_rev);
+		for (int p = 0; p < nfwd[v] && p < half; p++)
+			out[m++] = f[p];
+		for (int64 e = roff[v]; e < roff[v + 1] && m < degree; e++)
+			if (!list_has(out, m, rev[e].from))
+				out[m++] = rev[e].from;
+		for (int p = half; p < nfwd[v] && m < degree; p++)
+			if (!list_has(out, m, f[p]))
+				out[m++] = f[p];
+		for (; m < degree; m++)
+			out[m] = VS_GRAPH_NO_NODE;
+	}
+
+	/* reachability from the entry: link every node a search cannot reach */
+	indeg = palloc_extended(sizeof(int) * n, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	reached = palloc_extended(n, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	stack = palloc_extended(sizeof(uint32) * n, MCXT_ALLOC_HUGE);
+	for (int64 i = 0; i < n * degree; i++)
+		if (graph[i] != VS_GRAPH_NO_NODE)
+			indeg[graph[i]]++;
+	if (n > 0)
+		reach_from(graph, degree, n, entry, reached, stack);
+	for (int pass = 0; pass < 4; pass++)
+	{
+		bool		changed = false;
+
+		for (int64 x = 0; x < n; x++)
+		{
+			const uint32 *row = knn + (Size) x * K;
+
+			if (reached[x])
+				continue;
+			CHECK_FOR_INTERRUPTS();
+			for (int j = 0; j < K && row[j] != VS_GRAPH_NO_NODE; j++)
+			{
+				uint32		w = row[j];
+				uint32	   *out = graph + (Size) w * degree;
+				int			slot = -1;
+
+				if (!reached[w])
+					continue;
+				for (int p = degree - 1; p >= 0 && slot < 0; p--)
+					if (out[p] == VS_GRAPH_NO_NODE)
+						slot = p;
+				for (int p = degree - 1; p >= half && slot < 0; p--)
+					if (indeg[out[p]] > 1)
+						slot = p;
+				if (slot < 0)
+					continue;
+				if (out[slot] != VS_GRAPH_NO_NODE)
+					indeg[out[slot]]--;
+				out[slot] = (uint32) x;
+				indeg[x]++;
+				linked++;
+				changed = true;
+				reach_from(graph, degree, n, (uint32) x, reached, stack);
+				break;
+			}
+		}
+		if (!changed)
+			break;
+	}
+	for (int64 x = 0; x < n; x++)
+		if (!reached[x])
+			unreached++;
+	elog(DEBUG1, "vs_graph build: %lld nodes linked for reachability, %lld still unreached",
+		 (long long) linked, (long long) unreached);
+
+	pfree(fwd);
+	pfree(nfwd);
+	pfree(gather);
+	pfree(roff);
+	pfree(rev);
+	pfree(rfill);
+	pfree(indeg);
+	pfree(reached);
+	pfree(stack);
+}
+
+/* Writes the nodes as full node pages. */
+static void
+write_nodes(GraphBuildState *s, const uint32 *graph)
+{
+	int			per_page = VsGraphNodesPerPage(s->dim, s->degree);
+	Page		tmp = (Page) palloc(BLCKSZ);
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, s->n);
+	for (int64 first = 0; first < s->n; first += per_page)
+	{
+		int			nitems = (int) Min((int64) per_page, s->n - first);
+		Buffer		buf;
+		GenericXLogState *xlog;
+		Page		page;
+
+		CHECK_FOR_INTERRUPTS();
+		vs_graph_init_page(tmp, VS_GRAPH_NODES);
+		for (int i = 0; i < nitems; i++)
+		{
+			VsGraphNode *node = VsGraphPageGetNode(tmp, s->dim, s->degree, i);
+			int64		v = first + i;
+
+			node->heap_tid = s->tids[v];
+			node->flags = VS_GRAPH_NODE_LIVE;
+			memcpy(node->x, s->vectors + (Size) v * s->dim, sizeof(float) * s->dim);
+			memcpy(VsGraphNodeNbrs(node, s->dim), graph + (Size) v * s->degree,
+				   sizeof(uint32) * s->degree);
+		}
+		vs_graph_page_set_items(tmp, s->dim, s->degree, nitems);
+
+		buf = vs_new_buffer(s->index, MAIN_FORKNUM);
+		Assert(BufferGetBlockNumber(buf) == VS_GRAPH_FIRST_NODE_BLKNO + first / per_page);
+		xlog = GenericXLogStart(s->index);
+		page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
+		memcpy(page, tmp, BLCKSZ);
+		GenericXLogFinish(xlog);
+		UnlockReleaseBuffer(buf);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, first + nitems);
+	}
+	pfree(tmp);
+}
+
+/* The declared dimension (checked against the page size), or 0. */
+static uint32
+declared_dim(Relation index, uint32 degree)
+{
+	uint32		dim = vs_declared_dim(index);
+
+	if (dim > 0)
+		vs_graph_check_dim((int) dim, degree);
+	return dim;
+}
+
+IndexBuildResult *
+vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	IndexBuildResult *result;
+	GraphBuildState state;
+	vs_metric	metric;
+	Buffer		metabuf;
+	GenericXLogState *xlog;
+	Page		metapage;
+	VsGraphMetaPage meta;
+	double		reltuples;
+	uint32		entry = VS_GRAPH_NO_NODE;
+	uint32		seeds[VS_GRAPH_MAX_SEEDS];
+	uint32		nseeds = 0;
+
+	if (RelationGetNumberOfBlocks(index) != 0)
+		elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
+
+	memset(&state, 0, sizeof(state));
+	state.index = index;
+	vs_graph_index_options(index, &state.degree, &state.build_degree);
+	state.dim = declared_dim(index, state.degree);
+	metric = vs_opclass_metric(index);
+
+	/* Block 0: the metapage, so the index is readable even if the table is empty. */
+	metabuf = vs_new_buffer(index, MAIN_FORKNUM);
+	Assert(BufferGetBlockNumber(metabuf) == VS_GRAPH_METAPAGE_BLKNO);
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
+	vs_graph_init_metapage(metapage, state.dim, metric, state.degree, state.build_degree);
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(metabuf);
+
+	state.tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "vs_graph build",
+										 ALLOCSET_DEFAULT_SIZES);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_LOAD);
+	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+									   build_callback, &state, NULL);
+
+	if (state.n > 0)
+	{
+		int			K = (int) Min((int64) state.build_degree, state.n - 1);
+		uint32	   *knn = palloc_extended(sizeof(uint32) * Max(K, 1) * state.n, MCXT_ALLOC_HUGE);
+		uint32	   *graph = palloc_extended(sizeof(uint32) * state.degree * state.n,
+											MCXT_ALLOC_HUGE);
+
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_KNN);
+		compute_knn(&state, metric, K, knn, &entry, seeds, &nseeds);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_PRUNE);
+		build_graph(knn, K, state.n, (int) state.degree, entry, graph);
+		pfree(knn);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_WRITE);
+		write_nodes(&state, graph);
+		pfree(graph);
+	}
+
+	/* Publish the nodes in the metapage. */
+	metabuf = ReadBuffer(index, VS_GRAPH_METAPAGE_BLKNO);
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, 0);
+	meta = vs_graph_page_meta(metapage);
+	meta->dim = state.dim;
+	meta->nnodes = (uint64) state.n;
+	meta->ntuples = (uint64) state.n;
+	meta->entry = entry;
+	meta->nseeds = nseeds;
+	memcpy(meta->seeds, seeds, sizeof(uint32) * nseeds);
+	meta->generation++;
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(metabuf);
+
+	MemoryContextDelete(state.tmpcxt);
+	if (state.vectors)
+	{
+		pfree(state.vectors);
+		pfree(state.tids);
+	}
+
+	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
+	result->heap_tuples = reltuples;
+	result->index_tuples = (double) state.n;
+	return result;
+}
+
+/*
+ * The init fork of an unlogged index: an empty metapage, WAL-logged unconditionally.
+ */
+void
+vs_graph_buildempty(Relation index)
+{
+	uint32		degree;
+	uint32		build_degree;
+	uint32		dim;
+	vs_metric	metric = vs_opclass_metric(index);
+	Buffer		buf;
+	Page		page;
+
+	vs_graph_index_options(index, &degree, &build_degree);
+	dim = declared_dim(index, degree);
+	buf = vs_new_buffer(index, INIT_FORKNUM);
+	page = BufferGetPage(buf);
+	START_CRIT_SECTION();
+	vs_graph_init_metapage(page, dim, metric, degree, build_degree);
+	MarkBufferDirty(buf);
+	log_newpage_buffer(buf, true);
+	END_CRIT_SECTION();
+	UnlockReleaseBuffer(buf);
+}

@@ -1,0 +1,68 @@
+/*
+ * vs_graph: cost estimates (amcostestimate).
+ *
+ * An ORDER BY search is a beam search of width ef = vsearch.graph_ef: it expands about ef nodes
+ * (a few more while the beam fills) and computes the distance of each one's unvisited neighbours,
+ * about half of `degree` once the search is under way, so about ef x degree / 2 + degree distances,
+ * each reading a node from the buffer cache (an index page, mostly cached: seq_page_cost per
+ * distinct page, at most the index's pages).  All of it happens before the first row: startup
+ * cost.  Draining the scan (no LIMIT, or a selective filter) goes on with wider rounds and finally
+ * a pass over every node: the run cost covers that pass.  Range quals are a pass over every node.
+ *
+ *   startup = visits * (distance_cost + cpu_operator_cost) + min(visits, pages) * seq_page_cost
+ *   total   = startup + [drained] rows * distance_cost + pages * seq_page_cost
+ *             + rows returned * cpu_index_tuple_cost
+ *
+ * distance_cost = vs_distance_cost(dim): the search runs in this backend, never in the worker.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+
+#include "graph.h"
+
+void
+vs_graph_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+					  Cost *indexStartupCost, Cost *indexTotalCost,
+					  Selectivity *indexSelectivity, double *indexCorrelation,
+					  double *indexPages)
+{
+	IndexOptInfo *index = path->indexinfo;
+	VsCostBase	c;
+	double		distance_cost;
+	double		degree;
+	double		visits;
+	double		pages = Max(index->pages, 1.0);
+	Cost		startup;
+	Cost		total;
+
+	if (!vs_cost_begin(root, path, loop_count, &c, indexStartupCost, indexTotalCost,
+					   indexSelectivity, indexCorrelation, indexPages))
+		return;
+	distance_cost = vs_distance_cost((int) Max(c.ref.dim, 1));
+	degree = Max((double) VsGraphRefDegree(&c.ref), 1.0);
+
+	if (c.nranges > 0)
+	{
+		/* a pass over every node, each range qual's distance */
+		startup = c.rows * (distance_cost * c.nranges + cpu_operator_cost) +
+			pages * c.seq_page_cost;
+		if (c.ordered)
+			startup += c.rows * c.selectivity * distance_cost;
+		total = startup;
+	}
+	else
+	{
+		visits = Min(c.rows, Max(vs_graph_ef, 1) * degree * 0.5 + degree);
+		startup = visits * (distance_cost + cpu_operator_cost) +
+			Min(visits, pages) * c.seq_page_cost;
+		total = startup + c.rows * distance_cost + pages * c.seq_page_cost;
+	}
+	total += c.rows * c.selectivity * cpu_index_tuple_cost;
+
+	*indexStartupCost = startup;
+	*indexTotalCost = total;
+}

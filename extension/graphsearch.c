@@ -1,0 +1,467 @@
+/*
+ * vs_graph: reading nodes through the buffer cache, the beam search, rank-based pruning, and the
+ * range candidates.
+ *
+ * Beam search (HNSW's layer search, SONG's Alg 1 with a bounded result list): a min-heap of
+ * candidates to expand and a max-heap of the best `ef` live nodes seen; pop the nearest candidate,
+ * stop when it is farther than the worst of a full result list, else read its neighbour list and
+ * compute the distance of every neighbour not yet visited (a bitmap over the node numbers).  Free
+ * nodes (removed by VACUUM) are never results; nodes that VACUUM has not yet visited are results
+ * even when their heap row is dead (the executor skips those rows).  Distances are the engine's
+ * exact ones in rank units (search.h), so the SQL operator's value of a result is
+ * vs_rank_value(metric, d).
+ *
+ * Rank-based pruning (CAGRA): a node's candidates c_0, c_1, ... in ascending distance (their rank);
+ * candidate c_i is "detourable" through c_j when j < i and c_i appears at position r < i in c_j's
+ * own list (max(j, r) < i: a two-hop path whose hops both rank better).  Candidates are kept in
+ * order of fewer detours, then rank; the first `degree` form the list.  It needs no distances
+ * beyond the ranks, so the build prunes a kNN graph with it alone, and inserts and VACUUM use it
+ * with the candidates' current adjacency lists.
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/memutils.h"
+
+#include "graph.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading nodes
+ */
+
+void
+vs_graph_reader_init(VsGraphReader *r, const VsIndexRef *ref, Relation rel, uint32 dim,
+					 uint32 degree, uint64 nnodes)
+{
+	r->ref = *ref;
+	r->rel = rel;
+	r->dim = dim;
+	r->degree = degree;
+	r->per_page = VsGraphNodesPerPage(dim, degree);
+	r->nnodes = nnodes;
+	r->buf = InvalidBuffer;
+	r->blkno = InvalidBlockNumber;
+}
+
+void
+vs_graph_reader_end(VsGraphReader *r)
+{
+	if (BufferIsValid(r->buf))
+		ReleaseBuffer(r->buf);
+	r->buf = InvalidBuffer;
+	r->blkno = InvalidBlockNumber;
+}
+
+/*
+ * Copies a node's flags and tid, and its vector and neighbour list when x / nbrs are not NULL.
+ * False when the node does not exist (beyond the reader's node count, or on a page not written).
+ */
+bool
+vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *out, float *x, uint32 *nbrs)
+{
+	BlockNumber blkno;
+	int			slot;
+	Page		page;
+	bool		found = false;
+
+	if (node == VS_GRAPH_NO_NODE || (uint64) node >= r->nnodes || r->per_page <= 0)
+		return false;
+	blkno = VS_GRAPH_FIRST_NODE_BLKNO + node / (uint32) r->per_page;
+	slot = (int) (node % (uint32) r->per_page);
+	if (blkno != r->blkno)
+	{
+		if (BufferIsValid(r->buf))
+			ReleaseBuffer(r->buf);
+		r->buf = vs_index_read_block(&r->ref, r->rel, blkno, NULL);
+		r->blkno = blkno;
+	}
+	LockBuffer(r->buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(r->buf);
+	if (VsGraphIsNodePage(page) && slot < VsGraphPageGetOpaque(page)->nitems)
+	{
+		VsGraphNode *n = VsGraphPageGetNode(page, r->dim, r->degree, slot);
+
+		out->flags = n->flags;
+		out->tid = n->heap_tid;
+		if (x != NULL)
+			memcpy(x, n->x, sizeof(float) * r->dim);
+		if (nbrs != NULL)
+			memcpy(nbrs, VsGraphNodeNbrs(n, r->dim), sizeof(uint32) * r->degree);
+		found = true;
+	}
+	LockBuffer(r->buf, BUFFER_LOCK_UNLOCK);
+	return found;
+}
+
+/* The engine's exact distance in rank units (search.h), as a float; NaN for a zero cosine norm. */
+float
+vs_graph_distance(vs_metric metric, const float *a, const float *b, uint32 dim)
+{
+	return (float) vs_exact_distance_f32(vs_rank_metric(metric), a, b, dim);
+}
+
+/* Hits in the engine's order: distance ascending (NaN last), then id. */
+int
+vs_graph_cmp_hit(const void *a, const void *b)
+{
+	const VsGraphHit *x = (const VsGraphHit *) a;
+	const VsGraphHit *y = (const VsGraphHit *) b;
+
+	return vs_cmp_engine_order(x->d, x->id, y->d, y->id);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Beam search
+ */
+
+typedef struct HeapItem
+{
+	float		key;			/* the distance, NaN as +inf */
+	uint32		node;
+} HeapItem;
+
+/* a before b in a min-heap (ties: smaller node first, for determinism) */
+static inline bool
+item_less(const HeapItem *a, const HeapItem *b)
+{
+	return a->key < b->key || (a->key == b->key && a->node < b->node);
+}
+
+/* sign +1: min-heap; -1: max-heap */
+static void
+heap_push(HeapItem *h, int *n, HeapItem it, int sign)
+{
+	int			i = (*n)++;
+
+	while (i > 0)
+	{
+		int			p = (i - 1) / 2;
+		bool		up = sign > 0 ? item_less(&it, &h[p]) : item_less(&h[p], &it);
+
+		if (!up)
+			break;
+		h[i] = h[p];
+		i = p;
+	}
+	h[i] = it;
+}
+
+static HeapItem
+heap_pop(HeapItem *h, int *n, int sign)
+{
+	HeapItem	top = h[0];
+	HeapItem	last = h[--(*n)];
+	int			i = 0;
+
+	for (;;)
+	{
+		int			c = 2 * i + 1;
+
+		if (c >= *n)
+			break;
+		if (c + 1 < *n &&
+			(sign > 0 ? item_less(&h[c + 1], &h[c]) : item_less(&h[c], &h[c + 1])))
+			c++;
+		if (sign > 0 ? !item_less(&h[c], &last) : !item_less(&last, &h[c]))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (*n > 0)
+		h[i] = last;
+	return top;
+}
+
+static inline float
+nan_last(float d)
+{
+	return isnan(d) ? INFINITY : d;
+}
+
+/*
+ * The best `ef` live nodes (at most) a beam search from entry finds for query; they go to out
+ * (room for ef) in the engine's order, with their true distances (NaN stays NaN).  Returns how
+ * many.
+ */
+int
+vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
+					 const float *query, int ef, VsGraphHit *out)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_graph search",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	uint64		nnodes = r->nnodes;
+	uint8	   *visited = palloc_extended((Size) (nnodes + 7) / 8 + 1,
+										  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	int			cap = 1024 + nstarts;
+	HeapItem   *cand = palloc(sizeof(HeapItem) * cap);
+	int			ncand = 0;
+	HeapItem   *best = palloc(sizeof(HeapItem) * (ef + 1));
+	int			nbest = 0;
+	float	   *x = palloc(sizeof(float) * r->dim);
+	uint32	   *nbrs = palloc(sizeof(uint32) * r->degree);
+	int			nout = 0;
+	VsGraphNodeCopy nc;
+	int			steps = 0;
+
+	if (ef < 1)
+		goto done;
+	/* every start node is a candidate (multi-start: one per region of the data) */
+	for (int s = 0; s < nstarts; s++)
+	{
+		uint32		v = starts[s];
+		HeapItem	it;
+
+		if ((uint64) v >= nnodes || (visited[v / 8] & (1 << (v % 8))))
+			continue;
+		visited[v / 8] |= 1 << (v % 8);
+		if (!vs_graph_read_node(r, v, &nc, x, NULL) || (nc.flags & VS_GRAPH_NODE_FREE))
+			continue;
+		it.key = nan_last(vs_graph_distance(metric, query, x, r->dim));
+		it.node = v;
+		heap_push(cand, &ncand, it, 1);
+		if (nc.flags & VS_GRAPH_NODE_LIVE)
+		{
+			heap_push(best, &nbest, it, -1);
+			if (nbest > ef)
+				(void) heap_pop(best, &nbest, -1);
+		}
+	}
+
+	while (ncand > 0)
+	{
+		HeapItem	u = heap_pop(cand, &ncand, 1);
+
+		if (nbest >= ef && item_less(&best[0], &u))
+			break;
+		if ((++steps & 63) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (!vs_graph_read_node(r, u.node, &nc, NULL, nbrs))
+			continue;
+		for (uint32 i = 0; i < r->degree; i++)
+		{
+			uint32		v = nbrs[i];
+			HeapItem	it;
+
+			if (v == VS_GRAPH_NO_NODE || (uint64) v >= nnodes)
+				continue;
+			if (visited[v / 8] & (1 << (v % 8)))
+				continue;
+			visited[v / 8] |= 1 << (v % 8);
+			if (!vs_graph_read_node(r, v, &nc, x, NULL) || (nc.flags & VS_GRAPH_NODE_FREE))
+				continue;
+			it.key = nan_last(vs_graph_distance(metric, query, x, r->dim));
+			it.node = v;
+			if (nbest >= ef && !item_less(&it, &best[0]))
+				continue;
+			if (ncand == cap)
+			{
+				cap *= 2;
+				cand = repalloc_huge(cand, sizeof(HeapItem) * cap);
+			}
+			heap_push(cand, &ncand, it, 1);
+			if (nc.flags & VS_GRAPH_NODE_LIVE)
+			{
+				heap_push(best, &nbest, it, -1);
+				if (nbest > ef)
+					(void) heap_pop(best, &nbest, -1);
+			}
+		}
+	}
+
+	/* the results with their tids and true distances (NaN as read) */
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < nbest; i++)
+	{
+		if (!vs_graph_read_node(r, best[i].node, &nc, x, NULL))
+			continue;
+		out[nout].node = best[i].node;
+		out[nout].d = vs_graph_distance(metric, query, x, r->dim);
+		out[nout].id = vs_tid_to_id(&nc.tid);
+		nout++;
+	}
+	if (nout > 1)
+		qsort(out, nout, sizeof(VsGraphHit), vs_graph_cmp_hit);
+done:
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	return nout;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Rank-based pruning
+ */
+
+typedef struct PruneOrder
+{
+	int			detours;
+	int			rank;
+} PruneOrder;
+
+static int
+cmp_prune(const void *a, const void *b)
+{
+	const PruneOrder *x = (const PruneOrder *) a;
+	const PruneOrder *y = (const PruneOrder *) b;
+
+	if (x->detours != y->detours)
+		return x->detours < y->detours ? -1 : 1;
+	return x->rank < y->rank ? -1 : (x->rank > y->rank ? 1 : 0);
+}
+
+/*
+ * cands[0..ncands) in ascending distance (distinct nodes), cand_nbrs their lists (nbr_width
+ * entries each, VS_GRAPH_NO_NODE padded, in the lists' own order); the first `degree` of them in
+ * pruned order go to out.  Returns how many.
+ */
+int
+vs_graph_prune(const uint32 *cands, int ncands, const uint32 *cand_nbrs, int nbr_width,
+			   int degree, uint32 *out)
+{
+	int			size = 16;
+	uint32	   *keys;
+	int		   *vals;
+	int		   *detours;
+	PruneOrder *order;
+	int			nout;
+
+	if (ncands <= 0)
+		return 0;
+	while (size < 4 * ncands)
+		size *= 2;
+	keys = palloc(sizeof(uint32) * size);
+	vals = palloc(sizeof(int) * size);
+	memset(keys, 0xFF, sizeof(uint32) * size);	/* VS_GRAPH_NO_NODE: empty */
+	for (int i = 0; i < ncands; i++)
+	{
+		uint32		h = (cands[i] * 2654435761u) & (size - 1);
+
+		while (keys[h] != VS_GRAPH_NO_NODE)
+			h = (h + 1) & (size - 1);
+		keys[h] = cands[i];
+		vals[h] = i;
+	}
+	detours = palloc0(sizeof(int) * ncands);
+	for (int j = 0; j < ncands; j++)
+	{
+		const uint32 *nb = cand_nbrs + (Size) j * nbr_width;
+		int			width = Min(nbr_width, ncands);
+
+		for (int r = 0; r < width; r++)
+		{
+			uint32		u = nb[r];
+			uint32		h;
+
+			if (u == VS_GRAPH_NO_NODE)
+				continue;
+			h = (u * 2654435761u) & (size - 1);
+			while (keys[h] != VS_GRAPH_NO_NODE && keys[h] != u)
+				h = (h + 1) & (size - 1);
+			if (keys[h] == u)
+			{
+				int			i = vals[h];
+
+				if (i > j && i > r)
+					detours[i]++;
+			}
+		}
+	}
+	order = palloc(sizeof(PruneOrder) * ncands);
+	for (int i = 0; i < ncands; i++)
+	{
+		order[i].detours = detours[i];
+		order[i].rank = i;
+	}
+	qsort(order, ncands, sizeof(PruneOrder), cmp_prune);
+	nout = Min(degree, ncands);
+	for (int i = 0; i < nout; i++)
+		out[i] = cands[order[i].rank];
+	pfree(keys);
+	pfree(vals);
+	pfree(detours);
+	pfree(order);
+	return nout;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Range candidates: every live node within the radius, exactly (a pass over all node pages).
+ */
+
+void
+vs_graph_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
+						  VsRangeResult *out)
+{
+	Relation	rel = vs_index_open_for_read(ref);
+	VsGraphReader r;
+	float		rr = vs_rank_radius(ref->metric, radius);
+	float	   *x;
+	int64		cap = 64;
+	uint64		nnodes = VsGraphRefNodes(ref);
+
+	out->nq = nq;
+	out->total = 0;
+	out->offsets = palloc0(sizeof(int64) * (nq + 1));
+	out->ids = palloc(sizeof(int64) * cap);
+	out->distances = palloc(sizeof(float) * cap);
+	if (ref->dim == 0)
+	{
+		vs_index_close_for_read(rel);
+		return;
+	}
+	x = palloc(sizeof(float) * ref->dim);
+	vs_graph_reader_init(&r, ref, rel, ref->dim, VsGraphRefDegree(ref), nnodes);
+	for (int q = 0; q < nq; q++)
+	{
+		const float *query = queries + (Size) q * ref->dim;
+
+		for (uint64 n = 0; n < nnodes; n++)
+		{
+			VsGraphNodeCopy nc;
+			float		d;
+
+			if ((n & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
+			if (!vs_graph_read_node(&r, (uint32) n, &nc, x, NULL) ||
+				!(nc.flags & VS_GRAPH_NODE_LIVE))
+				continue;
+			d = vs_graph_distance(ref->metric, query, x, ref->dim);
+			if (!(d <= rr))
+				continue;
+			if (out->total == cap)
+			{
+				cap *= 2;
+				out->ids = repalloc_huge(out->ids, sizeof(int64) * cap);
+				out->distances = repalloc_huge(out->distances, sizeof(float) * cap);
+			}
+			out->ids[out->total] = vs_tid_to_id(&nc.tid);
+			out->distances[out->total] = d;
+			out->total++;
+		}
+		out->offsets[q + 1] = out->total;
+	}
+	vs_graph_reader_end(&r);
+	pfree(x);
+	vs_index_close_for_read(rel);
+}
+
+/*
+ * The neighbour lists of n nodes, degree entries each, into out (VS_GRAPH_NO_NODE for a node
+ * that cannot be read).  Returns n.
+ */
+int
+vs_graph_gather_nbrs(VsGraphReader *r, const uint32 *nodes, int n, uint32 *out)
+{
+	for (int i = 0; i < n; i++)
+	{
+		VsGraphNodeCopy nc;
+		uint32	   *row = out + (Size) i * r->degree;
+
+		if (!vs_graph_read_node(r, nodes[i], &nc, NULL, row))
+			memset(row, 0xFF, sizeof(uint32) * r->degree);
+	}
+	return n;
+}

@@ -1,0 +1,278 @@
+/*
+ * vs_graph: the index kind (indexkind.h) and its access method handler, options and settings,
+ * page and metapage helpers.
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "access/reloptions.h"
+#include "fmgr.h"
+#include "storage/bufmgr.h"
+#include "utils/guc.h"
+#include "utils/rel.h"
+
+#include "graph.h"
+
+int			vs_graph_ef = 40;
+
+static relopt_kind graph_relopt_kind;
+
+/* Registers the options and the settings; from _PG_init. */
+static void
+graph_init(void)
+{
+	graph_relopt_kind = add_reloption_kind();
+	add_int_reloption(graph_relopt_kind, "degree",
+					  "Out-neighbours of every node of the graph",
+					  VS_GRAPH_DEFAULT_DEGREE, VS_GRAPH_MIN_DEGREE, VS_GRAPH_MAX_DEGREE,
+					  AccessExclusiveLock);
+	add_int_reloption(graph_relopt_kind, "build_degree",
+					  "Neighbours per row of the k-nearest-neighbour graph the build prunes "
+					  "(and search width of inserts); 0 chooses 2 x degree",
+					  0, 0, VS_GRAPH_MAX_BUILD_DEGREE, AccessExclusiveLock);
+
+	DefineCustomIntVariable("vsearch.graph_ef",
+							"Search width of vs_graph searches: nodes kept in the beam.",
+							"A search keeps the best graph_ef nodes it has reached and stops when "
+							"no unexpanded node can improve them; the first round of an index "
+							"scan returns those graph_ef rows (at least the LIMIT's k is not "
+							"known to the index, so set it to at least k).  Larger finds more of "
+							"the true nearest rows (recall) at the cost of more distances.",
+							&vs_graph_ef,
+							40,
+							1, 100000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+}
+
+bytea *
+vs_graph_options(Datum reloptions, bool validate)
+{
+	static const relopt_parse_elt tab[] = {
+		{"degree", RELOPT_TYPE_INT, offsetof(VsGraphOptions, degree)},
+		{"build_degree", RELOPT_TYPE_INT, offsetof(VsGraphOptions, build_degree)},
+	};
+	VsGraphOptions *opts;
+
+	opts = (VsGraphOptions *) build_reloptions(reloptions, validate, graph_relopt_kind,
+											   sizeof(VsGraphOptions), tab, lengthof(tab));
+	if (validate && opts != NULL && opts->build_degree != 0 && opts->build_degree < opts->degree)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("vs_graph option build_degree (%d) must be at least degree (%d)",
+						opts->build_degree, opts->degree),
+				 errhint("build_degree is the number of nearest neighbours per row the build "
+						 "computes before pruning them to degree; 0 chooses 2 x degree.")));
+	return (bytea *) opts;
+}
+
+/* The options of an index (defaults when it has none). */
+void
+vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree)
+{
+	VsGraphOptions *opts = (VsGraphOptions *) index->rd_options;
+	int			d = opts ? opts->degree : VS_GRAPH_DEFAULT_DEGREE;
+	int			b = opts ? opts->build_degree : 0;
+
+	*degree = (uint32) d;
+	*build_degree = (uint32) (b == 0 ? Min(2 * d, VS_GRAPH_MAX_BUILD_DEGREE) : b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Pages
+ */
+
+void
+vs_graph_init_page(Page page, uint16 flags)
+{
+	VsGraphPageOpaque opaque;
+
+	PageInit(page, BLCKSZ, sizeof(VsGraphPageOpaqueData));
+	opaque = VsGraphPageGetOpaque(page);
+	opaque->nitems = 0;
+	opaque->flags = flags;
+	opaque->unused = 0;
+	opaque->page_id = VS_GRAPH_PAGE_ID;
+}
+
+/* Sets the node count of a node page and pd_lower to the end of its nodes. */
+void
+vs_graph_page_set_items(Page page, uint32 dim, uint32 degree, int nitems)
+{
+	VsGraphPageGetOpaque(page)->nitems = (uint16) nitems;
+	((PageHeader) page)->pd_lower =
+		MAXALIGN(SizeOfPageHeaderData) + (Size) nitems * VS_GRAPH_NODE_SIZE(dim, degree);
+	Assert(((PageHeader) page)->pd_lower <= ((PageHeader) page)->pd_upper);
+}
+
+void
+vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
+					   uint32 build_degree)
+{
+	VsGraphMetaPage meta;
+
+	vs_graph_init_page(page, VS_GRAPH_META);
+	meta = VsGraphPageGetMeta(page);
+	memset(meta, 0, sizeof(VsGraphMetaPageData));
+	meta->magic = VS_GRAPH_MAGIC;
+	meta->version = VS_GRAPH_VERSION;
+	meta->dim = dim;
+	meta->metric = (uint32) metric;
+	meta->degree = degree;
+	meta->build_degree = build_degree;
+	meta->entry = VS_GRAPH_NO_NODE;
+	meta->generation = vs_initial_generation();
+	((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + sizeof(VsGraphMetaPageData);
+}
+
+/* Replaces a node's neighbour list (Generic WAL); the caller holds the index's writer lock. */
+void
+vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node, const uint32 *nbrs)
+{
+	int			per_page = VsGraphNodesPerPage(dim, degree);
+	BlockNumber blkno = VS_GRAPH_FIRST_NODE_BLKNO + node / (uint32) per_page;
+	int			slot = (int) (node % (uint32) per_page);
+	Buffer		buf = ReadBuffer(index, blkno);
+	GenericXLogState *xlog;
+	Page		page;
+
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	page = BufferGetPage(buf);
+	if (!VsGraphIsNodePage(page) || slot >= VsGraphPageGetOpaque(page)->nitems)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("vs_graph index \"%s\" has no node %u on block %u",
+						RelationGetRelationName(index), node, blkno),
+				 errhint("REINDEX the index.")));
+	xlog = GenericXLogStart(index);
+	page = GenericXLogRegisterBuffer(xlog, buf, 0);
+	memcpy(VsGraphNodeNbrs(VsGraphPageGetNode(page, dim, degree, slot), dim), nbrs,
+		   sizeof(uint32) * degree);
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(buf);
+}
+
+VsGraphMetaPage
+vs_graph_page_meta(Page page)
+{
+	return (VsGraphMetaPage) vs_page_meta(page, VS_GRAPH_MAGIC, VS_GRAPH_VERSION, "vs_graph");
+}
+
+void
+vs_graph_read_meta(Relation index, VsGraphMetaPageData *meta)
+{
+	vs_read_meta(index, VS_GRAPH_MAGIC, VS_GRAPH_VERSION, "vs_graph", meta, sizeof(*meta));
+}
+
+/* ERROR unless a node of dim elements and degree neighbours fits on a page. */
+void
+vs_graph_check_dim(int dim, uint32 degree)
+{
+	if (VS_GRAPH_NODE_SIZE(dim, degree) > VS_GRAPH_PAGE_SPACE)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("vs_graph indexes with degree %u support at most %d dimensions, not %d",
+						degree,
+						(int) ((VS_GRAPH_PAGE_SPACE - offsetof(VsGraphNode, x) -
+								sizeof(uint32) * degree) / sizeof(float)),
+						dim),
+				 errhint("A vs_graph node (vector and neighbour list) must fit on one %d-byte "
+						 "page; use a smaller degree or fewer dimensions.", BLCKSZ)));
+}
+
+/* ERROR unless a vector of dim elements can go into an index of index_dim (0: any, first row). */
+void
+vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree)
+{
+	if (index_dim == 0)
+		vs_graph_check_dim(dim, degree);
+	else if ((uint32) dim != index_dim)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("expected %u dimensions, not %d", index_dim, dim),
+				 errhint("Every vector in a vs_graph index has the dimension of the first one; "
+						 "declare the column as vector(n).")));
+}
+
+/* The entry and the seeds, each once; returns how many (0 when the index has no live node). */
+int
+vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts)
+{
+	int			n = 0;
+
+	if (meta->entry != VS_GRAPH_NO_NODE)
+		starts[n++] = meta->entry;
+	for (uint32 i = 0; i < meta->nseeds && i < VS_GRAPH_MAX_SEEDS; i++)
+	{
+		bool		dup = false;
+
+		for (int j = 0; j < n && !dup; j++)
+			dup = starts[j] == meta->seeds[i];
+		if (!dup && meta->seeds[i] != VS_GRAPH_NO_NODE)
+			starts[n++] = meta->seeds[i];
+	}
+	return n;
+}
+
+static void
+graph_read_ref(Relation index, VsIndexRef *ref)
+{
+	VsGraphMetaPageData meta;
+
+	vs_graph_read_meta(index, &meta);
+	vs_ref_init(index, VS_GRAPH_KIND, ref);
+	ref->metric = (vs_metric) meta.metric;
+	ref->dim = meta.dim;
+	ref->generation = meta.generation;
+	ref->ntuples = meta.ntuples;
+	ref->kind_info[0] = meta.degree;
+	ref->kind_info[1] = meta.entry;
+	ref->kind_info[2] = meta.nnodes;
+	ref->kind_info[3] = meta.build_degree;
+}
+
+/*
+ * The worker has no vs_graph searches yet: every search runs in the backend (graphscan.c), so no
+ * backend sends a vs_graph request; one that arrives is refused.
+ */
+bool
+vs_graph_check_request(const struct VsRequest *req, char *why, Size whylen)
+{
+	snprintf(why, whylen, "vs_graph searches run in the backend, not in the worker");
+	return false;
+}
+
+const VsIndexKind vs_graph_kind = {
+	.id = VS_GRAPH_KIND,
+	.name = "vs_graph",
+	.uses_maintenance_work_mem = false,
+	.build = vs_graph_build,
+	.buildempty = vs_graph_buildempty,
+	.insert = vs_graph_insert,
+	.bulkdelete = vs_graph_bulkdelete,
+	.costestimate = vs_graph_costestimate,
+	.options = vs_graph_options,
+	.beginscan = vs_graph_beginscan,
+	.rescan = vs_graph_rescan,
+	.gettuple = vs_graph_gettuple,
+	.getbitmap = vs_graph_getbitmap,
+	.endscan = vs_graph_endscan,
+	.init = graph_init,
+	.read_ref = graph_read_ref,
+	.exact = false,
+	.range_candidates = vs_graph_range_candidates,
+	.batch_knn = vs_graph_batch_knn,
+	.max_k = 0,					/* no worker searches */
+	.check_request = vs_graph_check_request,
+};
+
+PG_FUNCTION_INFO_V1(vs_graph_handler);
+Datum
+vs_graph_handler(PG_FUNCTION_ARGS)
+{
+	IndexAmRoutine *am = vs_am_routine(&vs_graph_kind);
+
+	am->ambuildphasename = vs_graph_buildphasename;
+	PG_RETURN_POINTER(am);
+}

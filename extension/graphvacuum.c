@@ -1,0 +1,288 @@
+/*
+ * vs_graph: VACUUM (ambulkdelete; amvacuumcleanup is every kind's, amutils.c).
+ *
+ * Under the index's writer lock (graphinsert.c), in two passes:
+ *
+ *   1. every node page once: the live nodes whose heap tid the callback reports dead become free
+ *      (one Generic WAL record per changed page); searches stop returning and traversing them;
+ *   2. every live node whose list names a freed node gets a new list: the candidates are its
+ *      other live neighbours and the live neighbours of the freed ones (their lists are intact),
+ *      ranked by exact distance and cut to `degree` by rank-based pruning with their own lists
+ *      (graphsearch.c); one record per repaired node.
+ *
+ * Then the metapage: fewer rows, more free slots (inserts reuse them), a new entry if the old one
+ * went (its first live neighbour, else the first live node), a new generation.  Between the passes
+ * a concurrent search may miss rows reachable only through freed nodes (fewer results, never
+ * wrong ones).
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/generic_xlog.h"
+#include "commands/vacuum.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+
+#include "graph.h"
+
+typedef struct RepairCand
+{
+	float		d;
+	uint32		node;
+} RepairCand;
+
+static int
+cmp_repair(const void *a, const void *b)
+{
+	const RepairCand *x = (const RepairCand *) a;
+	const RepairCand *y = (const RepairCand *) b;
+
+	return vs_cmp_engine_order(x->d, x->node, y->d, y->node);
+}
+
+/* A new list for live node u whose list names freed nodes; false when u needs none. */
+static bool
+repair_list(VsGraphReader *r, vs_metric metric, const uint8 *freed, uint32 u, uint32 *nbrs,
+			float *ux, float *tx, uint32 *xnbrs, RepairCand *cands, uint32 *cand_nodes,
+			uint32 *gather, int max_cands)
+{
+	int			degree = (int) r->degree;
+	int			ncands = 0;
+	bool		any = false;
+	VsGraphNodeCopy nc;
+
+	for (int p = 0; p < degree; p++)
+		if (nbrs[p] != VS_GRAPH_NO_NODE && (uint64) nbrs[p] < r->nnodes && freed[nbrs[p]])
+			any = true;
+	if (!any)
+		return false;
+
+	/* candidates: live neighbours, and the live neighbours of freed neighbours */
+	for (int p = 0; p < degree; p++)
+	{
+		uint32		v = nbrs[p];
+
+		if (v == VS_GRAPH_NO_NODE || (uint64) v >= r->nnodes)
+			continue;
+		if (!freed[v])
+		{
+			cands[ncands++].node = v;
+			continue;
+		}
+		if (!vs_graph_read_node(r, v, &nc, NULL, xnbrs))
+			continue;
+		for (int q = 0; q < degree; q++)
+			if (xnbrs[q] != VS_GRAPH_NO_NODE && xnbrs[q] != u &&
+				(uint64) xnbrs[q] < r->nnodes && !freed[xnbrs[q]])
+				cands[ncands++].node = xnbrs[q];
+	}
+	/* distances; drop duplicates and nodes that are not live */
+	{
+		int			m = 0;
+
+		for (int i = 0; i < ncands; i++)
+		{
+			bool		dup = false;
+
+			for (int j = 0; j < m && !dup; j++)
+				dup = cands[j].node == cands[i].node;
+			if (dup || !vs_graph_read_node(r, cands[i].node, &nc, tx, NULL) ||
+				!(nc.flags & VS_GRAPH_NODE_LIVE))
+				continue;
+			cands[m].node = cands[i].node;
+			cands[m].d = vs_graph_distance(metric, ux, tx, r->dim);
+			m++;
+		}
+		ncands = m;
+	}
+	if (ncands > 1)
+		qsort(cands, ncands, sizeof(RepairCand), cmp_repair);
+	ncands = Min(ncands, max_cands);	/* the nearest, as an insert's search would find */
+	for (int i = 0; i < ncands; i++)
+		cand_nodes[i] = cands[i].node;
+	vs_graph_gather_nbrs(r, cand_nodes, ncands, gather);
+	ncands = vs_graph_prune(cand_nodes, ncands, gather, degree, degree, nbrs);
+	for (int p = ncands; p < degree; p++)
+		nbrs[p] = VS_GRAPH_NO_NODE;
+	return true;
+}
+
+/* node, or when VACUUM freed it its first live neighbour (VS_GRAPH_NO_NODE: none). */
+static uint32
+replacement(VsGraphReader *r, const uint8 *freed, uint32 node, uint32 *nbrs)
+{
+	VsGraphNodeCopy nc;
+
+	if (node == VS_GRAPH_NO_NODE || (uint64) node >= r->nnodes)
+		return VS_GRAPH_NO_NODE;
+	if (!freed[node])
+		return node;
+	if (!vs_graph_read_node(r, node, &nc, NULL, nbrs))
+		return VS_GRAPH_NO_NODE;
+	for (uint32 p = 0; p < r->degree; p++)
+		if (nbrs[p] != VS_GRAPH_NO_NODE && (uint64) nbrs[p] < r->nnodes && !freed[nbrs[p]] &&
+			vs_graph_read_node(r, nbrs[p], &nc, NULL, NULL) && (nc.flags & VS_GRAPH_NODE_LIVE))
+			return nbrs[p];
+	return VS_GRAPH_NO_NODE;
+}
+
+IndexBulkDeleteResult *
+vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
+				   IndexBulkDeleteCallback callback, void *callback_state)
+{
+	Relation	index = info->index;
+	VsGraphMetaPageData meta;
+	uint64		removed = 0;
+	uint64		remaining = 0;
+	uint32		first_freed = VS_GRAPH_NO_NODE;
+	uint8	   *freed = NULL;
+	int			per_page;
+	BlockNumber npages;
+
+	if (stats == NULL)
+		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+
+	LockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
+	vs_graph_read_meta(index, &meta);
+	per_page = meta.dim > 0 ? VsGraphNodesPerPage(meta.dim, meta.degree) : 0;
+	npages = per_page > 0 ? (BlockNumber) ((meta.nnodes + per_page - 1) / per_page) : 0;
+	if (meta.nnodes > 0)
+		freed = palloc_extended(meta.nnodes, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+
+	/* 1. free the nodes of dead rows */
+	for (BlockNumber b = 0; b < npages; b++)
+	{
+		BlockNumber blkno = VS_GRAPH_FIRST_NODE_BLKNO + b;
+		Buffer		buf;
+		Page		page;
+		int			nitems;
+		bool		dead[BLCKSZ / sizeof(VsGraphNode) + 1];
+		bool		any = false;
+
+		vacuum_delay_point();
+		buf = ReadBufferExtended(index, MAIN_FORKNUM, blkno, RBM_NORMAL, info->strategy);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		page = BufferGetPage(buf);
+		if (!VsGraphIsNodePage(page))
+		{
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+		nitems = VsGraphPageGetOpaque(page)->nitems;
+		for (int i = 0; i < nitems; i++)
+		{
+			VsGraphNode *n = VsGraphPageGetNode(page, meta.dim, meta.degree, i);
+
+			dead[i] = (n->flags & VS_GRAPH_NODE_LIVE) && callback(&n->heap_tid, callback_state);
+			any |= dead[i];
+			if ((n->flags & VS_GRAPH_NODE_LIVE) && !dead[i])
+				remaining++;
+		}
+		if (any)
+		{
+			GenericXLogState *xlog = GenericXLogStart(index);
+
+			page = GenericXLogRegisterBuffer(xlog, buf, 0);
+			for (int i = 0; i < nitems; i++)
+			{
+				uint32		node = b * (uint32) per_page + i;
+
+				if (!dead[i])
+					continue;
+				VsGraphPageGetNode(page, meta.dim, meta.degree, i)->flags = VS_GRAPH_NODE_FREE;
+				freed[node] = 1;
+				removed++;
+				if (first_freed == VS_GRAPH_NO_NODE)
+					first_freed = node;
+			}
+			GenericXLogFinish(xlog);
+		}
+		UnlockReleaseBuffer(buf);
+	}
+
+	if (removed > 0)
+	{
+		VsIndexRef	ref;
+		VsGraphReader r;
+		uint32		degree = meta.degree;
+		uint32	   *nbrs = palloc(sizeof(uint32) * degree);
+		uint32	   *xnbrs = palloc(sizeof(uint32) * degree);
+		float	   *ux = palloc(sizeof(float) * meta.dim);
+		float	   *tx = palloc(sizeof(float) * meta.dim);
+		RepairCand *cands = palloc(sizeof(RepairCand) * degree * (degree + 1));
+		uint32	   *cand_nodes = palloc(sizeof(uint32) * degree * (degree + 1));
+		int			max_cands = (int) Max(meta.build_degree, degree);
+		uint32	   *gather = palloc(sizeof(uint32) * degree * max_cands);
+		uint32		entry = meta.entry;
+		uint32		seeds[VS_GRAPH_MAX_SEEDS];
+		uint32		nseeds = 0;
+		Buffer		metabuf;
+		GenericXLogState *xlog;
+		VsGraphMetaPage m;
+
+		/* 2. repair the lists that name freed nodes */
+		vs_ref_init(index, VS_GRAPH_KIND, &ref);
+		vs_graph_reader_init(&r, &ref, index, meta.dim, degree, meta.nnodes);
+		for (uint64 u = 0; u < meta.nnodes; u++)
+		{
+			VsGraphNodeCopy nc;
+
+			if ((u & 63) == 0)
+				vacuum_delay_point();
+			if (freed[u] || !vs_graph_read_node(&r, (uint32) u, &nc, ux, nbrs) ||
+				!(nc.flags & VS_GRAPH_NODE_LIVE))
+				continue;
+			if (repair_list(&r, (vs_metric) meta.metric, freed, (uint32) u, nbrs, ux, tx, xnbrs,
+							cands, cand_nodes, gather, max_cands))
+			{
+				vs_graph_reader_end(&r);
+				vs_graph_write_nbrs(index, meta.dim, degree, (uint32) u, nbrs);
+			}
+		}
+
+		/* a freed entry or seed gives way to its first live neighbour */
+		entry = replacement(&r, freed, entry, xnbrs);
+		for (uint32 i = 0; i < meta.nseeds && i < VS_GRAPH_MAX_SEEDS; i++)
+		{
+			uint32		sd = replacement(&r, freed, meta.seeds[i], xnbrs);
+
+			if (sd != VS_GRAPH_NO_NODE)
+				seeds[nseeds++] = sd;
+		}
+		/* no entry: the first live node */
+		for (uint64 u = 0; u < meta.nnodes && entry == VS_GRAPH_NO_NODE; u++)
+		{
+			VsGraphNodeCopy nc;
+
+			if (!freed[u] && vs_graph_read_node(&r, (uint32) u, &nc, NULL, NULL) &&
+				(nc.flags & VS_GRAPH_NODE_LIVE))
+				entry = (uint32) u;
+		}
+		vs_graph_reader_end(&r);
+
+		metabuf = ReadBuffer(index, VS_GRAPH_METAPAGE_BLKNO);
+		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+		(void) vs_graph_page_meta(BufferGetPage(metabuf));
+		xlog = GenericXLogStart(index);
+		m = VsGraphPageGetMeta(GenericXLogRegisterBuffer(xlog, metabuf, 0));
+		m->ntuples = m->ntuples >= removed ? m->ntuples - removed : 0;
+		m->nfree += removed;
+		if (first_freed < m->free_hint)
+			m->free_hint = first_freed;
+		m->entry = entry;
+		m->nseeds = nseeds;
+		memcpy(m->seeds, seeds, sizeof(uint32) * nseeds);
+		m->generation++;
+		GenericXLogFinish(xlog);
+		UnlockReleaseBuffer(metabuf);
+	}
+	UnlockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
+
+	stats->num_pages = RelationGetNumberOfBlocks(index);
+	stats->num_index_tuples = (double) remaining;
+	stats->tuples_removed += (double) removed;
+	stats->estimated_count = false;
+	return stats;
+}
