@@ -15,6 +15,10 @@ int			vs_gpu_memory_limit_mb = 0;
 int			vs_batch_max = 1024;
 double		vs_batch_wait_ms = 0.0;
 int			vs_worker_timeout_ms = 10000;
+char	   *vs_gpus = NULL;
+int			vs_gpu_placement = VS_PLACE_AUTO;
+int			vs_shard_min_size_mb = 1024;
+int			vs_debug_fail_device = -1;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", VS_DEVICE_AUTO, false},
@@ -29,6 +33,60 @@ static const struct config_enum_entry worker_device_options[] = {
 	{"off", VS_WORKER_DEVICE_OFF, false},
 	{NULL, 0, false}
 };
+
+static const struct config_enum_entry placement_options[] = {
+	{"auto", VS_PLACE_AUTO, false},
+	{"replicated", VS_PLACE_REPLICATED, false},
+	{"sharded", VS_PLACE_SHARDED, false},
+	{NULL, 0, false}
+};
+
+int
+vs_parse_gpus(const char *value, int *out, int max)
+{
+	const char *p = value ? value : "";
+	int			n = 0;
+
+	while (*p == ' ')
+		p++;
+	if (*p == '\0')
+		return -1;
+	for (;;)
+	{
+		char	   *end;
+		long		v;
+
+		while (*p == ' ')
+			p++;
+		v = strtol(p, &end, 10);
+		if (end == p || v < 0 || v > 1023 || n >= max)
+			return -2;
+		out[n++] = (int) v;
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p == '\0')
+			return n;
+		if (*p != ',')
+			return -2;
+		p++;
+	}
+}
+
+static bool
+check_gpus(char **newval, void **extra, GucSource source)
+{
+	int			devices[VS_MAX_DEVICES];
+
+	if (vs_parse_gpus(*newval, devices, VS_MAX_DEVICES) == -2)
+	{
+		GUC_check_errdetail("vsearch.gpus must be empty (every visible GPU) or a comma-separated "
+							"list of at most %d device numbers, such as '0,1'.",
+							VS_MAX_DEVICES);
+		return false;
+	}
+	return true;
+}
 
 const char *
 vs_worker_device_name(int value)
@@ -74,6 +132,53 @@ vs_guc_init(void)
 							0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("vsearch.gpus",
+							   "The GPUs the vsearch worker uses, one engine context each.",
+							   "Empty: every GPU the worker sees.  A list such as '0,1' names device "
+							   "numbers (a number twice gives two contexts on one device).  With "
+							   "vsearch.worker_device = cpu the list's length is the number of CPU "
+							   "engine contexts (the test twin of several GPUs).",
+							   &vs_gpus,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_gpus, NULL, NULL);
+
+	DefineCustomEnumVariable("vsearch.gpu_placement",
+							 "How the worker places an index over several devices.",
+							 "replicated: every device holds the whole index and batches are "
+							 "spread over them; sharded: each device holds a slice, every query "
+							 "visits every slice and the answers are merged exactly; auto: sharded "
+							 "for indexes of at least vsearch.shard_min_size or more than half of a "
+							 "device's budget, else replicated.",
+							 &vs_gpu_placement,
+							 VS_PLACE_AUTO,
+							 placement_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.shard_min_size",
+							"Vectors of an index at which vsearch.gpu_placement = auto shards it.",
+							NULL,
+							&vs_shard_min_size_mb,
+							1024,
+							1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.debug_fail_device",
+							"Test aid: the worker takes this device of its context out as a device "
+							"error would (-1: none).",
+							"Counts the worker's devices in vsearch.gpus order from 0.",
+							&vs_debug_fail_device,
+							-1,
+							-1, 1023,
+							PGC_SIGHUP,
+							GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("vsearch.batch_max",

@@ -20,12 +20,33 @@ typedef enum VsWorkerDevice
 	VS_WORKER_DEVICE_OFF = 2	/* the worker idles; every search runs in its backend */
 } VsWorkerDevice;
 
+/* vsearch.gpu_placement: where the worker puts an index over several devices. */
+typedef enum VsPlacementSetting
+{
+	VS_PLACE_AUTO = 0,			/* sharded when large (vsearch.shard_min_size), else replicated */
+	VS_PLACE_REPLICATED = 1,
+	VS_PLACE_SHARDED = 2
+} VsPlacementSetting;
+
+/* Most devices the worker's engine context may span (vsearch.gpus). */
+#define VS_MAX_DEVICES			16
+
 extern int	vs_device_mode;
 extern int	vs_worker_device;
 extern int	vs_gpu_memory_limit_mb;
 extern int	vs_batch_max;
 extern double vs_batch_wait_ms;
 extern int	vs_worker_timeout_ms;
+extern char *vs_gpus;
+extern int	vs_gpu_placement;
+extern int	vs_shard_min_size_mb;
+extern int	vs_debug_fail_device;
+
+/*
+ * The device ordinals of vsearch.gpus (at most max); -1 when the setting is empty (every visible
+ * GPU).
+ */
+extern int	vs_parse_gpus(const char *value, int *out, int max);
 
 /*
  * Defines the vsearch.* settings of the search layer and the worker; called from _PG_init in every

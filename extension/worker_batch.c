@@ -27,6 +27,7 @@ count_call(int rc, Size queries)
 	pg_atomic_fetch_add_u64(&vsw_shared->batch_queries, queries);
 	vsw_device_errors = rc == VS_DEVICE_ERROR ? vsw_device_errors + 1 : 0;
 	vsw_update_cache_stats();
+	vsw_update_device_stats(false);
 }
 
 /* One engine call for search requests on the same index, operation, metric and parameters. */
@@ -42,6 +43,7 @@ process_search(VsActive **reqs, int n)
 	float	   *queries;
 	VsResultBuf *buf;
 	int			rc;
+	bool		retried = false;
 	char		err[256];
 
 	for (int r = 0; r < n; r++)
@@ -52,17 +54,18 @@ process_search(VsActive **reqs, int n)
 		kmax = Max(kmax, reqs[r]->req.k);
 	}
 
+	queries = MemoryContextAllocHuge(vsw_batch_cxt, nq * r0->dim * sizeof(float));
+	for (int r = 0; r < n; r++)
+		memcpy(queries + reqs[r]->q0 * r0->dim, (char *) reqs[r]->hdr + reqs[r]->req.queries_off,
+			   (Size) reqs[r]->req.nq * r0->dim * sizeof(float));
+
+again:
 	entry = vsw_cache_prepare(r0, generation, err, sizeof(err));
 	if (!entry)
 	{
 		vsw_fail_group(reqs, n, err);
 		return;
 	}
-
-	queries = MemoryContextAllocHuge(vsw_batch_cxt, nq * r0->dim * sizeof(float));
-	for (int r = 0; r < n; r++)
-		memcpy(queries + reqs[r]->q0 * r0->dim, (char *) reqs[r]->hdr + reqs[r]->req.queries_off,
-			   (Size) reqs[r]->req.nq * r0->dim * sizeof(float));
 
 	buf = MemoryContextAllocZero(vsw_result_cxt, sizeof(VsResultBuf));
 	buf->refcount = 1;
@@ -97,6 +100,25 @@ process_search(VsActive **reqs, int n)
 	}
 	vsw_set_cancel_group(NULL, 0);
 	count_call(rc, nq);
+
+	/*
+	 * A device of several was lost: the objects with rows on it are dropped and this group is
+	 * answered once more from the devices left (loaded there again).
+	 */
+	if (rc == VS_DEVICE_ERROR && !retried && vs_context_device_count(vsw_engine) > 1 &&
+		vs_context_live_devices(vsw_engine) > 0)
+	{
+		ereport(LOG,
+				(errmsg("vsearch worker: a device was lost (%s); serving on the %d left",
+						vs_last_error(vsw_engine), vs_context_live_devices(vsw_engine))));
+		buf->is_range = false;	/* already freed */
+		vsw_result_buf_release(buf);
+		vsw_cache_clear();
+		vsw_update_device_stats(true);
+		vsw_device_errors = 0;
+		retried = true;
+		goto again;
+	}
 
 	if (rc != VS_OK)
 	{

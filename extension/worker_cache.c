@@ -25,6 +25,7 @@
 #include "worker_proc.h"
 
 static VsObjectCache cache;
+bool		vsw_device_stats_stale;
 static ResourceOwner load_owner;
 
 static void
@@ -69,6 +70,51 @@ vsw_update_cache_stats(void)
 		pg_atomic_write_u64(&vsw_shared->memory_in_use, info.memory_in_use);
 	else
 		pg_atomic_write_u64(&vsw_shared->memory_in_use, 0);
+}
+
+void
+vsw_update_device_stats(bool now)
+{
+	static TimestampTz last;
+	TimestampTz t = GetCurrentTimestamp();
+	VsDeviceStat stats[VS_MAX_DEVICES];
+	int			n = 0;
+
+	if (!now && !TimestampDifferenceExceeds(last, t, 100))
+	{
+		vsw_device_stats_stale = true;
+		return;
+	}
+	last = t;
+	vsw_device_stats_stale = false;
+	if (vsw_engine)
+		n = Min(vs_context_device_count(vsw_engine), VS_MAX_DEVICES);
+	for (int i = 0; i < n; i++)
+	{
+		vs_device_info di;
+		VsDeviceStat *d = &stats[i];
+
+		memset(d, 0, sizeof(*d));
+		if (vs_context_get_device_info(vsw_engine, i, &di) != VS_OK)
+		{
+			d->ordinal = -1;
+			strlcpy(d->error, vs_last_error(vsw_engine), sizeof(d->error));
+			continue;
+		}
+		d->ordinal = di.device;
+		d->alive = di.alive != 0;
+		strlcpy(d->name, di.info.device_name, sizeof(d->name));
+		d->memory_budget = di.info.memory_budget;
+		d->memory_in_use = di.info.memory_in_use;
+		d->calls = di.calls;
+		d->datasets = di.datasets;
+		d->ivfpq_objects = di.ivfpq_objects;
+		strlcpy(d->error, di.error, sizeof(d->error));
+	}
+	SpinLockAcquire(&vsw_shared->mutex);
+	vsw_shared->ndevices = n;
+	memcpy(vsw_shared->devices, stats, sizeof(VsDeviceStat) * n);
+	SpinLockRelease(&vsw_shared->mutex);
 }
 
 void

@@ -23,6 +23,7 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
 #include "search.h"
 
 #if PG_VERSION_NUM >= 170000
@@ -63,6 +64,20 @@ typedef enum VsWorkerState
 	VS_WORKER_DISABLED			/* running, vsearch.worker_device = off */
 } VsWorkerState;
 
+/* One device of the worker's engine context (vsearch_stat_devices), under VsWorkerShared.mutex. */
+typedef struct VsDeviceStat
+{
+	int			ordinal;
+	bool		alive;
+	char		name[128];
+	uint64		memory_budget;
+	uint64		memory_in_use;
+	uint64		calls;			/* engine calls it ran */
+	uint64		datasets;		/* datasets with rows on it */
+	uint64		ivfpq_objects;
+	char		error[160];		/* why it was lost */
+} VsDeviceStat;
+
 typedef struct VsWorkerShared
 {
 	slock_t		mutex;			/* protects the fields up to device[] */
@@ -90,6 +105,9 @@ typedef struct VsWorkerShared
 	pg_atomic_uint64 memory_in_use; /* engine memory_in_use (device bytes) */
 	pg_atomic_uint64 cache_bytes;	/* bytes of the cached index copies */
 	pg_atomic_uint32 cached_indexes;
+
+	int			ndevices;		/* devices[] in use, under mutex */
+	VsDeviceStat devices[VS_MAX_DEVICES];
 
 	int			nslots;
 	VsSlot		slots[FLEXIBLE_ARRAY_MEMBER];

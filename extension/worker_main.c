@@ -40,6 +40,10 @@ int			vsw_device_errors;
 static bool engine_on_gpu;
 static int	engine_device = -1;
 static int	engine_limit_mb = -1;
+static char *engine_gpus;		/* vsearch.gpus, placement and shard size the engine started with */
+static int	engine_placement = -1;
+static int	engine_shard_mb = -1;
+static int	failed_device = -1; /* vsearch.debug_fail_device applied */
 static char *cuda_library;
 static int	last_batch_requests;
 
@@ -103,6 +107,7 @@ engine_stop(void)
 	vsw_engine = NULL;
 	engine_on_gpu = false;
 	vsw_update_cache_stats();
+	vsw_update_device_stats(true);
 }
 
 static void
@@ -115,8 +120,17 @@ engine_start(void)
 	size_t		budget;
 	size_t		limit;
 
+	int			devices[VS_MAX_DEVICES];
+	int			ndevices;
+
 	engine_device = vs_worker_device;
 	engine_limit_mb = vs_gpu_memory_limit_mb;
+	if (engine_gpus)
+		pfree(engine_gpus);
+	engine_gpus = MemoryContextStrdup(TopMemoryContext, vs_gpus ? vs_gpus : "");
+	engine_placement = vs_gpu_placement;
+	engine_shard_mb = vs_shard_min_size_mb;
+	failed_device = -1;
 	if (engine_device == VS_WORKER_DEVICE_OFF)
 	{
 		set_state(VS_WORKER_DISABLED, "none (vsearch.worker_device = off)");
@@ -129,6 +143,18 @@ engine_start(void)
 	o.device_memory_budget = (size_t) engine_limit_mb * 1024 * 1024;
 	o.cancel = engine_cancel;
 	o.cancel_arg = NULL;
+	/* several devices: the listed ones, or every visible GPU */
+	ndevices = vs_parse_gpus(engine_gpus, devices, VS_MAX_DEVICES);
+	if (ndevices > 0)
+	{
+		o.devices = devices;
+		o.ndevices = ndevices;
+	}
+	else if (engine_device == VS_WORKER_DEVICE_GPU)
+		o.ndevices = -1;
+	o.placement = engine_placement == VS_PLACE_REPLICATED ? VS_PLACEMENT_REPLICATED :
+		engine_placement == VS_PLACE_SHARDED ? VS_PLACEMENT_SHARDED : VS_PLACEMENT_AUTO;
+	o.shard_min_bytes = (size_t) engine_shard_mb * 1024 * 1024;
 	rc = vs_context_create(&o, &vsw_engine, errbuf, sizeof(errbuf));
 	if (rc != VS_OK || !vsw_engine)
 	{
@@ -149,8 +175,13 @@ engine_start(void)
 	info.device_name[sizeof(info.device_name) - 1] = '\0';
 	engine_on_gpu = info.backend == VS_BACKEND_CUDA;
 
-	/* the cache may take 80% of the device budget; the rest is search scratch */
-	budget = engine_limit_mb > 0 ? (size_t) engine_limit_mb * 1024 * 1024 :
+	/*
+	 * The cache may take 80% of the devices' budget (vsearch.gpu_memory_limit is per device); the
+	 * rest is search scratch.  Over several devices that is their sum: a replicated index takes its
+	 * size on each device, and a device that runs out evicts (worker_batch.c).
+	 */
+	budget = engine_limit_mb > 0 ?
+		(size_t) engine_limit_mb * 1024 * 1024 * vs_context_live_devices(vsw_engine) :
 		engine_on_gpu ? info.memory_budget : 0;
 	limit = engine_on_gpu ? budget / 10 * 8 : budget;
 	vsw_cache_start(vsw_engine, limit);
@@ -161,6 +192,7 @@ engine_start(void)
 		ereport(LOG, (errmsg("vsearch worker serving on %s", info.device_name)));
 	set_state(VS_WORKER_SERVING, info.device_name);
 	vsw_update_cache_stats();
+	vsw_update_device_stats(true);
 }
 
 /* ---- the process -------------------------------------------------------------------------- */
@@ -265,11 +297,21 @@ vs_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (vs_worker_device != engine_device || vs_gpu_memory_limit_mb != engine_limit_mb)
+			if (vs_worker_device != engine_device || vs_gpu_memory_limit_mb != engine_limit_mb ||
+				strcmp(vs_gpus ? vs_gpus : "", engine_gpus ? engine_gpus : "") != 0 ||
+				vs_gpu_placement != engine_placement || vs_shard_min_size_mb != engine_shard_mb)
 			{
 				ereport(LOG, (errmsg("vsearch worker: device settings changed, restarting the engine")));
 				engine_stop();
 				engine_start();
+			}
+			if (vs_debug_fail_device >= 0 && vs_debug_fail_device != failed_device && vsw_engine)
+			{
+				failed_device = vs_debug_fail_device;
+				if (vs_context_fail_device(vsw_engine, failed_device) == VS_OK)
+					ereport(LOG, (errmsg("vsearch worker: device %d taken out (vsearch.debug_fail_device)",
+										 failed_device)));
+				vsw_update_device_stats(true);
 			}
 		}
 		vsw_heartbeat();
@@ -308,6 +350,9 @@ vs_worker_main(Datum arg)
 		MemoryContextReset(vsw_batch_cxt);
 		if (!did)
 		{
+			/* idle: what the last batches changed becomes visible before the worker sleeps */
+			if (vsw_device_stats_stale)
+				vsw_update_device_stats(true);
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000,
 							 PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);

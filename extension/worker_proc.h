@@ -111,6 +111,9 @@ extern VsCachedObject *vsw_cache_prepare(const VsRequest *req, uint64 generation
 										 Size errlen);
 extern bool vsw_cache_evict_one(const VsCachedObject *keep);
 extern void vsw_update_cache_stats(void);
+/* The rows of vsearch_stat_devices, at most every 100 ms unless now (else marked stale). */
+extern void vsw_update_device_stats(bool now);
+extern bool vsw_device_stats_stale;
 /* Releases what an index read holds (buffer pins, locks, files), after success or an error. */
 extern void vsw_load_cleanup(bool error);
 

@@ -230,3 +230,52 @@ vsearch_stat_reset(PG_FUNCTION_ARGS)
 	}
 	PG_RETURN_VOID();
 }
+
+PG_FUNCTION_INFO_V1(vsearch_stat_devices);
+
+/*
+ * One row per device of the worker's engine context (none while it has no context, or without
+ * shared_preload_libraries), as the worker last recorded them (at most 100 ms old).
+ */
+Datum
+vsearch_stat_devices(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	VsWorkerShared *s = vs_worker_shared;
+	VsDeviceStat devices[VS_MAX_DEVICES];
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (s)
+	{
+		SpinLockAcquire(&s->mutex);
+		n = Min(s->ndevices, VS_MAX_DEVICES);
+		memcpy(devices, s->devices, sizeof(VsDeviceStat) * n);
+		SpinLockRelease(&s->mutex);
+	}
+	for (int d = 0; d < n; d++)
+	{
+		VsDeviceStat *ds = &devices[d];
+		Datum		values[9];
+		bool		nulls[9];
+		int			i = 0;
+
+		memset(nulls, 0, sizeof(nulls));
+		ds->name[sizeof(ds->name) - 1] = '\0';
+		ds->error[sizeof(ds->error) - 1] = '\0';
+		values[i++] = Int32GetDatum(ds->ordinal);
+		values[i++] = CStringGetTextDatum(ds->alive ? "serving" : "lost");
+		values[i++] = CStringGetTextDatum(ds->name);
+		values[i++] = Int64GetDatum((int64) ds->memory_budget);
+		values[i++] = Int64GetDatum((int64) ds->memory_in_use);
+		values[i++] = Int64GetDatum((int64) ds->datasets);
+		values[i++] = Int64GetDatum((int64) ds->ivfpq_objects);
+		values[i++] = Int64GetDatum((int64) ds->calls);
+		if (ds->error[0])
+			values[i++] = CStringGetTextDatum(ds->error);
+		else
+			nulls[i++] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

@@ -54,6 +54,18 @@ SELECT name, setting, unit, context, vartype, min_val, max_val, enumvals
                 'vsearch.batch_max', 'vsearch.batch_wait', 'vsearch.worker_timeout')
  ORDER BY name;
 
+-- several devices (docs/WORKER.md, "Several GPUs"): a bad device list is refused
+SELECT name, setting, unit, context, vartype, min_val, max_val, enumvals
+  FROM pg_settings
+ WHERE name IN ('vsearch.gpus', 'vsearch.gpu_placement', 'vsearch.shard_min_size')
+ ORDER BY name;
+ALTER SYSTEM SET vsearch.gpus = '0,x';
+ALTER SYSTEM SET vsearch.gpus = '-1';
+ALTER SYSTEM SET vsearch.gpus = '0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16';
+ALTER SYSTEM SET vsearch.gpu_placement = 'striped';
+-- one row per device of the worker's context (none here: no GPU, or no worker)
+SELECT * FROM vsearch_stat_devices WHERE false;
+
 -- an unknown vsearch.* name is an error, not a placeholder
 SET vsearch.no_such_setting = 1;
 

@@ -34,6 +34,29 @@ CREATE FUNCTION vsearch_stat_internal(
 CREATE VIEW vsearch_stat AS SELECT * FROM vsearch_stat_internal();
 GRANT SELECT ON vsearch_stat TO PUBLIC;
 
+CREATE FUNCTION vsearch_stat_devices_internal(
+	OUT device integer,
+	OUT state text,
+	OUT name text,
+	OUT memory_budget bigint,
+	OUT memory_in_use bigint,
+	OUT index_copies bigint,
+	OUT ivfpq_indexes bigint,
+	OUT engine_calls bigint,
+	OUT error text)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'vsearch_stat_devices' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- One row per device of the worker's engine context (vsearch.gpus; docs/WORKER.md, "Several
+-- GPUs"); vsearch_stat keeps one cluster-wide row.
+--   state          serving, or lost (after a device error; error says which)
+--   memory_budget  device bytes the engine may hold there (vsearch.gpu_memory_limit; 0 on the CPU)
+--   index_copies   vs_flat indexes with rows there (a replica or a shard each)
+--   ivfpq_indexes  vs_ivfpq indexes there (each lives whole on one device)
+--   engine_calls   engine calls it ran
+CREATE VIEW vsearch_stat_devices AS SELECT * FROM vsearch_stat_devices_internal();
+GRANT SELECT ON vsearch_stat_devices TO PUBLIC;
+
 CREATE FUNCTION vsearch_stat_reset() RETURNS void
 	AS 'MODULE_PATHNAME', 'vsearch_stat_reset' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 REVOKE ALL ON FUNCTION vsearch_stat_reset() FROM PUBLIC;

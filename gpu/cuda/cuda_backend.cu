@@ -40,6 +40,9 @@ public:
             std::snprintf(out->device_name, sizeof out->device_name, "%s", dev_.prop.name);
             out->memory_budget = dev_.pool->budget();
             out->memory_in_use = dev_.pool->in_use();
+            int count = 0;
+            if (cudaGetDeviceCount(&count) == cudaSuccess)
+                out->device_count = count;
         });
     }
 

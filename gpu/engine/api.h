@@ -50,6 +50,7 @@ template <typename Impl> struct Object : Handle
 struct vs_context
 {
     std::unique_ptr<vs::Backend> backend;
+    int device = 0; // ordinal of a single-device context
     std::string last_error;
     std::set<vs::api::Handle *> objects; // live handles of every kind
 };

@@ -4,6 +4,7 @@
 #include "engine/api.h"
 
 #include "cpu/cpu_backend.h"
+#include "engine/multi_backend.h"
 
 #include <dlfcn.h>
 
@@ -168,35 +169,84 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
         cfg.cancel = o.cancel;
         cfg.cancel_arg = o.cancel_arg;
 
-        std::unique_ptr<vs::Backend> backend;
+        if (o.ndevices < -1 || o.ndevices > 64 || (o.ndevices > 0 && !o.devices))
+        {
+            write_err(errbuf, errlen, "ndevices must be -1 (all), 0 (one) or 1 .. 64 with devices");
+            return VS_INVALID_ARGUMENT;
+        }
+        if (o.placement != VS_PLACEMENT_AUTO && o.placement != VS_PLACEMENT_REPLICATED &&
+            o.placement != VS_PLACEMENT_SHARDED)
+        {
+            write_err(errbuf, errlen, "unknown placement");
+            return VS_INVALID_ARGUMENT;
+        }
+
+        // One device's backend of the kind asked for (AUTO: CUDA if it starts, else CPU).
+        vs_backend_kind want = o.backend;
+        vs_cuda_backend_fn cuda_fn = nullptr;
         std::string cuda_err;
-        if (o.backend != VS_BACKEND_CPU)
+        if (want != VS_BACKEND_CPU)
         {
             const char *path = o.cuda_library;
             if (!path)
                 path = std::getenv("VSEARCH_CUDA_LIBRARY");
             if (!path)
                 path = "vsearch_cuda.so";
-            vs_cuda_backend_fn fn = load_cuda_backend(path, &cuda_err);
-            if (fn)
+            cuda_fn = load_cuda_backend(path, &cuda_err);
+        }
+        auto make_one = [&](const vs::BackendConfig &c, std::string *err) {
+            std::unique_ptr<vs::Backend> b;
+            if (want != VS_BACKEND_CPU && cuda_fn)
             {
                 char buf[512] = {0};
-                vs::Backend *b = fn(&cfg, buf, sizeof buf);
-                if (b)
-                    backend.reset(b);
-                else
-                    cuda_err = buf[0] ? buf : "the CUDA backend could not start";
+                b.reset(cuda_fn(&c, buf, sizeof buf));
+                if (!b)
+                    *err = buf[0] ? buf : "the CUDA backend could not start";
             }
-            if (!backend && o.backend == VS_BACKEND_CUDA)
+            else if (want != VS_BACKEND_CPU)
+                *err = cuda_err;
+            if (!b && want != VS_BACKEND_CUDA)
+                b = vs::make_cpu_backend(c);
+            return b;
+        };
+
+        std::unique_ptr<vs::Backend> backend = make_one(cfg, &cuda_err);
+        if (!backend)
+        {
+            write_err(errbuf, errlen, cuda_err);
+            return VS_UNSUPPORTED;
+        }
+        std::vector<int> devices;
+        if (o.ndevices > 0)
+            devices.assign(o.devices, o.devices + o.ndevices);
+        else if (o.ndevices == -1)
+        {
+            vs_context_info info;
+            std::memset(&info, 0, sizeof info);
+            if (backend->info(&info).ok())
+                for (int d = 0; d < info.device_count; d++)
+                    devices.push_back(d);
+        }
+        if (devices.size() > 1 || (devices.size() == 1 && devices[0] != o.device))
+        {
+            // Several devices: every one (this first one too) gets a backend on its own thread.
+            want = backend->kind();
+            backend.reset();
+            vs::MultiConfig mc;
+            mc.devices = devices;
+            mc.placement = o.placement;
+            mc.shard_min_bytes = o.shard_min_bytes;
+            std::string err;
+            backend = vs::make_multi_backend(cfg, mc, make_one, &err);
+            if (!backend)
             {
-                write_err(errbuf, errlen, cuda_err);
+                write_err(errbuf, errlen, err);
                 return VS_UNSUPPORTED;
             }
         }
-        if (!backend)
-            backend = vs::make_cpu_backend(cfg);
         auto *ctx = new vs_context;
         ctx->backend = std::move(backend);
+        ctx->device = o.device;
         *out = ctx;
         return VS_OK;
     }
@@ -240,7 +290,56 @@ vs_status vs_context_get_info(vs_context *ctx, vs_context_info *info) noexcept
     if (!info)
         return fail(ctx, VS_INVALID_ARGUMENT, "info is NULL");
     std::memset(info, 0, sizeof *info);
-    return finish(ctx, ctx->backend->info(info));
+    vs_status st = finish(ctx, ctx->backend->info(info));
+    if (st == VS_OK && info->device_count == 0)
+        info->device_count = 1;
+    return st;
+}
+
+int vs_context_device_count(const vs_context *ctx) noexcept
+{
+    if (!ctx)
+        return 0;
+    auto *m = dynamic_cast<const vs::MultiBackend *>(ctx->backend.get());
+    return m ? m->device_count() : 1;
+}
+
+int vs_context_live_devices(const vs_context *ctx) noexcept
+{
+    if (!ctx)
+        return 0;
+    auto *m = dynamic_cast<const vs::MultiBackend *>(ctx->backend.get());
+    return m ? m->live_devices() : 1;
+}
+
+vs_status vs_context_get_device_info(vs_context *ctx, int i, vs_device_info *info) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!info)
+        return fail(ctx, VS_INVALID_ARGUMENT, "info is NULL");
+    if (auto *m = dynamic_cast<vs::MultiBackend *>(ctx->backend.get()))
+        return finish(ctx, m->device_info(i, info));
+    if (i != 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "no such device");
+    std::memset(info, 0, sizeof *info);
+    info->alive = 1;
+    vs_status st = vs_context_get_info(ctx, &info->info);
+    info->device = ctx->device;
+    return st;
+}
+
+vs_status vs_context_fail_device(vs_context *ctx, int i) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    auto *m = dynamic_cast<vs::MultiBackend *>(ctx->backend.get());
+    if (!m)
+        return fail(ctx, VS_UNSUPPORTED, "the context has one device");
+    if (i < 0 || i >= m->device_count())
+        return fail(ctx, VS_INVALID_ARGUMENT, "no such device");
+    m->fail_device(i, "taken out by vs_context_fail_device");
+    return finish(ctx, vs::Status{});
 }
 
 } // extern "C"

@@ -1,6 +1,7 @@
 // The engine front end, exact search: the C ABI of vsearch/engine.h for resident datasets, exact
 // kNN (vs_knn) and range search (vs_range) over the core of the Backend interface.
 #include "engine/api.h"
+#include "engine/multi_backend.h"
 #include "engine/range_result.h"
 
 #include <memory>
@@ -93,6 +94,15 @@ void vs_dataset_destroy(vs_context *ctx, vs_dataset *ds) noexcept
 {
     (void)ctx;
     destroy_object(ds);
+}
+
+vs_placement vs_dataset_placement(const vs_context *ctx, const vs_dataset *ds) noexcept
+{
+    if (!ctx || !ds || !ds->impl)
+        return VS_PLACEMENT_AUTO;
+    if (auto *m = dynamic_cast<const vs::MultiBackend *>(ctx->backend.get()))
+        return m->placement(ds->impl);
+    return VS_PLACEMENT_REPLICATED;
 }
 
 vs_status vs_knn(vs_context *ctx, const vs_dataset *ds, const float *queries, size_t nq, size_t k,

@@ -82,6 +82,15 @@ typedef enum vs_dtype
 typedef struct vs_context vs_context;
 typedef struct vs_dataset vs_dataset;
 
+/* Where a dataset of a context over several devices lives (decided at its first add). */
+typedef enum vs_placement
+{
+    VS_PLACEMENT_AUTO = 0,       /* sharded if the first add reaches shard_min_bytes or half of
+                                  * the smallest device budget, else replicated */
+    VS_PLACEMENT_REPLICATED = 1, /* every device holds every row */
+    VS_PLACEMENT_SHARDED = 2     /* each device holds the rows whose id hashes to it */
+} vs_placement;
+
 typedef struct vs_context_options
 {
     vs_backend_kind backend;
@@ -96,6 +105,14 @@ typedef struct vs_context_options
      * VS_CANCELLED.  It must only read a flag (never longjmp or throw). */
     int (*cancel)(void *arg);
     void *cancel_arg;
+    /* Several devices (one backend each, device ignored): ndevices ordinals in devices, or
+     * ndevices = -1 for every visible device of the backend's kind.  0 (default): one device.
+     * With the CPU backend the ordinals only count contexts (the test twin of several GPUs), each
+     * with num_threads / ndevices threads. */
+    const int *devices;
+    int ndevices;
+    vs_placement placement;      /* of new datasets (AUTO by default) */
+    size_t shard_min_bytes;      /* AUTO shards datasets at least this large; 0 = 1 GiB */
 } vs_context_options;
 
 /* Fills in the defaults (AUTO backend, device 0, everything else 0/NULL). */
@@ -118,9 +135,32 @@ typedef struct vs_context_info
     char device_name[128];   /* "cpu (avx512f, 16 threads)", "NVIDIA H100 80GB HBM3", ... */
     size_t memory_budget;    /* device bytes the pool may hold (0 for CPU) */
     size_t memory_in_use;    /* device bytes held now (datasets and cached scratch) */
+    int device_count;        /* devices of this backend's kind the process sees (CPU: 1) */
 } vs_context_info;
 
+/* For a context over several devices: the sums of its live devices' budgets and use. */
 vs_status vs_context_get_info(vs_context *ctx, vs_context_info *info) VS_NOEXCEPT;
+
+/* ---- several devices ---------------------------------------------------------------------- */
+
+typedef struct vs_device_info
+{
+    int device;              /* ordinal */
+    int alive;               /* 0 once a device error (or vs_context_fail_device) took it out */
+    vs_context_info info;    /* its backend's information (zeros once lost) */
+    uint64_t calls;          /* engine calls it ran */
+    size_t datasets;         /* datasets with rows on it (replicas and shards) */
+    size_t ivfpq_objects;    /* IVF-PQ objects on it */
+    char error[160];         /* why it was lost ("" while alive) */
+} vs_device_info;
+
+/* Devices of the context (1 for a single-device context) and how many still serve. */
+int vs_context_device_count(const vs_context *ctx) VS_NOEXCEPT;
+int vs_context_live_devices(const vs_context *ctx) VS_NOEXCEPT;
+vs_status vs_context_get_device_info(vs_context *ctx, int i, vs_device_info *info) VS_NOEXCEPT;
+/* Test aid: takes device i out as a device error would (datasets with rows on it then fail with
+ * VS_DEVICE_ERROR and must be loaded again; new ones use the other devices). */
+vs_status vs_context_fail_device(vs_context *ctx, int i) VS_NOEXCEPT;
 
 /* ---- resident datasets ----------------------------------------------------------------- */
 
@@ -140,6 +180,8 @@ size_t vs_dataset_dim(const vs_dataset *ds) VS_NOEXCEPT;
 /* Destroys a dataset.  Datasets should be destroyed before their context; vs_context_destroy
  * releases the memory of any still alive, leaving handles that vs_dataset_destroy alone accepts. */
 void vs_dataset_destroy(vs_context *ctx, vs_dataset *ds) VS_NOEXCEPT;
+/* The placement of a dataset (REPLICATED for a single-device context; AUTO before the first add). */
+vs_placement vs_dataset_placement(const vs_context *ctx, const vs_dataset *ds) VS_NOEXCEPT;
 
 /* ---- search ------------------------------------------------------------------------------ */
 
