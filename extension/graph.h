@@ -61,8 +61,11 @@
 #define VS_GRAPH_NODE_LIVE		(1 << 0)	/* a row (maybe dead in the heap, not yet vacuumed) */
 #define VS_GRAPH_NODE_FREE		(1 << 1)	/* removed by VACUUM: unlinked, reusable by inserts */
 
-/* Start nodes besides the entry: the rows nearest to k-means centroids of the build's rows. */
-#define VS_GRAPH_MAX_SEEDS		64
+/*
+ * Start nodes besides the entry: the rows nearest to k-means centroids of the build's rows, about
+ * 2 sqrt(rows) of them (at most VS_GRAPH_MAX_SEEDS): every search computes their distances first.
+ */
+#define VS_GRAPH_MAX_SEEDS		1024
 #define VS_GRAPH_SEED			20251125	/* of the k-means that places them */
 
 /* Limits and defaults of the options. */

@@ -27,6 +27,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/generic_xlog.h"
 #include "access/tableam.h"
 #include "access/xloginsert.h"
@@ -211,7 +213,8 @@ compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *en
 		*nseeds = 0;
 		{
 			vs_kmeans_params kp;
-			int			nc = (int) Min((int64) VS_GRAPH_MAX_SEEDS, n);
+			int			nc = (int) Min(Min((int64) VS_GRAPH_MAX_SEEDS, n),
+									   (int64) ceil(2.0 * sqrt((double) n)));
 			float	   *centroids = palloc(sizeof(float) * s->dim * nc);
 			int			retries = 0;
 
@@ -220,7 +223,7 @@ compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *en
 			kp.iterations = 10;
 			kp.init = VS_KMEANS_INIT_PLUSPLUS;
 			kp.seed = VS_GRAPH_SEED;
-			kp.sample_size = (size_t) Min(n, (int64) nc * 256);
+			kp.sample_size = (size_t) Min(n, (int64) nc * 64);
 			kp.metric = VS_METRIC_L2SQ;
 			for (;;)
 			{
