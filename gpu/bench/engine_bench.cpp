@@ -7,7 +7,11 @@
 //                        [--mode exact|ivfpq] [--nlist 1024] [--m 32] [--nbits 8]
 //                        [--clustered | --gaussian] [--fvecs DIR]
 //                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
+//                        [--devices 0,1 [--placement replicated|sharded]]
 //
+// --devices LIST: one context over these devices (engine/multi_backend.h) with the placement
+// (default sharded); with --ks each k is also run once on a single-device context (device 0) and
+// the answers are compared bit for bit ("identical to one device: yes").
 // --ks LIST: exact kNN only (L2, the whole query batch) at each k of the list, median of 5 runs
 // (51 for --nq <= 64): k-selection costs side by side, e.g. with VSEARCH_CUDA_PROFILE=1 for the
 // split by phase.
@@ -480,6 +484,8 @@ int main(int argc, char **argv)
     bool quick = false, kmeans_cpu = true;
     IvfpqData ivfpq_data = IvfpqData::Legacy;
     std::vector<size_t> probes{1, 2, 4, 8, 16, 32, 64}, reranks{0, 50, 100, 200}, ks;
+    std::vector<int> devices;
+    vs_placement placement = VS_PLACEMENT_SHARDED;
     for (int i = 1; i < argc; i++)
     {
         std::string a = argv[i];
@@ -520,6 +526,11 @@ int main(int argc, char **argv)
             reranks = parse_list(next());
         else if (a == "--ks")
             ks = parse_list(next());
+        else if (a == "--devices")
+            for (size_t v : parse_list(next()))
+                devices.push_back(static_cast<int>(v));
+        else if (a == "--placement")
+            placement = next() == "replicated" ? VS_PLACEMENT_REPLICATED : VS_PLACEMENT_SHARDED;
         else
         {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -534,6 +545,13 @@ int main(int argc, char **argv)
 #endif
     if (const char *p = std::getenv("VSEARCH_BENCH_FP32"); p && p[0] == '1')
         o.gemm_precision = VS_GEMM_FP32;
+    const vs_context_options single = o;
+    if (!devices.empty())
+    {
+        o.devices = devices.data();
+        o.ndevices = static_cast<int>(devices.size());
+        o.placement = placement;
+    }
     vs_context *ctx = nullptr;
     char err[512];
     if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
@@ -625,6 +643,32 @@ int main(int argc, char **argv)
                             nq / t, ""});
             std::printf("k=%zu: %.3f ms\n", k, t * 1e3);
             std::fflush(stdout);
+        }
+        if (!devices.empty())
+        {
+            // the same answers as one device (the merge of the shards is exact)
+            vs_context *one = nullptr;
+            check(vs_context_create(&single, &one, err, sizeof err), nullptr, "single context");
+            vs_dataset *ds1 = nullptr;
+            check(vs_dataset_create(one, d, VS_DTYPE_F32, &ds1), one, "dataset_create");
+            check(vs_dataset_add(one, ds1, x.data(), ids.data(), n), one, "dataset_add");
+            for (size_t k : ks)
+            {
+                std::vector<int64_t> id1(nq * k);
+                std::vector<float> d1(nq * k);
+                double t1 = timeit(1, 3, [&] {
+                    check(vs_knn(one, ds1, q.data(), nq, k, VS_METRIC_L2, nullptr, id1.data(),
+                                 d1.data(), nullptr), one, "knn");
+                });
+                knn(nq, k, VS_METRIC_L2, oid, od);
+                bool same = oid == id1 && std::memcmp(od.data(), d1.data(), od.size() * 4) == 0;
+                rows.push_back({"knn nq=" + std::to_string(nq) + " k=" + std::to_string(k) +
+                                    " L2 one device (same run)", t1, nq / t1, ""});
+                std::printf("k=%zu: one device %.3f ms; identical to one device: %s\n", k,
+                            t1 * 1e3, same ? "yes" : "NO");
+            }
+            vs_dataset_destroy(one, ds1);
+            vs_context_destroy(one);
         }
         report(rows, out_json, info.device_name, n, d, nq);
         vs_dataset_destroy(ctx, ds);
