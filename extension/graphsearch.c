@@ -104,6 +104,17 @@ vs_graph_distance(vs_metric metric, const float *a, const float *b, uint32 dim)
 	return (float) vs_exact_distance_f32(vs_rank_metric(metric), a, b, dim);
 }
 
+/*
+ * The distance a search navigates by: the SIMD kernel with float accumulation
+ * (vs_distance_f32), within a few ulps of the exact one and several times cheaper.  The results
+ * a search returns are measured again with the exact one.
+ */
+static inline float
+nav_distance(vs_metric metric, const float *a, const float *b, uint32 dim)
+{
+	return (float) vs_distance_f32(vs_rank_metric(metric), a, b, dim);
+}
+
 /* Hits in the engine's order: distance ascending (NaN last), then id. */
 int
 vs_graph_cmp_hit(const void *a, const void *b)
@@ -221,7 +232,7 @@ vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 		visited[v / 8] |= 1 << (v % 8);
 		if (!vs_graph_read_node(r, v, &nc, x, NULL) || (nc.flags & VS_GRAPH_NODE_FREE))
 			continue;
-		it.key = nan_last(vs_graph_distance(metric, query, x, r->dim));
+		it.key = nan_last(nav_distance(metric, query, x, r->dim));
 		it.node = v;
 		heap_push(cand, &ncand, it, 1);
 		if (nc.flags & VS_GRAPH_NODE_LIVE)
@@ -254,7 +265,7 @@ vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 			visited[v / 8] |= 1 << (v % 8);
 			if (!vs_graph_read_node(r, v, &nc, x, NULL) || (nc.flags & VS_GRAPH_NODE_FREE))
 				continue;
-			it.key = nan_last(vs_graph_distance(metric, query, x, r->dim));
+			it.key = nan_last(nav_distance(metric, query, x, r->dim));
 			it.node = v;
 			if (nbest >= ef && !item_less(&it, &best[0]))
 				continue;
