@@ -44,10 +44,9 @@ struct Table
 {
     const char *name;
     DotBlock dot_block;
-    float (*row_values)(const float *, const float *, size_t, size_t, size_t, const float *, bool,
-                        float *);
-    float (*nearest_values)(float *, const float *, size_t, bool);
-    size_t (*values_below)(const float *, size_t, float, uint32_t *);
+    size_t (*row_candidates)(const float *, const float *, size_t, size_t, size_t, const float *,
+                             bool, float *, double, uint32_t *);
+    size_t (*dot_candidates)(float *, const float *, size_t, bool, double, uint32_t *);
     bool (*usable)();
 };
 
@@ -64,7 +63,7 @@ bool has_avx2()
 bool always() { return true; }
 
 #define VS_TABLE(ns, usable)                                                                       \
-    {#ns, ns::dot_block, ns::row_values, ns::nearest_values, ns::values_below, usable}
+    {#ns, ns::dot_block, ns::row_candidates, ns::dot_candidates, usable}
 const Table kTables[] = {VS_TABLE(avx512, has_avx512), VS_TABLE(avx2, has_avx2),
                          VS_TABLE(sse2, always)};
 #undef VS_TABLE
@@ -90,6 +89,7 @@ void PackedRows::pack(const float *rows, size_t n, size_t d, size_t ld)
     width_ = cols_ <= kGemmSinglePanel ? cols_ : kGemmPanel;
     panels_.assign(cols_ * d, 0.0f);
     sqnorms_.assign(cols_, 0.0f);
+    norms_.assign(cols_, 0.0);
     double maxsq = 0;
     for (size_t j = 0; j < n; j++)
     {
@@ -102,6 +102,7 @@ void PackedRows::pack(const float *rows, size_t n, size_t d, size_t ld)
             s += static_cast<double>(r[t]) * r[t];
         }
         sqnorms_[j] = static_cast<float>(s);
+        norms_[j] = std::sqrt(s) * (1.0 + 1e-9);
         maxsq = std::max(maxsq, s);
     }
     max_norm_ = std::sqrt(maxsq) * (1.0 + 1e-9);
@@ -114,23 +115,18 @@ void dot_block(const float *x, size_t ldx, size_t nx, const PackedRows &rows, fl
                                  rows.padded(), out, ldo);
 }
 
-float nearest_row_values(const float *x, const PackedRows &rows, NearestKind kind, float *v)
+size_t nearest_row_candidates(const float *x, const PackedRows &rows, NearestKind kind,
+                              double slack, float *v, uint32_t *out)
 {
-    return gemm_isa::active().row_values(x, rows.panels(), rows.dim(), rows.width(), rows.size(),
-                                         rows.sqnorms(), kind == NearestKind::L2, v);
+    return gemm_isa::active().row_candidates(x, rows.panels(), rows.dim(), rows.width(),
+                                             rows.size(), rows.sqnorms(), kind == NearestKind::L2,
+                                             v, slack, out);
 }
 
-float nearest_values(float *v, const float *sqnorms, size_t k, NearestKind kind)
+size_t nearest_candidates(float *v, const float *sqnorms, size_t k, NearestKind kind,
+                          double slack, uint32_t *out)
 {
-    return gemm_isa::active().nearest_values(v, sqnorms, k, kind == NearestKind::L2);
-}
-
-size_t values_below(const float *v, size_t k, double thr, uint32_t *out)
-{
-    float t = static_cast<float>(thr);
-    if (static_cast<double>(t) < thr)
-        t = std::nextafter(t, INFINITY);
-    return gemm_isa::active().values_below(v, k, t, out);
+    return gemm_isa::active().dot_candidates(v, sqnorms, k, kind == NearestKind::L2, slack, out);
 }
 
 bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx,
@@ -170,7 +166,41 @@ void row_norms(const float *x, size_t ldx, size_t n, size_t d, double *norms)
 //   IP: v_j = -fl(<x, r_j>) within E1 = g ||x|| rmax of -<x, r_j>;
 // the reference within E2 = ref_err s.  A row j whose reference ties or beats row m's (the row
 // of the smallest v) has v_j - E1 - E2 <= v_m + E1 + E2, so slack 2 (E1 + E2) keeps every such
-// row; twice that for safety, plus the gradual underflow of d products.
+// row; twice that for safety, plus the gradual underflow of d products.  The same argument with
+// each row's own norm in place of rmax (nearest_row_error) drops the candidates that are only
+// within the slack because rmax is large (sub-vectors near zero among long codewords).
+double nearest_row_error(NearestKind kind, size_t d, double ref_err, double xnorm, double rnorm)
+{
+    return 0.5 * nearest_slack(kind, d, ref_err, xnorm, rnorm);
+}
+
+size_t sharpen_candidates(const float *v, const double *norms, NearestKind kind, size_t d,
+                          double ref_err, double xnorm, uint32_t *cand, size_t nc,
+                          std::vector<double> &errors)
+{
+    // nearest_row_error as e0 + r (e1 + r e2) in the row's norm r (nearest_slack's terms).
+    const double u = 0x1p-24, g = (static_cast<double>(d) + 4.0) * u;
+    const double e0 = 8.0 * (static_cast<double>(d) + 4.0) * 0x1p-149 +
+                      (kind == NearestKind::L2 ? 2.0 * ref_err * xnorm * xnorm : 0.0);
+    const double e1 = kind == NearestKind::L2 ? 4.0 * (g + 2.0 * u + ref_err) * xnorm
+                                              : 2.0 * (g + ref_err) * xnorm;
+    const double e2 = kind == NearestKind::L2 ? 4.0 * u + 2.0 * ref_err : 0.0;
+    errors.resize(nc);
+    double bound = INFINITY;
+    for (size_t c = 0; c < nc; c++)
+    {
+        const double r = norms[cand[c]];
+        // 1e-12 relative above the sum: the rounding of these few double operations
+        errors[c] = (e0 + r * (e1 + r * e2)) * (1.0 + 1e-12);
+        bound = std::min(bound, static_cast<double>(v[cand[c]]) + errors[c]);
+    }
+    size_t kept = 0;
+    for (size_t c = 0; c < nc; c++)
+        if (static_cast<double>(v[cand[c]]) - errors[c] <= bound)
+            cand[kept++] = cand[c];
+    return kept;
+}
+
 double nearest_slack(NearestKind kind, size_t d, double ref_err, double xnorm, double rmax)
 {
     const double u = 0x1p-24;

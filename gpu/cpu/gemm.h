@@ -47,11 +47,13 @@ public:
     }
     const float *sqnorms() const { return sqnorms_.data(); } // float(||row||^2); padding 0
     double max_norm() const { return max_norm_; }           // >= every row's L2 norm
+    const double *norms() const { return norms_.data(); }   // >= each row's L2 norm
 
 private:
     size_t n_ = 0, d_ = 0, cols_ = 0, width_ = 0;
     std::vector<float> panels_;
     std::vector<float> sqnorms_;
+    std::vector<double> norms_;
     double max_norm_ = 0;
 };
 
@@ -81,16 +83,21 @@ constexpr double kRoundedOnceError = 0x1p-23;
 // Candidate bound of nearest_rows: a row j can be the reference's nearest only if its tile value
 // v_j (||r_j||^2 - 2 <x, r_j> for L2, -<x, r_j> for IP) is within slack of the smallest v.
 double nearest_slack(NearestKind kind, size_t d, double ref_err, double xnorm, double rmax);
+// The same bound for one row of norm rnorm: e_j, so that nearest_slack(.., rmax) = 2 e at
+// rnorm = rmax.  The reference's nearest row j* has v_j* - e_j* <= v_c + e_c for every row c,
+// which sharpens the candidates of nearest_slack to those near in value and short.
+double nearest_row_error(NearestKind kind, size_t d, double ref_err, double xnorm, double rnorm);
 
-// A row of dot products with `rows` turned into the values nearest_rows compares, in place
-// (v_j = ||r_j||^2 - 2 <x, r_j> for L2, -<x, r_j> for IP, j < k); returns the smallest, or NaN
-// when one is not finite.
-float nearest_values(float *v, const float *sqnorms, size_t k, NearestKind kind);
-// The same values for one row x straight from a single-panel `rows` (width() == padded()), into
-// v[0 .. padded()): faster than a tile for short rows.
-float nearest_row_values(const float *x, const PackedRows &rows, NearestKind kind, float *v);
-// The j < k with v[j] <= thr, ascending, into out; returns how many.
-size_t values_below(const float *v, size_t k, double thr, uint32_t *out);
+// The candidates of one row x (nearest_rows): its values v_j (||r_j||^2 - 2 <x, r_j> for L2,
+// -<x, r_j> for IP) into v[0 .. k), and the j with v_j <= min v + slack, ascending, into out;
+// returns how many, or 0 when a value is not finite (every row is then a candidate).
+// nearest_candidates: from a row of dot products with `rows` (dot_block), in place;
+// nearest_row_candidates: straight from x and a single-panel `rows` (width() == padded(), v of
+// padded() floats), faster than a tile for short rows.
+size_t nearest_candidates(float *v, const float *sqnorms, size_t k, NearestKind kind,
+                          double slack, uint32_t *out);
+size_t nearest_row_candidates(const float *x, const PackedRows &rows, NearestKind kind,
+                              double slack, float *v, uint32_t *out);
 
 // norms[i] = ||x_i|| (in double, for the bounds) for i < n.
 void row_norms(const float *x, size_t ldx, size_t n, size_t d, double *norms);
@@ -101,7 +108,15 @@ struct NearestScratch
     std::vector<float> values;
     std::vector<uint32_t> candidates;
     std::vector<double> norms;
+    std::vector<double> errors;
 };
+
+// Keeps the candidates c (cand[0 .. nc), ascending, values finite) with v_c - e_c <= min over
+// candidates of (v + e), e from nearest_row_error with the row's own norm (norms: an upper bound
+// of each row's); returns how many are left (at least one: the row of the smallest v + e).
+size_t sharpen_candidates(const float *v, const double *norms, NearestKind kind, size_t d,
+                          double ref_err, double xnorm, uint32_t *cand, size_t nc,
+                          std::vector<double> &errors);
 
 // For each x_i (i < n, leading dimension ldx), the row j of `rows` with the smallest reference
 // value ref(i, j) (a float), ties to the smaller j: out_row[i] = j.  The products give every
@@ -142,15 +157,16 @@ void nearest_rows(const float *x, size_t ldx, size_t n, const PackedRows &rows, 
         {
             const size_t i = i0 + b;
             float *v = scratch.values.data() + b * ld;
-            const float vmin = by_row ? nearest_row_values(x + i * ldx, rows, kind, v)
-                                      : nearest_values(v, rows.sqnorms(), k, kind);
-            const double thr = vmin + nearest_slack(kind, d, ref_err, xn[b], rmax);
-            size_t nc;
-            if (thr < INFINITY) // else a value overflowed: every row is a candidate
-                nc = values_below(v, k, thr, cand);
-            else
+            const double slack = nearest_slack(kind, d, ref_err, xn[b], rmax);
+            size_t nc = by_row ? nearest_row_candidates(x + i * ldx, rows, kind, slack, v, cand)
+                               : nearest_candidates(v, rows.sqnorms(), k, kind, slack, cand);
+            const bool finite = nc > 0;
+            if (!finite) // a value overflowed: every row is a candidate
                 for (nc = 0; nc < k; nc++)
                     cand[nc] = static_cast<uint32_t>(nc);
+            if (nc > 1 && finite)
+                nc = sharpen_candidates(v, rows.norms(), kind, d, ref_err, xn[b], cand, nc,
+                                        scratch.errors);
             int32_t arg = static_cast<int32_t>(cand[0]);
             float best = kind == NearestKind::L2 ? static_cast<float>(v[arg] + xn[b] * xn[b])
                                                  : v[arg];

@@ -155,6 +155,42 @@ TEST(NearestRows, MatchesAScanOfEveryRow)
     }
 }
 
+// Points at and near zero among rows of very different lengths (PQ sub-vectors of image
+// backgrounds): the per-row sharpening of the candidates must keep the scan's answer.
+TEST(NearestRows, ShortRowsAmongLongOnes)
+{
+    for (size_t d : {4, 14, 40})
+    {
+        const size_t k = 256, n = 300;
+        std::vector<float> rows = gaussian(k * d, d, 100.0f), x(n * d, 0.0f);
+        std::vector<float> tiny = gaussian(k * d, d + 1, 1e-3f);
+        for (size_t j = 0; j < k; j += 2)
+            for (size_t t = 0; t < d; t++)
+                rows[j * d + t] = j % 8 == 0 ? 0.0f : tiny[j * d + t];
+        std::vector<float> noise = gaussian(n * d, d + 2, 1e-3f);
+        for (size_t i = 0; i < n; i++)
+            if (i % 3 != 0)
+                for (size_t t = 0; t < d; t++)
+                    x[i * d + t] = i % 3 == 1 ? noise[i * d + t] : rows[((i * 7) % k) * d + t];
+        vs::PackedRows packed(rows.data(), k, d, d);
+        vs::NearestScratch scratch;
+        for (vs::NearestKind kind : {vs::NearestKind::L2, vs::NearestKind::IP})
+        {
+            auto ref = [&](size_t i, size_t j) {
+                return kind == vs::NearestKind::L2
+                           ? vs::pq_l2(&x[i * d], &rows[j * d], static_cast<int>(d))
+                           : -vs_dot_f32(&x[i * d], &rows[j * d], d);
+            };
+            std::vector<int32_t> got(n, -1);
+            vs::nearest_rows(x.data(), d, n, packed, kind, vs::float_sum_error(d), ref, nullptr,
+                             got.data(), nullptr, scratch);
+            for (size_t i = 0; i < n; i++)
+                ASSERT_EQ(got[i], scan_nearest(i, k, ref).first)
+                    << "d " << d << " point " << i << (kind == vs::NearestKind::L2 ? " l2" : " ip");
+        }
+    }
+}
+
 // The CPU k-means as a plain Lloyd loop: the same seeded sample and initialisation (host_common),
 // assignment by a scan of every centroid with the SIMD kernels (first smallest), sums in double
 // in point order, the same empty-cluster repair.
