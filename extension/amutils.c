@@ -82,7 +82,7 @@ vs_am_routine(const VsIndexKind *kind)
 	am->amcostestimate = kind->costestimate;
 	am->amoptions = kind->options;
 	am->amproperty = vs_am_property;
-	am->ambuildphasename = NULL;
+	am->ambuildphasename = kind->buildphasename;
 	am->amvalidate = vs_opclass_validate;
 	am->amadjustmembers = NULL;
 	am->ambeginscan = kind->beginscan;

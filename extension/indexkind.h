@@ -68,6 +68,7 @@ typedef struct VsIndexKind
 	amgettuple_function gettuple;
 	amgetbitmap_function getbitmap;
 	amendscan_function endscan;
+	ambuildphasename_function buildphasename;	/* CREATE INDEX progress phases; NULL: none */
 
 	/* From _PG_init in every process: reloptions, settings.  NULL: nothing to do. */
 	void		(*init) (void);

@@ -300,6 +300,7 @@ extern void vs_ivfpq_worker_tick(struct vs_context *engine, bool stop);
 
 /* ivfpqbuild.c */
 extern IndexBuildResult *vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo);
+extern char *vs_ivfpq_buildphasename(int64 phase);
 extern void vs_ivfpq_buildempty(Relation index);
 
 /* ivfpqinsert.c */

@@ -16,6 +16,12 @@
  *      predecessor.  Then the centroids, codebooks and the directory are written, and the
  *      metapage is filled in.
  *
+ * Progress (pg_stat_progress_create_index): the phases of vs_ivfpq_buildphasename; tuples_done
+ * counts the rows read while sampling and the rows encoded and written while encoding
+ * (tuples_total: the rows found by the sampling scan), blocks the table scans.  Every long step
+ * stops on a query cancel: the scans and the staging loop check for interrupts, the engine polls
+ * them between blocks of its work (engine_cancel in search.c).
+ *
  * An empty table, or fewer rows than a sub-quantizer has codewords (2^nbits), cannot be trained:
  * the index is built without a quantizer, its rows (and later inserts) go to the pending chain and
  * are searched exactly, with a WARNING that suggests a REINDEX after loading data.
@@ -28,8 +34,10 @@
 #include "access/tableam.h"
 #include "access/xloginsert.h"
 #include "catalog/index.h"
+#include "commands/progress.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -47,6 +55,12 @@
 /* training sample: at least this many rows per centroid / per codeword when the table has them */
 #define VS_IVFPQ_SAMPLE_PER_LIST	64
 #define VS_IVFPQ_SAMPLE_MIN		32768
+
+/* CREATE INDEX progress subphases (PROGRESS_CREATEIDX_SUBPHASE; 1 is PostgreSQL's "initializing") */
+#define VS_IVFPQ_PHASE_SAMPLE	2
+#define VS_IVFPQ_PHASE_TRAIN	3
+#define VS_IVFPQ_PHASE_ENCODE	4
+#define VS_IVFPQ_PHASE_WRITE	5
 
 typedef struct ListBuild
 {
@@ -97,6 +111,37 @@ typedef struct IvfpqBuildState
 	const float *centroids;
 	const float *codebooks;
 } IvfpqBuildState;
+
+char *
+vs_ivfpq_buildphasename(int64 phase)
+{
+	switch (phase)
+	{
+		case PROGRESS_CREATEIDX_SUBPHASE_INITIALIZE:
+			return "initializing";
+		case VS_IVFPQ_PHASE_SAMPLE:
+			return "sampling table";
+		case VS_IVFPQ_PHASE_TRAIN:
+			return "training quantizer";
+		case VS_IVFPQ_PHASE_ENCODE:
+			return "encoding rows";
+		case VS_IVFPQ_PHASE_WRITE:
+			return "writing quantizer and directory";
+		default:
+			return NULL;
+	}
+}
+
+/* Sets the progress subphase and its tuple counters. */
+static void
+report_phase(int64 phase, int64 tuples_total)
+{
+	const int	index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
+	PROGRESS_CREATEIDX_TUPLES_DONE};
+	const int64 value[] = {phase, tuples_total, 0};
+
+	pgstat_progress_update_multi_param(3, index, value);
+}
 
 /* Writes a page image as a new block of the index (full-page Generic WAL record). */
 static BlockNumber
@@ -205,6 +250,7 @@ flush_chunk(IvfpqBuildState *s)
 					  s->chunk + (Size) i * s->dim);
 	}
 	s->chunk_n = 0;
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, s->nindexed);
 }
 
 static void
@@ -272,6 +318,7 @@ sample_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bo
 			s->nsample++;
 	}
 	s->nrows++;
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, s->nrows);
 
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->tmpcxt);
@@ -539,6 +586,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 			((int64) sizeof(float) * dim_guess + (int64) sizeof(ItemPointerData));
 		s.sample_cap = Max(Min(want, mem_rows), 256);
 	}
+	report_phase(VS_IVFPQ_PHASE_SAMPLE, 0);
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true, sample_callback, &s, NULL);
 
 	if (s.dim > 0 && vs_declared_dim(index) == 0)
@@ -594,6 +642,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		ncode = (Size) m * ((Size) 1 << opts.nbits) * (s.dim / m);
 		centroids = palloc_extended(sizeof(float) * s.lists * (Size) s.dim, MCXT_ALLOC_HUGE);
 		codebooks = palloc_extended(sizeof(float) * ncode, MCXT_ALLOC_HUGE);
+		report_phase(VS_IVFPQ_PHASE_TRAIN, 0);
 		train_quantizer(index, &params, s.sample, s.nsample, centroids, codebooks);
 		{
 			vs_status	st = vs_ivfpq_create(vs_build_engine(), &params, centroids, codebooks,
@@ -630,6 +679,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	vs_ivfpq_layout(0, s.store_vectors ? (int) s.dim : 0, &s.playout);
 
 	/* Pass 2: encode every row (from the sample when it holds the whole table). */
+	report_phase(VS_IVFPQ_PHASE_ENCODE, s.nrows);
 	PG_TRY();
 	{
 		if (s.chunk_cap == 0)
@@ -667,6 +717,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		vs_ivfpq_destroy(vs_build_engine(), s.ivf);
 	s.ivf = NULL;
 
+	report_phase(VS_IVFPQ_PHASE_WRITE, 0);
 	for (uint32 l = 0; l < s.lists; l++)
 	{
 		flush_list(&s, &s.lb[l]);

@@ -230,6 +230,7 @@ const VsIndexKind vs_ivfpq_kind = {
 	.gettuple = vs_ivfpq_gettuple,
 	.getbitmap = vs_ivfpq_getbitmap,
 	.endscan = vs_ivfpq_endscan,
+	.buildphasename = vs_ivfpq_buildphasename,
 	.init = ivfpq_init,
 	.read_ref = ivfpq_read_ref,
 	.load = vs_ivfpq_load,
