@@ -4,8 +4,9 @@
  * Under the index's writer lock (LockPage on the metapage's block, ExclusiveLock: inserts and
  * VACUUM one at a time; searches never wait for it):
  *
- *   1. a beam search of width build_degree from the entry finds the new row's candidates, which
- *      rank-based pruning (graphsearch.c) with their current lists cuts to `degree`;
+ *   1. a beam search of width 2 x build_degree from the start nodes finds the new row's
+ *      candidates, which rank-based pruning (graphsearch.c) with their current lists cuts to
+ *      `degree`;
  *   2. the node goes to a free slot (left by VACUUM) or after the last one, in one Generic WAL
  *      record with the metapage (node count, row count, generation; the entry if there was none);
  *   3. reverse edges: each chosen neighbour u gets the new node in an empty slot, or in place of
@@ -213,7 +214,7 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	sel = palloc(sizeof(uint32) * meta.degree);
 	if (meta.entry != VS_GRAPH_NO_NODE)
 	{
-		int			ef = (int) Max(meta.build_degree, meta.degree);
+		int			ef = (int) Max(2 * meta.build_degree, meta.degree);
 		VsGraphHit *hits = palloc(sizeof(VsGraphHit) * ef);
 		uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
 		int			nstarts = vs_graph_starts(&meta, starts);

@@ -28,7 +28,7 @@ graph_init(void)
 					  AccessExclusiveLock);
 	add_int_reloption(graph_relopt_kind, "build_degree",
 					  "Neighbours per row of the k-nearest-neighbour graph the build prunes "
-					  "(and search width of inserts); 0 chooses 2 x degree",
+					  "(inserts search twice as wide); 0 chooses 2 x degree",
 					  0, 0, VS_GRAPH_MAX_BUILD_DEGREE, AccessExclusiveLock);
 
 	DefineCustomIntVariable("vsearch.graph_ef",

@@ -84,12 +84,12 @@ EXPLAIN (COSTS OFF) SELECT id FROM g ORDER BY v <-> '[1,1,1,1,1,1,1,1,1,1,1,1,1,
 RESET enable_seqscan;
 
 -- Recall@10 at the default vsearch.graph_ef (40) against the seq scan, every metric: floor 0.95
--- for L2 and cosine, 0.80 for inner product (its nearest rows are the longest vectors, which a
+-- for L2 and cosine, 0.90 for inner product (its nearest rows are the longest vectors, which a
 -- graph of inner-product neighbours reaches late; floor 0.95 at graph_ef = 100, below).  Measured
--- on this data (L2 / IP / cosine): built 0.986 / 0.892 / 0.986, after the inserts 0.984 / 0.842 /
--- 0.986, after VACUUM 0.982 / 0.938 / 0.984, after the inserts that reuse nodes 0.982 / 0.932 /
--- 0.966.
-SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.80 ELSE 0.95 END AS recall_ok, r.used
+-- on this data (L2 / IP / cosine): built 0.986 / 0.962 / 0.990, after the inserts 0.990 / 0.988 /
+-- 0.994, after VACUUM 0.992 / 0.996 / 0.998, after the inserts that reuse nodes 0.992 / 0.994 /
+-- 0.996; inner product at graph_ef = 100: 0.998.
+SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, r.used
   FROM unnest(ARRAY['<->', '<#>', '<=>']) op,
        pg_temp.recall(format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g
          WHERE v IS NOT NULL ORDER BY v %s q.v LIMIT 10) x', op)) r;
@@ -166,7 +166,7 @@ RESET vsearch.graph_ef;
 INSERT INTO g SELECT 3003 + i, i % 7, (SELECT array_agg(e + random() - 0.5 ORDER BY n)
     FROM unnest(gc.x::real[]) WITH ORDINALITY AS u(e, n))::vector
   FROM generate_series(1, 1000) i JOIN gc ON gc.c = 1 + (i * 7) % 40;
-SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.80 ELSE 0.95 END AS recall_ok, r.used
+SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, r.used
   FROM unnest(ARRAY['<->', '<#>', '<=>']) op,
        pg_temp.recall(format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g
          WHERE v IS NOT NULL ORDER BY v %s q.v LIMIT 10) x', op)) r;
@@ -174,7 +174,7 @@ SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.80 ELSE 0.95 END AS recall_ok, 
 -- VACUUM: half the rows go; their nodes are unlinked and the lists repaired; recall floors
 DELETE FROM g WHERE id % 2 = 0;
 VACUUM g;
-SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.80 ELSE 0.95 END AS recall_ok, r.used
+SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, r.used
   FROM unnest(ARRAY['<->', '<#>', '<=>']) op,
        pg_temp.recall(format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g
          WHERE v IS NOT NULL ORDER BY v %s q.v LIMIT 10) x', op)) r;
@@ -188,7 +188,7 @@ INSERT INTO g SELECT 5000 + i, 0, (SELECT array_agg(e + random() - 0.5 ORDER BY 
     FROM unnest(gc.x::real[]) WITH ORDINALITY AS u(e, n))::vector
   FROM generate_series(1, 1000) i JOIN gc ON gc.c = 1 + i % 40;
 SELECT pg_relation_size('g_gr_l2') = (SELECT s FROM size_before) AS same_size;
-SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.80 ELSE 0.95 END AS recall_ok, r.used
+SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, r.used
   FROM unnest(ARRAY['<->', '<#>', '<=>']) op,
        pg_temp.recall(format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g
          WHERE v IS NOT NULL ORDER BY v %s q.v LIMIT 10) x', op)) r;
