@@ -67,15 +67,27 @@ private:
     std::thread thread_; // last: started once the members above exist
 };
 
-// What the devices' backends poll: the flag the calling thread sets from the user's callback.
+// What the devices' backends poll.  On the calling thread (a call run inline) it asks the user's
+// callback and remembers a yes; on a device thread it only reads that flag, which the calling
+// thread keeps up to date while it waits (the user's callback is called from the caller only).
 struct CancelState
 {
     int (*user)(void *) = nullptr;
     void *user_arg = nullptr;
+    std::thread::id caller;
     std::atomic<bool> cancelled{false};
+    bool ask()
+    {
+        if (user && !cancelled.load(std::memory_order_relaxed) && user(user_arg))
+            cancelled.store(true);
+        return cancelled.load(std::memory_order_relaxed);
+    }
     static int poll(void *arg)
     {
-        return static_cast<CancelState *>(arg)->cancelled.load(std::memory_order_relaxed) ? 1 : 0;
+        auto *c = static_cast<CancelState *>(arg);
+        if (std::this_thread::get_id() == c->caller)
+            return c->ask() ? 1 : 0;
+        return c->cancelled.load(std::memory_order_relaxed) ? 1 : 0;
     }
 };
 
@@ -260,10 +272,7 @@ public:
         // Objects are gone (the front end releases them first); the backends go on their threads.
         for (size_t i = 0; i < devs_.size(); i++)
             if (devs_[i].backend)
-                run_one(i, [&] {
-                    devs_[i].backend.reset();
-                    return Status{};
-                });
+                on_thread(i, [&] { devs_[i].backend.reset(); });
     }
 
     bool start(const BackendFactory &factory, std::string *err)
@@ -285,10 +294,7 @@ public:
             d.thread.reset(new DeviceThread);
             cfg.device = d.ordinal;
             std::string e;
-            run_one(i, [&] {
-                d.backend = factory(cfg, &e);
-                return Status{};
-            });
+            on_thread(i, [&] { d.backend = factory(cfg, &e); });
             d.alive = d.backend != nullptr;
             if (!d.alive)
                 d.error = "did not start: " + e;
@@ -326,8 +332,7 @@ public:
             std::snprintf(out->error, sizeof out->error, "%s", d.error.c_str());
             if (d.alive)
             {
-                Status st = run_one(static_cast<size_t>(i),
-                                    [&] { return d.backend->info(&out->info); });
+                Status st = d.backend->info(&out->info);
                 if (!st.ok())
                     throw Error(st.code, st.message);
             }
@@ -369,7 +374,7 @@ public:
                     continue;
                 vs_context_info di;
                 std::memset(&di, 0, sizeof di);
-                Status st = run_one(i, [&] { return devs_[i].backend->info(&di); });
+                Status st = devs_[i].backend->info(&di);
                 if (!st.ok())
                     throw Error(st.code, st.message);
                 out->backend = di.backend;
@@ -630,7 +635,7 @@ public:
                 continue;
             vs_context_info di;
             std::memset(&di, 0, sizeof di);
-            run_one(i, [&] { return devs_[i].backend->info(&di); });
+            (void)devs_[i].backend->info(&di);
             size_t use = di.memory_in_use + devs_[i].ivfpq_objects; // ties: fewer objects
             if (best == devs_.size() || use < best_use)
             {
@@ -654,38 +659,63 @@ public:
     std::vector<Device> devs_;
 
 private:
-    // Runs jobs[j] on device devs[j]'s thread, all at once; waits for all of them.
+    // Runs jobs[j] on device devs[j], all at once: the first on the calling thread (a CUDA backend
+    // makes its device current on entry), the others on their devices' threads; waits for all.
     void run_jobs(const std::vector<size_t> &devs, std::vector<std::function<Status()>> &jobs,
                   std::vector<Status *> &out)
     {
         std::mutex mu;
         std::condition_variable cv;
-        size_t left = jobs.size();
+        size_t left = jobs.size() - 1;
         cancel_.cancelled.store(false);
-        for (size_t j = 0; j < jobs.size(); j++)
+        cancel_.caller = std::this_thread::get_id();
+        auto run = [&](size_t j) {
+            return guarded([&] {
+                Status s = jobs[j]();
+                if (!s.ok())
+                    throw Error(s.code, s.message);
+            });
+        };
+        for (size_t j = 1; j < jobs.size(); j++)
             devs_[devs[j]].thread->post([&, j] {
-                Status st = guarded([&] {
-                    Status s = jobs[j]();
-                    if (!s.ok())
-                        throw Error(s.code, s.message);
-                });
+                Status st = run(j);
                 std::lock_guard<std::mutex> lock(mu);
                 *out[j] = std::move(st);
                 if (--left == 0)
                     cv.notify_all();
             });
+        *out[0] = run(0);
         std::unique_lock<std::mutex> lock(mu);
         while (left > 0)
         {
             cv.wait_for(lock, std::chrono::milliseconds(1));
-            if (cancel_.user && !cancel_.cancelled.load() && left > 0)
+            if (left > 0)
             {
                 lock.unlock();
-                if (cancel_.user(cancel_.user_arg))
-                    cancel_.cancelled.store(true);
+                cancel_.ask();
                 lock.lock();
             }
         }
+    }
+
+    // Runs f on device i's own thread and waits (deleting its objects, whose memory a CUDA
+    // backend frees on that device's streams).
+    template <typename F> Status on_thread(size_t i, F &&f)
+    {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        Status st;
+        devs_[i].thread->post([&] {
+            Status s = guarded([&] { f(); });
+            std::lock_guard<std::mutex> lock(mu);
+            st = std::move(s);
+            done = true;
+            cv.notify_all();
+        });
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return done; });
+        return st;
     }
 
     // f(p) on every part's device at once; the first error (device errors take devices out).
@@ -785,8 +815,7 @@ private:
         {
             vs_context_info di;
             std::memset(&di, 0, sizeof di);
-            run_one(static_cast<size_t>(d),
-                    [&] { return devs_[static_cast<size_t>(d)].backend->info(&di); });
+            (void)devs_[static_cast<size_t>(d)].backend->info(&di);
             if (di.memory_budget > 0 && bytes > di.memory_budget / 2)
                 return VS_PLACEMENT_SHARDED;
         }
@@ -809,10 +838,7 @@ public:
             {
                 size_t d = static_cast<size_t>(m.devs[p]);
                 Dataset *part = m.parts[p];
-                run_one(d, [part] {
-                    delete part;
-                    return Status{};
-                });
+                on_thread(d, [part] { delete part; });
                 m.parts[p] = nullptr;
             }
     }
@@ -826,10 +852,7 @@ public:
     {
         size_t d = static_cast<size_t>(m.dev);
         Ivfpq *inner = m.inner;
-        run_one(d, [inner] {
-            delete inner;
-            return Status{};
-        });
+        on_thread(d, [inner] { delete inner; });
         m.inner = nullptr;
         devs_[d].ivfpq_objects--;
     }

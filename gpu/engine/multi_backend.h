@@ -5,8 +5,10 @@
 // id hashes to it; every query visits every shard and the per-shard answers are merged exactly:
 // top k by (distance, id), range matches by id).  Placement is decided at the dataset's first add
 // (engine.h, vs_placement).  IVF-PQ objects live whole on one device each, the one with the least
-// memory in use.  Each device's calls run on a thread of its own, so the devices work in parallel;
-// the caller's cancel callback is polled by the calling thread only.
+// memory in use.  A call's first device runs on the calling thread and the others on threads of
+// their own, so the devices work in parallel and a one-device call costs no hand-off; backends and
+// their objects are created and deleted on their device's thread.  The caller's cancel callback is
+// only ever called from the calling thread.
 #ifndef VSEARCH_ENGINE_MULTI_BACKEND_H
 #define VSEARCH_ENGINE_MULTI_BACKEND_H
 
