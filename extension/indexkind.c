@@ -11,12 +11,14 @@
 extern const VsIndexKind vs_flat_kind;	/* flatutils.c */
 extern const VsIndexKind vs_ivfpq_kind; /* ivfpqutils.c */
 extern const VsIndexKind vs_lc_kind;	/* lcutils.c */
+extern const VsIndexKind vs_sss_kind;	/* sssutils.c */
 extern const VsIndexKind vs_graph_kind; /* graphutils.c */
 
 static const VsIndexKind *const kinds[] = {
 	&vs_flat_kind,
 	&vs_ivfpq_kind,
 	&vs_lc_kind,
+	&vs_sss_kind,
 	&vs_graph_kind,
 };
 

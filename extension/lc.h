@@ -163,9 +163,12 @@ extern void *vs_lc_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, 
 						uint64 *generation);
 extern void vs_lc_destroy(struct vs_context *engine, void *obj);
 extern int	vs_lc_tick(void *arg, size_t done);
-extern void vs_lc_search_range(VsLcObject *obj, VsLcValue q, double radius, int64 **ids,
+extern void vs_lc_search_range(void *obj, VsLcValue q, double radius, int64 **ids,
 							   double **dists, int64 *n);
-extern int64 vs_lc_search_knn(VsLcObject *obj, VsLcValue q, int k, int64 *ids, double *dists);
+extern int64 vs_lc_search_knn(void *obj, VsLcValue q, int k, int64 *ids, double *dists);
+extern vs_mobject vs_lc_query_object(bool text, VsLcValue q);
+extern void vs_lc_status(int st);
+extern void vs_lc_hits_palloc(vs_mhits *hits, int64 **ids, double **dists, int64 *n);
 extern void vs_lc_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
 								   double radius, VsRangeResult *out);
 extern void vs_lc_batch_knn(struct VsBatch *batch, int k);
@@ -186,12 +189,23 @@ extern IndexBulkDeleteResult *vs_lc_bulkdelete(IndexVacuumInfo *info, IndexBulkD
 											   IndexBulkDeleteCallback callback,
 											   void *callback_state);
 
-/* lcscan.c */
+/* lcscan.c: the scans of vs_lc and vs_sss, around their searches of a cached object */
+typedef struct VsMetricSearchOps
+{
+	/* every row within radius of q (palloc'd ids and distances) */
+	void		(*range) (void *obj, VsLcValue q, double radius, int64 **ids, double **dists,
+						  int64 *n);
+	/* the k nearest by (distance, id); returns how many */
+	int64		(*knn) (void *obj, VsLcValue q, int k, int64 *ids, double *dists);
+} VsMetricSearchOps;
+
+extern IndexScanDesc vs_metric_beginscan(Relation index, int nkeys, int norderbys,
+										 const VsMetricSearchOps *ops);
+extern bool vs_metric_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 vs_metric_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern IndexScanDesc vs_lc_beginscan(Relation index, int nkeys, int norderbys);
 extern void vs_lc_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
 						 int norderbys);
-extern bool vs_lc_gettuple(IndexScanDesc scan, ScanDirection dir);
-extern int64 vs_lc_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 
 /* lccost.c */
 extern void vs_lc_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,

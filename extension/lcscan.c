@@ -1,12 +1,13 @@
 /*
- * vs_lc: index scans (amgettuple, amgetbitmap), on the CPU in this backend.
+ * vs_lc and vs_sss: index scans (amgettuple, amgetbitmap), on the CPU in this backend (the search
+ * itself is the kind's: VsMetricSearchOps).
  *
  * WHERE col <<->> sphere(q, r) / <<+>> / text: col <<~>> sphere('word'::text, r)
- *   One range search of the list per qual (vsearch/lc.h), which finds exactly the rows the
+ *   One range search per qual (vsearch/lc.h, vsearch/sss.h), which finds exactly the rows the
  *   operator accepts; the rows found by every qual are the answer (no recheck).
  *
  * ORDER BY col <-> q / <+> / <~>
- *   kNN searches of the list with k = 64, then k times 4 while the executor asks for more, skipping
+ *   kNN searches with k = 64, then k times 4 while the executor asks for more, skipping
  *   the rows already returned (searches order by (distance, row id), so everything at or before the
  *   last returned pair was returned).  The distances are the operators' own values, so the
  *   executor neither rechecks nor reorders.  With range quals too, the stream is filtered to their
@@ -33,8 +34,9 @@
 typedef struct LcScanOpaqueData
 {
 	VsScanBase	base;			/* cxt, started, done, ref */
+	const VsMetricSearchOps *ops;	/* vs_lc's or vs_sss's searches */
 	bool		text;
-	VsLcObject *obj;
+	void	   *obj;
 
 	/* ORDER BY */
 	bool		ordered;
@@ -59,16 +61,33 @@ typedef struct LcScanOpaqueData
 
 typedef LcScanOpaqueData *LcScanOpaque;
 
+static const VsMetricSearchOps lc_ops = {
+	.range = vs_lc_search_range,
+	.knn = vs_lc_search_knn,
+};
+
+IndexScanDesc
+vs_metric_beginscan(Relation index, int nkeys, int norderbys, const VsMetricSearchOps *ops)
+{
+	IndexScanDesc scan = vs_scan_begin(index, nkeys, norderbys, sizeof(LcScanOpaqueData));
+
+	((LcScanOpaque) scan->opaque)->ops = ops;
+	return scan;
+}
+
 IndexScanDesc
 vs_lc_beginscan(Relation index, int nkeys, int norderbys)
 {
-	return vs_scan_begin(index, nkeys, norderbys, sizeof(LcScanOpaqueData));
+	return vs_metric_beginscan(index, nkeys, norderbys, &lc_ops);
 }
 
 void
 vs_lc_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
 {
-	vs_scan_rescan(scan, keys, orderbys);
+	const VsMetricSearchOps *ops = ((LcScanOpaque) scan->opaque)->ops;
+
+	vs_scan_rescan(scan, keys, orderbys);	/* zeroes the opaque past its base */
+	((LcScanOpaque) scan->opaque)->ops = ops;
 }
 
 /* A query of the scan (a vector of the index's dimension, or a text's characters). */
@@ -170,7 +189,7 @@ scan_start(IndexScanDesc scan)
 	if (have_query)
 		so->query = query_value(so, scan->orderByData[0].sk_argument);
 
-	so->obj = (VsLcObject *) vs_search_object(&so->base.ref);
+	so->obj = vs_search_object(&so->base.ref);
 
 	/* One range search per qual; the rows every one of them found. */
 	so->has_range = nranges > 0;
@@ -180,7 +199,7 @@ scan_start(IndexScanDesc scan)
 		double	   *dists;
 		int64		n;
 
-		vs_lc_search_range(so->obj, query_value(so, centers[i]), radii[i], &ids, &dists, &n);
+		so->ops->range(so->obj, query_value(so, centers[i]), radii[i], &ids, &dists, &n);
 		pfree(dists);
 		n = vs_sort_ids(ids, n);
 		if (i == 0)
@@ -222,7 +241,7 @@ next_batch(LcScanOpaque so)
 		if (so->k == INT_MAX)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("vs_lc ordered scan cannot return more than %d rows", INT_MAX)));
+					 errmsg("ordered scan cannot return more than %d rows", INT_MAX)));
 		k = (int64) so->k * VS_LC_GROWTH;
 		if (k > (int64) so->base.ref.ntuples + 1 && (int64) so->base.ref.ntuples + 1 > so->k)
 			k = (int64) so->base.ref.ntuples + 1;
@@ -239,8 +258,8 @@ next_batch(LcScanOpaque so)
 	MemoryContextSwitchTo(old);
 
 	/* the cached object is valid until the cache is trimmed: ask for it again */
-	so->obj = (VsLcObject *) vs_search_object(&so->base.ref);
-	so->count = vs_lc_search_knn(so->obj, so->query, (int) k, so->ids, so->dists);
+	so->obj = vs_search_object(&so->base.ref);
+	so->count = so->ops->knn(so->obj, so->query, (int) k, so->ids, so->dists);
 	so->k = (int) k;
 	so->pos = 0;
 	so->exhausted = so->count < k;
@@ -289,13 +308,13 @@ next_ordered(LcScanOpaque so, int64 *id, double *dist)
 }
 
 bool
-vs_lc_gettuple(IndexScanDesc scan, ScanDirection dir)
+vs_metric_gettuple(IndexScanDesc scan, ScanDirection dir)
 {
 	LcScanOpaque so = (LcScanOpaque) scan->opaque;
 	int64		id;
 
 	if (!ScanDirectionIsForward(dir))
-		elog(ERROR, "vs_lc indexes only scan forward");
+		elog(ERROR, "%s indexes only scan forward", RelationGetRelationName(scan->indexRelation));
 	if (!so->base.started)
 		scan_start(scan);
 	if (so->base.done)
@@ -335,7 +354,7 @@ vs_lc_gettuple(IndexScanDesc scan, ScanDirection dir)
 }
 
 int64
-vs_lc_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
+vs_metric_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 {
 	LcScanOpaque so = (LcScanOpaque) scan->opaque;
 	int64		n;

@@ -293,13 +293,13 @@ vs_lc_tick(void *arg, size_t done)
 	return InterruptPending ? 1 : 0;
 }
 
-static vs_mobject
-query_object(VsLcObject *obj, VsLcValue q)
+vs_mobject
+vs_lc_query_object(bool text, VsLcValue q)
 {
 	vs_mobject	o;
 
 	memset(&o, 0, sizeof(o));
-	if (obj->text)
+	if (text)
 		o.chars = q.data;
 	else
 		o.vector = q.data;
@@ -308,8 +308,8 @@ query_object(VsLcObject *obj, VsLcValue q)
 }
 
 /* ERROR for an engine status (after a cancel, the pending interrupt). */
-static void
-lc_status(int st)
+void
+vs_lc_status(int st)
 {
 	if (st == VS_OK)
 		return;
@@ -322,21 +322,12 @@ lc_status(int st)
 	vs_engine_error(st);
 }
 
+/* Copies engine hits into palloc'd arrays and frees them. */
 void
-vs_lc_search_range(VsLcObject *obj, VsLcValue q, double radius, int64 **ids, double **dists,
-				   int64 *n)
+vs_lc_hits_palloc(vs_mhits *hits_in, int64 **ids, double **dists, int64 *n)
 {
-	vs_mobject	o = query_object(obj, q);
-	vs_mhits	hits;
-	int			st;
+	vs_mhits	hits = *hits_in;
 
-	memset(&hits, 0, sizeof(hits));
-	st = vs_lc_range(&obj->lc, &o, radius, vs_lc_tick, NULL, &hits, NULL);
-	if (st != VS_OK)
-	{
-		vs_mhits_free(&hits);
-		lc_status(st);
-	}
 	*n = (int64) hits.n;
 	*ids = palloc_extended(sizeof(int64) * (hits.n + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
 	*dists = palloc_extended(sizeof(double) * (hits.n + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
@@ -345,7 +336,7 @@ vs_lc_search_range(VsLcObject *obj, VsLcValue q, double radius, int64 **ids, dou
 		vs_mhits_free(&hits);
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory for %zu vs_lc range results", hits.n)));
+				 errmsg("out of memory for %zu range results", hits.n)));
 	}
 	if (hits.n > 0)
 	{
@@ -355,13 +346,32 @@ vs_lc_search_range(VsLcObject *obj, VsLcValue q, double radius, int64 **ids, dou
 	vs_mhits_free(&hits);
 }
 
-int64
-vs_lc_search_knn(VsLcObject *obj, VsLcValue q, int k, int64 *ids, double *dists)
+void
+vs_lc_search_range(void *vobj, VsLcValue q, double radius, int64 **ids, double **dists, int64 *n)
 {
-	vs_mobject	o = query_object(obj, q);
+	VsLcObject *obj = (VsLcObject *) vobj;
+	vs_mobject	o = vs_lc_query_object(obj->text, q);
+	vs_mhits	hits;
+	int			st;
+
+	memset(&hits, 0, sizeof(hits));
+	st = vs_lc_range(&obj->lc, &o, radius, vs_lc_tick, NULL, &hits, NULL);
+	if (st != VS_OK)
+	{
+		vs_mhits_free(&hits);
+		vs_lc_status(st);
+	}
+	vs_lc_hits_palloc(&hits, ids, dists, n);
+}
+
+int64
+vs_lc_search_knn(void *vobj, VsLcValue q, int k, int64 *ids, double *dists)
+{
+	VsLcObject *obj = (VsLcObject *) vobj;
+	vs_mobject	o = vs_lc_query_object(obj->text, q);
 	size_t		count = 0;
 
-	lc_status(vs_lc_knn(&obj->lc, &o, (size_t) k, vs_lc_tick, NULL, ids, dists, &count, NULL));
+	vs_lc_status(vs_lc_knn(&obj->lc, &o, (size_t) k, vs_lc_tick, NULL, ids, dists, &count, NULL));
 	return (int64) count;
 }
 
@@ -372,7 +382,7 @@ vs_lc_range_candidates(const VsIndexRef *ref, const float *queries, int nq, doub
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("vs_lc indexes do not serve vsearch_range_batch yet"),
+			 errmsg("vs_lc and vs_sss indexes do not serve vsearch_range_batch yet"),
 			 errhint("Use the range operator in a query: WHERE col <<->> sphere(q, r).")));
 }
 
@@ -381,13 +391,13 @@ vs_lc_batch_knn(struct VsBatch *batch, int k)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("vs_lc indexes do not serve vsearch_knn_batch yet"),
+			 errmsg("vs_lc and vs_sss indexes do not serve vsearch_knn_batch yet"),
 			 errhint("Use ORDER BY col <-> q LIMIT k in a query.")));
 }
 
 bool
 vs_lc_check_request(const struct VsRequest *req, char *why, Size whylen)
 {
-	snprintf(why, whylen, "vs_lc is searched in the backend (its GPU path is not built yet)");
+	snprintf(why, whylen, "vs_lc and vs_sss are searched in the backend (their GPU path is not built yet)");
 	return false;
 }

@@ -10,6 +10,7 @@
 #include "fmgr.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "commands/defrem.h"
 #include "utils/lsyscache.h"
 
 #include "lc.h"
@@ -87,9 +88,10 @@ vs_lc_opclass_metric(Relation index)
 	if (metric == VS_METRIC_COSINE || metric == VS_METRIC_IP)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("vs_lc indexes need a metric; %s distance is not one",
+				 errmsg("%s indexes need a metric; %s distance is not one",
+						get_am_name(index->rd_rel->relam),
 						metric == VS_METRIC_COSINE ? "cosine" : "negative inner product"),
-				 errhint("The List of Clusters prunes with the triangle inequality, which L2 and "
+				 errhint("Metric indexes prune with the triangle inequality, which L2 and "
 						 "L1 obey (vector_l2_ops, vector_l1_ops).  On normalized vectors L2 ranks "
 						 "like cosine and inner product (|a-b|^2 = 2 - 2 a.b): store them "
 						 "normalized and use vector_l2_ops, or use vs_flat.")));
@@ -216,8 +218,8 @@ const VsIndexKind vs_lc_kind = {
 	.options = vs_lc_options,
 	.beginscan = vs_lc_beginscan,
 	.rescan = vs_lc_rescan,
-	.gettuple = vs_lc_gettuple,
-	.getbitmap = vs_lc_getbitmap,
+	.gettuple = vs_metric_gettuple,
+	.getbitmap = vs_metric_getbitmap,
 	.endscan = vs_scan_end,
 	.init = vs_lc_init,
 	.read_ref = lc_read_ref,

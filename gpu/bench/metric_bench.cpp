@@ -2,7 +2,7 @@
 // brute force, on a word list under edit distance (Barrientos et al.'s setting: radii 1, 2, 3).
 //
 //   vsearch_metric_bench --words FILE [--nq 1000] [--bucket 32] [--seed 1] [--radii 1,2,3]
-//                        [--knn 10]
+//                        [--knn 10] [--alphas 0.3,0.4,0.5]
 //
 // Words: one per line (UTF-8, decoded to code points; empty lines skipped), e.g. Debian's
 // wspanish (/usr/share/dict/spanish, 86 016 words).  Queries: a seeded sample of --nq words of
@@ -12,8 +12,12 @@
 // range search and of the brute force (both one thread, whole batch, answers compared: any
 // difference is an error), and the build's time and distance evaluations; then kNN (--knn k):
 // the LC's evaluations and QPS, answers checked against the brute force's k-th distance.
+// --alphas: the same range queries on SSS pivot tables (vsearch/sss.h) at each alpha (pivots,
+// table build seconds, distances per query including the pivots', QPS; answers compared with
+// the brute force's of the LC runs above).
 #include "vsearch/edit.h"
 #include "vsearch/lc.h"
+#include "vsearch/sss.h"
 
 #include <algorithm>
 #include <chrono>
@@ -66,6 +70,7 @@ struct Args
     uint64_t seed = 1;
     std::vector<double> radii = {1, 2, 3};
     size_t knn = 10;
+    std::vector<double> alphas;
 };
 
 Args parse(int argc, char **argv)
@@ -90,16 +95,17 @@ Args parse(int argc, char **argv)
             a.seed = std::strtoull(v, nullptr, 10);
         else if (k == "--knn")
             a.knn = std::strtoull(v, nullptr, 10);
-        else if (k == "--radii")
+        else if (k == "--radii" || k == "--alphas")
         {
-            a.radii.clear();
+            std::vector<double> &list = k == "--radii" ? a.radii : a.alphas;
+            list.clear();
             for (const char *p = v; *p;)
             {
                 char *end;
-                a.radii.push_back(std::strtod(p, &end));
-                p = *end == ',' ? end + 1 : end;
-                if (end == p && *p)
+                list.push_back(std::strtod(p, &end));
+                if (end == p)
                     break;
+                p = *end == ',' ? end + 1 : end;
             }
         }
         else
@@ -228,6 +234,7 @@ int main(int argc, char **argv)
     lc.bucket_offsets = boff.data();
     lc.members = mg.space;
 
+    std::vector<std::vector<std::vector<int64_t>>> truth;
     std::printf("%-8s %12s %12s %12s %12s %10s %10s\n", "radius", "hits/query", "lc evals/q",
                 "lc QPS", "brute QPS", "speedup", "eval frac");
     for (double r : args.radii)
@@ -266,10 +273,56 @@ int main(int argc, char **argv)
                 return 1;
             }
         }
+        truth.push_back(bf_ids);
         std::printf("%-8g %12.2f %12.0f %12.0f %12.0f %9.1fx %9.3f\n", r,
                     static_cast<double>(hits_total) / args.nq,
                     static_cast<double>(lc_evals) / args.nq, args.nq / lc_s, args.nq / bf_s,
                     bf_s / lc_s, static_cast<double>(lc_evals) / static_cast<double>(bf_evals));
+    }
+
+    for (double alpha : args.alphas)
+    {
+        std::vector<size_t> piv(VS_SSS_MAX_PIVOTS);
+        size_t np = 0;
+        double diameter = 0;
+        auto t1 = Clock::now();
+        vs_sss_select(&all.space, alpha, piv.size(), piv.data(), &np, &diameter, nullptr);
+        Gathered pg;
+        for (size_t j = 0; j < np; j++)
+        {
+            vs_mobject o = vs_mspace_object(&all.space, piv[j]);
+            pg.add(o.chars, o.len, 0);
+        }
+        pg.finish();
+        std::vector<float> table(n * np);
+        vs_sss_table(&pg.space, &all.space, nullptr, nullptr, table.data(), nullptr);
+        double build_s = seconds_since(t1);
+        vs_sss sss{pg.space, all.space, table.data()};
+        std::printf("sss alpha %.2f: %zu pivots (diameter %.0f), build %.2f s\n", alpha, np,
+                    diameter, build_s);
+        for (size_t ri = 0; ri < args.radii.size(); ri++)
+        {
+            double r = args.radii[ri];
+            uint64_t evals = 0;
+            auto t2 = Clock::now();
+            for (size_t q = 0; q < args.nq; q++)
+            {
+                vs_mobject o{nullptr, queries[q].data(), queries[q].size()};
+                vs_mhits h{};
+                vs_sss_range(&sss, &o, r, nullptr, nullptr, &h, &evals);
+                std::vector<int64_t> got(h.ids, h.ids + h.n);
+                vs_mhits_free(&h);
+                std::sort(got.begin(), got.end());
+                if (got != truth[ri][q])
+                {
+                    std::fprintf(stderr, "SSS MISMATCH at radius %g, query %zu\n", r, q);
+                    return 1;
+                }
+            }
+            double s2 = seconds_since(t2);
+            std::printf("  radius %g: %.0f evals/query, %.0f QPS\n", r,
+                        static_cast<double>(evals) / args.nq, args.nq / s2);
+        }
     }
 
     if (args.knn > 0)

@@ -1,0 +1,19 @@
+-- =============================================================================================
+-- The vs_sss index (extension/sss*.c): Sparse Spatial Selection pivot tables, exact range and
+-- kNN search in metric spaces: vectors under L2 or L1, text under edit distance
+-- =============================================================================================
+
+CREATE FUNCTION vs_sss_handler(internal) RETURNS index_am_handler
+	AS 'MODULE_PATHNAME' LANGUAGE C;
+
+CREATE ACCESS METHOD vs_sss TYPE INDEX HANDLER vs_sss_handler;
+
+COMMENT ON ACCESS METHOD vs_sss IS 'exact metric-space search: SSS pivot table (vectors under L2/L1, text under edit distance)';
+
+-- ip and cosine exist so that choosing them is refused with an explanation (neither is a metric)
+SELECT vsearch_create_opclasses('vs_sss', ARRAY['l2', 'ip', 'cosine', 'l1']);
+
+CREATE OPERATOR CLASS text_levenshtein_ops DEFAULT FOR TYPE text USING vs_sss AS
+	OPERATOR 1 <~> (text, text) FOR ORDER BY float_ops,
+	OPERATOR 2 <<~>> (text, text_sphere),
+	FUNCTION 1 vsearch_metric_levenshtein(internal);

@@ -1,0 +1,323 @@
+/*
+ * vs_sss: CREATE INDEX / REINDEX (ambuild) and the init fork of unlogged indexes (ambuildempty).
+ *
+ * The build reads every row into memory, has the engine choose the pivots (vs_sss_select: the
+ * diameter by two sweeps, then one distance per row and pivot until a pivot is near: about
+ * n * (2 + npivots) distances at most) and compute the table (n * npivots distances), and writes
+ * the pivot pages, then the row pages (each row with its pivot distances), every page new and
+ * logged whole (Generic WAL).  Progress: "loading rows", "choosing pivots", "computing the pivot
+ * table and writing pages" (tuples_done: rows whose distances are computed).
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "access/tableam.h"
+#include "access/xloginsert.h"
+#include "catalog/index.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "utils/memutils.h"
+
+#include "sss.h"
+
+typedef struct SssBuildState
+{
+	Relation	index;
+	bool		text;
+	uint32		dim;
+	Size		n;
+	Size		cap;
+	int64	   *ids;
+	uint32	   *values;
+	Size		nvalues;
+	Size		capvalues;
+	uint64	   *offsets;
+	MemoryContext tmpcxt;
+	Page		page;
+	uint16		page_flags;
+	BlockNumber head;
+	BlockNumber tail;
+} SssBuildState;
+
+static void
+build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bool tupleIsAlive,
+			   void *arg)
+{
+	SssBuildState *st = (SssBuildState *) arg;
+	MemoryContext old;
+	VsLcValue	v;
+
+	if (isnull[0])
+		return;
+	old = MemoryContextSwitchTo(st->tmpcxt);
+	v = vs_lc_value(values[0], st->text, &st->dim, "row");
+	MemoryContextSwitchTo(old);
+	if (st->n + 1 >= st->cap)
+	{
+		st->cap *= 2;
+		st->ids = repalloc_huge(st->ids, sizeof(int64) * st->cap);
+		st->offsets = repalloc_huge(st->offsets, sizeof(uint64) * (st->cap + 1));
+	}
+	while (st->nvalues + v.len > st->capvalues)
+	{
+		st->capvalues *= 2;
+		st->values = repalloc_huge(st->values, sizeof(uint32) * st->capvalues);
+	}
+	st->ids[st->n] = vs_tid_to_id(tid);
+	memcpy(st->values + st->nvalues, v.data, sizeof(uint32) * v.len);
+	st->nvalues += v.len;
+	st->n++;
+	st->offsets[st->n] = st->nvalues;
+	MemoryContextReset(st->tmpcxt);
+}
+
+static int
+build_tick(void *arg, size_t done)
+{
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, (int64) done);
+	return InterruptPending ? 1 : 0;
+}
+
+static void
+flush_page(SssBuildState *st, bool more)
+{
+	Buffer		buf;
+	GenericXLogState *xlog;
+	Page		page;
+	BlockNumber blkno;
+
+	if (PageGetMaxOffsetNumber(st->page) == 0)
+		return;
+	buf = vs_new_buffer(st->index, MAIN_FORKNUM);
+	blkno = BufferGetBlockNumber(buf);
+	/* nothing else extends the index during its build: the chain's next page is the next block */
+	VsLcPageGetOpaque(st->page)->next = more ? blkno + 1 : InvalidBlockNumber;
+	xlog = GenericXLogStart(st->index);
+	page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
+	memcpy(page, st->page, BLCKSZ);
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(buf);
+	if (st->head == InvalidBlockNumber)
+		st->head = blkno;
+	st->tail = blkno;
+	vs_sss_init_page(st->page, st->page_flags);
+}
+
+static void
+add_tuple(SssBuildState *st, Size pos, const float *dists, uint32 np)
+{
+	Size		len = st->offsets[pos + 1] - st->offsets[pos];
+	Size		size = VS_SSS_TUPLE_SIZE(len, np);
+	VsSssTuple *t = palloc0(size);
+
+	vs_id_to_tid(st->ids[pos], &t->heap_tid);
+	t->len = (uint32) len;
+	t->npivots = np;
+	memcpy(t->data, st->values + st->offsets[pos], sizeof(uint32) * len);
+	if (np > 0)
+		memcpy(VsSssTupleDistances(t), dists, sizeof(float) * np);
+	if (PageGetFreeSpace(st->page) < size)
+		flush_page(st, true);
+	if (PageAddItem(st->page, (Item) t, size, InvalidOffsetNumber, false, false) ==
+		InvalidOffsetNumber)
+		elog(ERROR, "vs_sss: could not add a tuple of %zu bytes to a new page", size);
+	pfree(t);
+}
+
+static void
+init_metapage(Page page, Relation index, vs_metric metric, uint32 dim)
+{
+	VsSssOptions *opts = (VsSssOptions *) index->rd_options;
+	VsSssMetaPage meta;
+
+	vs_sss_init_page(page, VS_LC_META);
+	meta = VsSssPageGetMeta(page);
+	memset(meta, 0, sizeof(VsSssMetaPageData));
+	meta->magic = VS_SSS_MAGIC;
+	meta->version = VS_SSS_VERSION;
+	meta->dim = dim;
+	meta->metric = (uint32) metric;
+	meta->alpha = opts ? opts->alpha : VS_SSS_DEFAULT_ALPHA;
+	meta->generation = vs_initial_generation();
+	meta->pivot_head = meta->pivot_tail = InvalidBlockNumber;
+	meta->row_head = meta->row_tail = InvalidBlockNumber;
+	((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + sizeof(VsSssMetaPageData);
+}
+
+IndexBuildResult *
+vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	VsSssOptions *opts = (VsSssOptions *) index->rd_options;
+	IndexBuildResult *result;
+	SssBuildState st;
+	vs_metric	metric;
+	Buffer		metabuf;
+	GenericXLogState *xlog;
+	Page		metapage;
+	VsSssMetaPage meta;
+	double		reltuples;
+	double		alpha = opts ? opts->alpha : VS_SSS_DEFAULT_ALPHA;
+	size_t		max_pivots = opts ? (size_t) opts->max_pivots : VS_SSS_MAX_PIVOTS;
+	vs_mspace	space;
+	vs_mspace	pspace;
+	size_t	   *pivots;
+	size_t		np = 0;
+	double		diameter = 0.0;
+	float	   *table;
+	uint32	   *pvalues;
+	uint64	   *poffsets;
+	int			status;
+	int			maxlen;
+	BlockNumber pivot_head,
+				pivot_tail;
+
+	if (RelationGetNumberOfBlocks(index) != 0)
+		elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
+	memset(&st, 0, sizeof(st));
+	st.index = index;
+	metric = vs_lc_opclass_metric(index);
+	st.text = (int) metric == VS_METRIC_LEVENSHTEIN;
+	st.dim = st.text ? 0 : vs_declared_dim(index);
+
+	metabuf = vs_new_buffer(index, MAIN_FORKNUM);
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
+	init_metapage(metapage, index, metric, st.dim);
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(metabuf);
+
+	/* 1. every row into memory */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, 2);
+	st.cap = 1024;
+	st.ids = palloc_extended(sizeof(int64) * st.cap, MCXT_ALLOC_HUGE);
+	st.offsets = palloc_extended(sizeof(uint64) * (st.cap + 1), MCXT_ALLOC_HUGE);
+	st.offsets[0] = 0;
+	st.capvalues = 16384;
+	st.values = palloc_extended(sizeof(uint32) * st.capvalues, MCXT_ALLOC_HUGE);
+	st.tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "vs_sss build", ALLOCSET_DEFAULT_SIZES);
+	reltuples = table_index_build_scan(heap, index, indexInfo, true, true, build_callback, &st,
+									   NULL);
+
+	/* 2. the pivots */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, 3);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, (int64) st.n);
+	memset(&space, 0, sizeof(space));
+	space.kind = st.text ? VS_MSPACE_STRINGS : VS_MSPACE_VECTORS;
+	space.metric = st.text ? VS_METRIC_L2 : metric;
+	space.dim = st.dim;
+	space.n = st.n;
+	space.vectors = (const float *) st.values;
+	space.chars = st.values;
+	space.offsets = st.offsets;
+	pivots = palloc(sizeof(size_t) * VS_SSS_MAX_PIVOTS);
+	status = vs_sss_select(&space, alpha, Min(max_pivots, (size_t) VS_SSS_MAX_PIVOTS), pivots, &np,
+						   &diameter, NULL);
+	if (status != VS_OK)
+		vs_lc_status(status);
+	CHECK_FOR_INTERRUPTS();
+
+	/* every row and its distances must fit on a page */
+	maxlen = vs_sss_max_len((uint32) np);
+	for (Size i = 0; i < st.n; i++)
+		if (st.offsets[i + 1] - st.offsets[i] > (uint64) maxlen)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("vs_sss cannot store an object of %zu elements with %zu pivot distances",
+							(size_t) (st.offsets[i + 1] - st.offsets[i]), np),
+					 errhint("Each row is stored on one %d-byte page with its distances to the "
+							 "pivots: use fewer pivots (option max_pivots, or a larger alpha).",
+							 BLCKSZ)));
+
+	/* the pivots as a space of their own */
+	pvalues = palloc_extended(sizeof(uint32) * (st.nvalues + 1), MCXT_ALLOC_HUGE);
+	poffsets = palloc(sizeof(uint64) * (np + 1));
+	poffsets[0] = 0;
+	for (Size j = 0; j < np; j++)
+	{
+		Size		len = st.offsets[pivots[j] + 1] - st.offsets[pivots[j]];
+
+		memcpy(pvalues + poffsets[j], st.values + st.offsets[pivots[j]], sizeof(uint32) * len);
+		poffsets[j + 1] = poffsets[j] + len;
+	}
+	pspace = space;
+	pspace.n = np;
+	pspace.vectors = (const float *) pvalues;
+	pspace.chars = pvalues;
+	pspace.offsets = poffsets;
+
+	/* 3. the table and the pages */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, 4);
+	table = palloc_extended(sizeof(float) * (st.n * np + 1), MCXT_ALLOC_HUGE);
+	for (;;)
+	{
+		status = vs_sss_table(&pspace, &space, build_tick, NULL, table, NULL);
+		if (status != VS_CANCELLED)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (status != VS_OK)
+		vs_lc_status(status);
+
+	st.page = palloc(BLCKSZ);
+	st.page_flags = VS_LC_CENTERS;
+	st.head = st.tail = InvalidBlockNumber;
+	vs_sss_init_page(st.page, st.page_flags);
+	for (Size j = 0; j < np; j++)
+		add_tuple(&st, pivots[j], NULL, 0);
+	flush_page(&st, false);
+	pivot_head = st.head;
+	pivot_tail = st.tail;
+	st.page_flags = VS_LC_BUCKETS;
+	st.head = st.tail = InvalidBlockNumber;
+	vs_sss_init_page(st.page, st.page_flags);
+	for (Size i = 0; i < st.n; i++)
+	{
+		if (i % 4096 == 0)
+			CHECK_FOR_INTERRUPTS();
+		add_tuple(&st, i, table + i * np, (uint32) np);
+	}
+	flush_page(&st, false);
+
+	metabuf = ReadBuffer(index, 0);
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, 0);
+	meta = vs_sss_page_meta(metapage);
+	meta->dim = st.dim;
+	meta->npivots = (uint32) np;
+	meta->diameter = diameter;
+	meta->ntuples = st.n;
+	meta->pivot_head = pivot_head;
+	meta->pivot_tail = pivot_tail;
+	meta->row_head = st.head;
+	meta->row_tail = st.tail;
+	meta->generation++;
+	GenericXLogFinish(xlog);
+	UnlockReleaseBuffer(metabuf);
+
+	MemoryContextDelete(st.tmpcxt);
+	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
+	result->heap_tuples = reltuples;
+	result->index_tuples = (double) st.n;
+	return result;
+}
+
+void
+vs_sss_ambuildempty(Relation index)
+{
+	vs_metric	metric = vs_lc_opclass_metric(index);
+	uint32		dim = (int) metric == VS_METRIC_LEVENSHTEIN ? 0 : vs_declared_dim(index);
+	Buffer		buf;
+	Page		page;
+
+	buf = vs_new_buffer(index, INIT_FORKNUM);
+	page = BufferGetPage(buf);
+	START_CRIT_SECTION();
+	init_metapage(page, index, metric, dim);
+	MarkBufferDirty(buf);
+	log_newpage_buffer(buf, true);
+	END_CRIT_SECTION();
+	UnlockReleaseBuffer(buf);
+}
