@@ -11,6 +11,7 @@
 #include "cpu/cpu_ivfpq.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
+#include "cpu/simd.h"
 #include "engine/exact.h"
 #include "engine/host_common.h"
 #include "vsearch/distance.h"
@@ -268,7 +269,7 @@ private:
         const size_t n = c.size(), d = c.dim();
         out.resize(n);
         for (size_t r = 0; r < n; r++)
-            out[r] = make_key(exact_distance(metric, x, c.row(r), d), static_cast<uint32_t>(r));
+            out[r] = make_key(exact_distance_simd(metric, x, c.row(r), d), static_cast<uint32_t>(r));
         size_t kk = std::min(k, n);
         std::partial_sort(out.begin(), out.begin() + kk, out.end());
         out.resize(kk);
@@ -331,7 +332,7 @@ private:
                 for (size_t i = 0; i < kp; i++)
                 {
                     uint32_t r = key_row(approx[i]);
-                    keys[i] = make_key(exact_distance(metric, x, c.row(r), d), r);
+                    keys[i] = make_key(exact_distance_simd(metric, x, c.row(r), d), r);
                 }
                 std::sort(keys.begin(), keys.end());
                 double qn = std::sqrt(sqnorm_double(x, d));
@@ -372,7 +373,7 @@ private:
             std::vector<uint32_t> rows = subset_rows(c, s, q);
             std::vector<uint64_t> keys(rows.size());
             for (size_t i = 0; i < rows.size(); i++)
-                keys[i] = make_key(exact_distance(metric, x, c.row(rows[i]), d), rows[i]);
+                keys[i] = make_key(exact_distance_simd(metric, x, c.row(rows[i]), d), rows[i]);
             size_t kk = std::min(k, keys.size());
             std::partial_sort(keys.begin(), keys.begin() + kk, keys.end());
             keys.resize(kk);
@@ -399,7 +400,7 @@ private:
                 size_t q = q0 + i;
                 const float *x = queries + q * d;
                 auto emit = [&](uint32_t r) {
-                    float out = exact_distance(metric, x, c.row(r), d);
+                    float out = exact_distance_simd(metric, x, c.row(r), d);
                     if (out <= radius)
                     {
                         ids[i].push_back(c.ids[r]);

@@ -6,6 +6,7 @@
 
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
+#include "cpu/simd.h"
 #include "engine/exact.h"
 #include "engine/ivfpq_math.h"
 
@@ -57,7 +58,7 @@ void rank_lists(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
     const vs_metric cm = pq_coarse_metric(p.metric);
     keys.resize(p.nlist);
     for (size_t l = 0; l < p.nlist; l++)
-        keys[l] = make_key(exact_distance(cm, q, &ivf.centroids[l * p.dim], p.dim),
+        keys[l] = make_key(exact_distance_simd(cm, q, &ivf.centroids[l * p.dim], p.dim),
                            static_cast<uint32_t>(l));
     std::partial_sort(keys.begin(), keys.begin() + (first + count), keys.end());
     keys.erase(keys.begin(), keys.begin() + first);
@@ -82,13 +83,17 @@ void build_lut(const CpuIvfpq &ivf, const float *q, size_t list, std::vector<flo
             residual[i] = pq_sub(q[i], c[i]);
         x = residual.data();
     }
+    // pq_l2 / pq_dot of every codeword, bit for bit, from the packed codebooks (gemm.h).
+    const bool ip = pq_inner_product(p.metric);
+    const size_t padded = ivf.packed_codebooks[0].padded();
+    float tmp[kGemmSinglePanel];
     for (size_t j = 0; j < p.m; j++)
-        for (size_t c = 0; c < ksub; c++)
-        {
-            const float *cw = &ivf.codebooks[(j * ksub + c) * dsub];
-            lut[j * ksub + c] = pq_inner_product(p.metric) ? pq_dot(x + j * dsub, cw, dsub)
-                                                           : pq_l2(x + j * dsub, cw, dsub);
-        }
+    {
+        float *out = padded == ksub ? &lut[j * ksub] : tmp;
+        pq_table(x + j * dsub, ivf.packed_codebooks[j], ip, out);
+        if (out == tmp)
+            std::memcpy(&lut[j * ksub], tmp, ksub * sizeof(float));
+    }
 }
 
 struct Candidate
@@ -129,7 +134,28 @@ void scan_query(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
         build_lut(ivf, q, list, residual, lut);
         const float term = pq_list_term(p.metric, key_dist(key));
         const uint8_t *codes = ivf.codes[list].data();
-        for (size_t e = 0; e < ids.size(); e++)
+        const size_t n = ids.size();
+        size_t e = 0;
+        if (p.nbits == 8)
+        {
+            // Eight entries at a time: their sums are independent chains of additions (each in
+            // its own order, as below), so they overlap instead of waiting on one another.
+            constexpr size_t kGroup = 8;
+            for (; e + kGroup <= n; e += kGroup)
+            {
+                const uint8_t *code = codes + e * cs;
+                float acc[kGroup];
+                for (size_t g = 0; g < kGroup; g++)
+                    acc[g] = term;
+                const float *t = lut.data();
+                for (int j = 0; j < m; j++, t += ksub)
+                    for (size_t g = 0; g < kGroup; g++)
+                        acc[g] = pq_add(acc[g], t[code[g * cs + j]]);
+                for (size_t g = 0; g < kGroup; g++)
+                    out.push_back({float_key(pq_finish(p.metric, acc[g])), ids[e + g], pos++});
+            }
+        }
+        for (; e < n; e++)
         {
             const uint8_t *code = codes + e * cs;
             float acc = term;
@@ -171,7 +197,7 @@ void cpu_ivfpq_encode(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
         std::vector<int32_t> arg(nb);
         nearest_rows(x, d, nb, ivf.packed_centroids, coarse_kind, kRoundedOnceError,
                      [&](size_t i, size_t l) {
-                         return exact_distance(cm, x + i * d, &ivf.centroids[l * d], d);
+                         return exact_distance_simd(cm, x + i * d, &ivf.centroids[l * d], d);
                      },
                      nullptr, lists + i0, nullptr, scratch);
         if (!codes)

@@ -47,6 +47,7 @@ struct Table
     size_t (*row_candidates)(const float *, const float *, size_t, size_t, size_t, const float *,
                              bool, float *, double, uint32_t *);
     size_t (*dot_candidates)(float *, const float *, size_t, bool, double, uint32_t *);
+    void (*pq_table)(const float *, const float *, size_t, size_t, bool, float *);
     bool (*usable)();
 };
 
@@ -63,7 +64,7 @@ bool has_avx2()
 bool always() { return true; }
 
 #define VS_TABLE(ns, usable)                                                                       \
-    {#ns, ns::dot_block, ns::row_candidates, ns::dot_candidates, usable}
+    {#ns, ns::dot_block, ns::row_candidates, ns::dot_candidates, ns::pq_table, usable}
 const Table kTables[] = {VS_TABLE(avx512, has_avx512), VS_TABLE(avx2, has_avx2),
                          VS_TABLE(sse2, always)};
 #undef VS_TABLE
@@ -127,6 +128,25 @@ size_t nearest_candidates(float *v, const float *sqnorms, size_t k, NearestKind 
                           double slack, uint32_t *out)
 {
     return gemm_isa::active().dot_candidates(v, sqnorms, k, kind == NearestKind::L2, slack, out);
+}
+
+void pq_table(const float *x, const PackedRows &rows, bool inner_product, float *out)
+{
+    gemm_isa::active().pq_table(x, rows.panels(), rows.dim(), rows.width(), inner_product, out);
+}
+
+bool pq_table_with(const char *isa, const float *x, const PackedRows &rows, bool inner_product,
+                   float *out)
+{
+    for (const gemm_isa::Table &t : gemm_isa::kTables)
+        if (std::strcmp(t.name, isa) == 0)
+        {
+            if (!t.usable())
+                return false;
+            t.pq_table(x, rows.panels(), rows.dim(), rows.width(), inner_product, out);
+            return true;
+        }
+    return false;
 }
 
 bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx,

@@ -65,6 +65,14 @@ void dot_block(const float *x, size_t ldx, size_t nx, const PackedRows &rows, fl
 bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx, const PackedRows &rows,
                     float *out, size_t ldo);
 
+// IVF-PQ lookup table of one sub-vector x against a single-panel `rows` (width() == padded(): a
+// codebook of at most 256 codewords): out[j] = pq_l2(x, row j) (or pq_dot with inner_product),
+// bit for bit (engine/ivfpq_math.h: in order, products rounded), for j < padded() (padding rows
+// are zero).  pq_table_with: a named kernel table (tests), false if not supported.
+void pq_table(const float *x, const PackedRows &rows, bool inner_product, float *out);
+bool pq_table_with(const char *isa, const float *x, const PackedRows &rows, bool inner_product,
+                   float *out);
+
 // What the reference distance of nearest_rows approximates, and how closely:
 //   L2: ||x - r||^2 (up to a term that depends on x only); IP: -<x, r>.
 // ref_err bounds the reference's own rounding: |reference - true| <= ref_err * s with

@@ -32,4 +32,15 @@ int exact_supported(ExactKernel *out, int max);
 
 } // namespace vs::simd
 
+namespace vs {
+
+/* engine/exact.h's exact_distance, bit for bit, through the SIMD kernel of the CPU
+ * (vs_exact_distance_f32): for the CPU backend's exact re-ranks and scans. */
+inline float exact_distance_simd(vs_metric m, const float *x, const float *y, size_t d)
+{
+    return static_cast<float>(vs_exact_distance_f32(m, x, y, d));
+}
+
+} // namespace vs
+
 #endif
