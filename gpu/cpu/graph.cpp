@@ -1,0 +1,179 @@
+// Beam search on a proximity graph in host arrays (vsearch/graph.h): the reference of the vs_graph
+// index's search and of a GPU kernel for it.
+#include "vsearch/graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <queue>
+#include <vector>
+
+namespace {
+
+struct Item
+{
+    float key; // the distance, NaN as +inf
+    uint32_t node;
+};
+
+// a before b: nearer, ties by node number
+inline bool nearer(const Item &a, const Item &b)
+{
+    return a.key < b.key || (a.key == b.key && a.node < b.node);
+}
+
+struct Farther // for a min-heap of candidates (std::priority_queue keeps the "largest" on top)
+{
+    bool operator()(const Item &a, const Item &b) const { return nearer(b, a); }
+};
+
+struct Nearer // for a max-heap of the beam
+{
+    bool operator()(const Item &a, const Item &b) const { return nearer(a, b); }
+};
+
+inline float engine_distance(vs_metric metric, const float *a, const float *b, size_t dim)
+{
+    return static_cast<float>(vs_exact_distance_f32(metric, a, b, dim));
+}
+
+inline float key_of(float d)
+{
+    return std::isnan(d) ? std::numeric_limits<float>::infinity() : d;
+}
+
+struct Hit
+{
+    float d;
+    int64_t id;
+};
+
+inline bool hit_before(const Hit &a, const Hit &b)
+{
+    const bool na = std::isnan(a.d), nb = std::isnan(b.d);
+    if (na != nb)
+        return nb;
+    if (!na && a.d != b.d)
+        return a.d < b.d;
+    return a.id < b.id;
+}
+
+void search_one(const vs_graph_arrays &g, const vs_graph_search_params &p, const float *query,
+                size_t k, std::vector<uint8_t> &visited, std::vector<uint32_t> &touched,
+                int64_t *ids, float *dists, int64_t *count, uint64_t &ndist)
+{
+    const size_t ef = std::max(p.ef, k);
+    std::priority_queue<Item, std::vector<Item>, Farther> cand;
+    std::priority_queue<Item, std::vector<Item>, Nearer> beam;
+    auto is_live = [&](uint32_t v) { return g.live == nullptr || g.live[v] != 0; };
+    auto visit = [&](uint32_t v) {
+        visited[v] = 1;
+        touched.push_back(v);
+        const float d = engine_distance(p.metric, query, g.vectors + static_cast<size_t>(v) * g.dim,
+                                        g.dim);
+        ndist++;
+        return Item{key_of(d), v};
+    };
+
+    for (size_t s = 0; s < p.nstarts; s++)
+    {
+        const uint32_t v = p.starts[s];
+        if (v >= g.n || visited[v])
+            continue;
+        const Item it = visit(v);
+        cand.push(it);
+        if (is_live(v))
+        {
+            beam.push(it);
+            if (beam.size() > ef)
+                beam.pop();
+        }
+    }
+    while (!cand.empty())
+    {
+        const Item u = cand.top();
+        cand.pop();
+        if (beam.size() >= ef && nearer(beam.top(), u))
+            break;
+        const uint32_t *nb = g.neighbors + static_cast<size_t>(u.node) * g.degree;
+        for (size_t i = 0; i < g.degree; i++)
+        {
+            const uint32_t v = nb[i];
+            if (v == VS_GRAPH_NONE || v >= g.n || visited[v])
+                continue;
+            const Item it = visit(v);
+            if (beam.size() >= ef && !nearer(it, beam.top()))
+                continue;
+            cand.push(it);
+            if (is_live(v))
+            {
+                beam.push(it);
+                if (beam.size() > ef)
+                    beam.pop();
+            }
+        }
+    }
+
+    std::vector<Hit> hits;
+    hits.reserve(beam.size());
+    for (; !beam.empty(); beam.pop())
+    {
+        const uint32_t v = beam.top().node;
+        hits.push_back({engine_distance(p.metric, query, g.vectors + static_cast<size_t>(v) * g.dim,
+                                        g.dim),
+                        g.ids ? g.ids[v] : static_cast<int64_t>(v)});
+    }
+    std::sort(hits.begin(), hits.end(), hit_before);
+    const size_t m = std::min(k, hits.size());
+    for (size_t i = 0; i < k; i++)
+    {
+        ids[i] = i < m ? hits[i].id : -1;
+        dists[i] = i < m ? hits[i].d : std::numeric_limits<float>::infinity();
+    }
+    if (count)
+        *count = static_cast<int64_t>(m);
+    for (uint32_t v : touched)
+        visited[v] = 0;
+    touched.clear();
+}
+
+} // namespace
+
+extern "C" int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_search_params *params,
+                               const float *queries, size_t nq, size_t k, int64_t *out_ids,
+                               float *out_distances, int64_t *out_counts, uint64_t *ndist)
+{
+    if (graph == nullptr || params == nullptr || out_ids == nullptr || out_distances == nullptr)
+        return VS_INVALID_ARGUMENT;
+    const vs_graph_arrays &g = *graph;
+    const vs_graph_search_params &p = *params;
+    if (g.dim == 0 || g.degree == 0 || k == 0 || p.ef == 0 || (g.n > 0 && (g.vectors == nullptr ||
+        g.neighbors == nullptr)) || (nq > 0 && queries == nullptr) ||
+        (p.nstarts > 0 && p.starts == nullptr) || g.n >= VS_GRAPH_NONE)
+        return VS_INVALID_ARGUMENT;
+    if (p.metric != VS_METRIC_L2SQ && p.metric != VS_METRIC_L2 && p.metric != VS_METRIC_IP &&
+        p.metric != VS_METRIC_COSINE)
+        return VS_INVALID_ARGUMENT;
+    try
+    {
+        std::vector<uint8_t> visited(g.n, 0);
+        std::vector<uint32_t> touched;
+        uint64_t nd = 0;
+        for (size_t q = 0; q < nq; q++)
+            search_one(g, p, queries + q * g.dim, k, visited, touched, out_ids + q * k,
+                       out_distances + q * k, out_counts ? out_counts + q : nullptr, nd);
+        if (ndist)
+            *ndist = nd;
+        return VS_OK;
+    }
+    catch (const std::bad_alloc &)
+    {
+        return VS_OUT_OF_MEMORY;
+    }
+    catch (...)
+    {
+        return VS_INTERNAL;
+    }
+}
