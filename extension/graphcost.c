@@ -4,11 +4,12 @@
  * An ORDER BY search is a beam search of width ef = vsearch.graph_ef: it expands about ef nodes
  * (a few more while the beam fills) and computes the distance of each one's unvisited neighbours,
  * about half of `degree` once the search is under way, so about ef x degree / 2 + degree distances,
- * each reading a node from the buffer cache (an index page, mostly cached: seq_page_cost per
+ * plus one per start node (about 2 sqrt(rows) seeds, graphbuild.c), each reading a node from the buffer cache (an index page, mostly cached: seq_page_cost per
  * distinct page, at most the index's pages).  All of it happens before the first row: startup
  * cost.  Draining the scan (no LIMIT, or a selective filter) goes on with wider rounds and finally
  * a pass over every node: the run cost covers that pass.  Range quals are a pass over every node.
  *
+ *   visits  = min(rows, ef x degree / 2 + degree + min(1024, 2 sqrt(rows)))
  *   startup = visits * (distance_cost + cpu_operator_cost) + min(visits, pages) * seq_page_cost
  *   total   = startup + [drained] rows * distance_cost + pages * seq_page_cost
  *             + rows returned * cpu_index_tuple_cost
@@ -56,7 +57,8 @@ vs_graph_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	}
 	else
 	{
-		visits = Min(c.rows, Max(vs_graph_ef, 1) * degree * 0.5 + degree);
+		visits = Min(c.rows, Max(vs_graph_ef, 1) * degree * 0.5 + degree +
+					 Min((double) VS_GRAPH_MAX_SEEDS, 2.0 * sqrt(c.rows)));
 		startup = visits * (distance_cost + cpu_operator_cost) +
 			Min(visits, pages) * c.seq_page_cost;
 		total = startup + c.rows * distance_cost + pages * c.seq_page_cost;
