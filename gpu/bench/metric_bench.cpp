@@ -2,7 +2,7 @@
 // brute force, on a word list under edit distance (Barrientos et al.'s setting: radii 1, 2, 3).
 //
 //   vsearch_metric_bench --words FILE [--nq 1000] [--bucket 32] [--seed 1] [--radii 1,2,3]
-//                        [--knn 10] [--alphas 0.3,0.4,0.5]
+//                        [--knn 10] [--alphas 0.3,0.4,0.5] [--gpu path/to/vsearch_cuda.so]
 //
 // Words: one per line (UTF-8, decoded to code points; empty lines skipped), e.g. Debian's
 // wspanish (/usr/share/dict/spanish, 86 016 words).  Queries: a seeded sample of --nq words of
@@ -12,12 +12,18 @@
 // range search and of the brute force (both one thread, whole batch, answers compared: any
 // difference is an error), and the build's time and distance evaluations; then kNN (--knn k):
 // the LC's evaluations and QPS, answers checked against the brute force's k-th distance.
+// --gpu LIB: the same range queries as one batch through the CUDA List of Clusters search
+// (vsearch/lc_cuda.h, loaded from LIB): the batch's wall time (it uploads the list, counts,
+// writes and downloads the matches), its QPS, and every answer compared with the brute force's.
 // --alphas: the same range queries on SSS pivot tables (vsearch/sss.h) at each alpha (pivots,
 // table build seconds, distances per query including the pivots', QPS; answers compared with
 // the brute force's of the LC runs above).
 #include "vsearch/edit.h"
 #include "vsearch/lc.h"
 #include "vsearch/sss.h"
+#include "vsearch/lc_cuda.h"
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -71,6 +77,7 @@ struct Args
     std::vector<double> radii = {1, 2, 3};
     size_t knn = 10;
     std::vector<double> alphas;
+    std::string gpu;
 };
 
 Args parse(int argc, char **argv)
@@ -93,6 +100,8 @@ Args parse(int argc, char **argv)
             a.bucket = std::strtoull(v, nullptr, 10);
         else if (k == "--seed")
             a.seed = std::strtoull(v, nullptr, 10);
+        else if (k == "--gpu")
+            a.gpu = v;
         else if (k == "--knn")
             a.knn = std::strtoull(v, nullptr, 10);
         else if (k == "--radii" || k == "--alphas")
@@ -234,6 +243,22 @@ int main(int argc, char **argv)
     lc.bucket_offsets = boff.data();
     lc.members = mg.space;
 
+    vs_cuda_lc_range_fn gpu = nullptr;
+    if (!args.gpu.empty())
+    {
+        void *lib = dlopen(args.gpu.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (lib == nullptr || (gpu = reinterpret_cast<vs_cuda_lc_range_fn>(
+                                   dlsym(lib, VS_CUDA_LC_RANGE_SYMBOL))) == nullptr)
+        {
+            std::fprintf(stderr, "cannot load %s from %s\n", VS_CUDA_LC_RANGE_SYMBOL,
+                         args.gpu.c_str());
+            return 1;
+        }
+    }
+    Gathered qg;
+    for (size_t q = 0; q < args.nq; q++)
+        qg.add(queries[q].data(), queries[q].size(), static_cast<int64_t>(q));
+    qg.finish();
     std::vector<std::vector<std::vector<int64_t>>> truth;
     std::printf("%-8s %12s %12s %12s %12s %10s %10s\n", "radius", "hits/query", "lc evals/q",
                 "lc QPS", "brute QPS", "speedup", "eval frac");
@@ -274,6 +299,35 @@ int main(int argc, char **argv)
             }
         }
         truth.push_back(bf_ids);
+        if (gpu != nullptr)
+        {
+            std::vector<uint64_t> off(args.nq + 1);
+            int64_t *gids = nullptr;
+            double *gd = nullptr;
+            char err[256] = {0};
+            auto t3 = Clock::now();
+            int gst = gpu(&lc, &qg.space, r, off.data(), &gids, &gd, err, sizeof err);
+            double g_s = seconds_since(t3);
+            if (gst != VS_OK)
+            {
+                std::fprintf(stderr, "GPU range failed: %d %s\n", gst, err);
+                return 1;
+            }
+            for (size_t q = 0; q < args.nq; q++)
+            {
+                std::vector<int64_t> got(gids + off[q], gids + off[q + 1]);
+                std::sort(got.begin(), got.end());
+                if (got != bf_ids[q])
+                {
+                    std::fprintf(stderr, "GPU MISMATCH at radius %g, query %zu\n", r, q);
+                    return 1;
+                }
+            }
+            std::free(gids);
+            std::free(gd);
+            std::printf("  gpu batch: %.1f ms, %.0f QPS (%.1fx the brute force), answers equal\n",
+                        g_s * 1e3, args.nq / g_s, bf_s / g_s);
+        }
         std::printf("%-8g %12.2f %12.0f %12.0f %12.0f %9.1fx %9.3f\n", r,
                     static_cast<double>(hits_total) / args.nq,
                     static_cast<double>(lc_evals) / args.nq, args.nq / lc_s, args.nq / bf_s,
