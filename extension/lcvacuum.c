@@ -87,7 +87,7 @@ vs_lc_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 	vs_lc_read_meta(index, &meta);
 	removed = vacuum_chain(info, meta.center_head, true, callback, callback_state, &remaining);
-	/* pages appended by concurrent inserts after the copy of the metapage are new rows: skipped */
+	/* rows that concurrent inserts append while the chains are walked are seen alive */
 	removed += vacuum_chain(info, meta.bucket_head, false, callback, callback_state, &remaining);
 
 	if (removed > 0)
