@@ -149,9 +149,9 @@ vector_in(PG_FUNCTION_ARGS)
 		value = strtof(p, &end);
 		if (end == p)
 			vector_syntax_error(literal, "Vector elements must be numbers.");
-		/* Like float4in: overflow to infinity and underflow to zero are errors, denormals are
-		 * not (glibc reports ERANGE for them too). */
-		if (errno == ERANGE && (value == 0.0f || isinf(value)))
+		/* Overflow to infinity is an error; a value too small for a float becomes a (signed)
+		 * zero or a denormal, as in pgvector (glibc reports ERANGE for both). */
+		if (errno == ERANGE && isinf(value))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("\"%s\" is out of range for type vector", pnstrdup(p, end - p))));

@@ -22,7 +22,6 @@ static float8 *
 state_values(ArrayType *state, int *length)
 {
 	if (ARR_NDIM(state) != 1 || ARR_DIMS(state)[0] < 1 ||
-		ARR_DIMS(state)[0] > VECTOR_MAX_DIM + 1 ||
 		ARR_HASNULL(state) || ARR_ELEMTYPE(state) != FLOAT8OID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -30,6 +29,8 @@ state_values(ArrayType *state, int *length)
 				 errdetail("Expected a one-dimensional double precision array without nulls "
 						   "holding a count and one sum per dimension.")));
 	*length = ARR_DIMS(state)[0];
+	if (*length > VECTOR_MAX_DIM + 1)
+		vector_check_dim(*length - 1);
 	return (float8 *) ARR_DATA_PTR(state);
 }
 
@@ -102,10 +103,21 @@ vector_combine(PG_FUNCTION_ARGS)
 	float8	   *values_b = state_values(state_b, &length_b);
 	float8	   *sums;
 
+	/* Two empty states (parallel workers that saw no rows) make an empty state; pgvector
+	 * raises an error here instead. */
+	if (values_a[0] == 0.0 && values_b[0] == 0.0)
+		PG_RETURN_ARRAYTYPE_P(state_new(values_a, 1));
+	/* One empty state: the other one, which must hold at least one sum. */
 	if (values_b[0] == 0.0)
+	{
+		vector_check_dim(length_a - 1);
 		PG_RETURN_ARRAYTYPE_P(state_a);
+	}
 	if (values_a[0] == 0.0)
+	{
+		vector_check_dim(length_b - 1);
 		PG_RETURN_ARRAYTYPE_P(PG_GETARG_ARRAYTYPE_P_COPY(1));
+	}
 
 	vector_check_same_dim(length_a - 1, length_b - 1);
 	sums = (float8 *) palloc(sizeof(float8) * length_a);
@@ -125,8 +137,9 @@ vector_avg(PG_FUNCTION_ARGS)
 	float8		count = values[0];
 	Vector	   *result;
 
-	if (count == 0.0 || length == 1)
+	if (count == 0.0)
 		PG_RETURN_NULL();
+	vector_check_dim(length - 1);
 
 	result = vector_new(length - 1);
 	for (int i = 0; i < result->dim; i++)

@@ -31,7 +31,8 @@ vector_coerce_typmod(PG_FUNCTION_ARGS)
 	PG_RETURN_VECTOR_P(a);
 }
 
-/* A float8 narrowed to float4, with float8-to-real's range checks. */
+/* A float8 narrowed to float4: overflow is an error, a value too small for a float becomes a
+ * signed zero or a denormal (pgvector's behaviour, and the text input's). */
 static float
 narrow_to_float4(double value)
 {
@@ -39,8 +40,6 @@ narrow_to_float4(double value)
 
 	if (isinf(result) && isfinite(value))
 		float_overflow_error();
-	if (result == 0.0f && value != 0.0)
-		float_underflow_error();
 	return result;
 }
 

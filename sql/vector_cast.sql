@@ -54,6 +54,7 @@ SELECT '{NaN}'::double precision[]::vector;
 SELECT '{-Infinity}'::double precision[]::vector;
 SELECT '{1e300}'::double precision[]::vector;
 SELECT '{-1e300}'::double precision[]::vector;
+-- too small for a float: a zero, as in pgvector
 SELECT '{1e-300}'::double precision[]::vector;
 SELECT '{NaN}'::numeric[]::vector;
 SELECT '{Infinity}'::numeric[]::vector;

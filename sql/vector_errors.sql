@@ -44,8 +44,7 @@ SELECT query, pg_temp.sqlstate_of(query) AS sqlstate FROM (VALUES
 
 -- 22003 numeric_value_out_of_range: values beyond float4, overflowing arithmetic
 SELECT query, pg_temp.sqlstate_of(query) AS sqlstate FROM (VALUES
-  ($$SELECT '[1e39]'::vector$$), ($$SELECT '[1e-50]'::vector$$),
-  ($$SELECT '{1e300}'::double precision[]::vector$$), ($$SELECT '{1e-300}'::double precision[]::vector$$),
+  ($$SELECT '[1e39]'::vector$$), ($$SELECT '{1e300}'::double precision[]::vector$$),
   ($$SELECT '{1e39}'::numeric[]::vector$$),
   ($$SELECT '[3e38]'::vector + '[3e38]'$$), ($$SELECT '[-3e38]'::vector - '[3e38]'$$),
   ($$SELECT '[1e20]'::vector * '[1e20]'$$), ($$SELECT '[1e-30]'::vector * '[1e-30]'$$),

@@ -44,6 +44,7 @@ SELECT '[Infinity]'::vector;
 SELECT '[-inf]'::vector;
 SELECT '[1e39]'::vector;
 SELECT '[-1e39]'::vector;
+-- too small for a float: a zero, as in pgvector
 SELECT '[1e-50]'::vector;
 SELECT '[]'::vector;
 SELECT '[ ]'::vector;

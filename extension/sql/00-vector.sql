@@ -127,6 +127,17 @@ CREATE FUNCTION vector_norm(vector) RETURNS float8
 CREATE FUNCTION l2_normalize(vector) RETURNS vector
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- subvector(v, start, count): elements start .. start + count - 1, counted from 1 (vector_func.c)
+CREATE FUNCTION subvector(vector, integer, integer) RETURNS vector
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- one bit per element, set where the element is positive
+CREATE FUNCTION binary_quantize(vector) RETURNS bit
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION vector_concat(vector, vector) RETURNS vector
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 CREATE FUNCTION vector_add(vector, vector) RETURNS vector
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
@@ -163,6 +174,11 @@ CREATE OPERATOR - (
 
 CREATE OPERATOR * (
 	LEFTARG = vector, RIGHTARG = vector, FUNCTION = vector_mul, COMMUTATOR = *
+);
+
+-- Without it `vector || unknown` would resolve to text concatenation.
+CREATE OPERATOR || (
+	LEFTARG = vector, RIGHTARG = vector, FUNCTION = vector_concat
 );
 
 -- Aggregates ----------------------------------------------------------------------------------
