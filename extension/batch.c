@@ -477,6 +477,13 @@ emit(Tuplestorestate *store, TupleDesc desc, int q, const VsHit *hit)
 	tuplestore_putvalues(store, desc, values, nulls);
 }
 
+/* The caller's checks and the locks of every batch function (vs_lc's text twins too). */
+void
+vs_batch_open(Oid indexoid, VsBatch *bc)
+{
+	open_index(indexoid, bc);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The SQL functions
  */

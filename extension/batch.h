@@ -49,6 +49,10 @@ typedef struct VsBatch
 	instr_time	heap_time;		/* reading and checking candidate rows */
 } VsBatch;
 
+/* Opens the index and its table for a batch call (permission, row level security and index
+ * checks; locks until the end of the transaction) and fills bc->heap, bc->index and bc->ref. */
+extern void vs_batch_open(Oid indexoid, VsBatch *bc);
+
 /* float8 order (NaN last), then tid. */
 extern int	vs_cmp_hit(const VsHit *a, const VsHit *b);
 

@@ -121,6 +121,46 @@ SELECT count(*) FROM (SELECT id FROM words ORDER BY word <~> (SELECT NULL::text)
 SELECT id FROM words WHERE word <<~>> sphere('casa'::text, -1);
 RESET enable_seqscan;
 
+-- The batch functions' text twins: every query's rows and distances = the operators' (range);
+-- the distances ranked 1..k = the seq scan's (kNN); NULL queries match nothing
+CREATE TEMP TABLE qa AS SELECT array_agg(w ORDER BY qid) AS a FROM q;
+SELECT count(*) AS batch_rows,
+       (SELECT count(*) FROM q JOIN words w ON w.word <~> q.w <= 2) AS operator_rows,
+       count(*) FILTER (WHERE b.distance = w.word <~> (SELECT a FROM qa)[b.query]
+                          AND b.distance <= 2) AS right_distance
+  FROM vsearch_range_batch('words_lc', (SELECT a FROM qa), 2) b JOIN words w ON w.ctid = b.row_ctid;
+SELECT count(*) AS differ FROM (
+  (SELECT b.query, w.id FROM vsearch_range_batch('words_lc', (SELECT a FROM qa), 1) b
+     JOIN words w ON w.ctid = b.row_ctid
+   EXCEPT ALL
+   SELECT o.n, w.id FROM (SELECT q.w, row_number() OVER (ORDER BY qid) AS n FROM q) o
+     JOIN words w ON w.word <~> o.w <= 1)
+  UNION ALL
+  (SELECT o.n, w.id FROM (SELECT q.w, row_number() OVER (ORDER BY qid) AS n FROM q) o
+     JOIN words w ON w.word <~> o.w <= 1
+   EXCEPT ALL
+   SELECT b.query, w.id FROM vsearch_range_batch('words_lc', (SELECT a FROM qa), 1) b
+     JOIN words w ON w.ctid = b.row_ctid)) d;
+SELECT count(*) AS differ FROM (
+  (SELECT query, rank() OVER (PARTITION BY query ORDER BY distance, row_ctid) AS r, distance
+     FROM vsearch_knn_batch('words_lc', (SELECT a FROM qa), 12)
+   EXCEPT ALL
+   SELECT o.n, s.r, s.d FROM (SELECT q.w, row_number() OVER (ORDER BY qid) AS n FROM q) o,
+     LATERAL (SELECT word <~> o.w AS d, row_number() OVER (ORDER BY word <~> o.w) AS r
+                FROM words WHERE word IS NOT NULL ORDER BY word <~> o.w LIMIT 12) s)) d;
+SELECT count(*) AS rows, count(DISTINCT (query, row_ctid)) AS distinct_rows
+  FROM vsearch_knn_batch('words_lc', (SELECT a FROM qa), 12);
+SELECT * FROM vsearch_knn_batch('words_lc', ARRAY[NULL, 'casa']::text[], 2) ORDER BY 1, 3, 2;
+SELECT * FROM vsearch_range_batch('words_lc', ARRAY[NULL]::text[], 3);
+-- rows deleted (not yet vacuumed) are not returned; kNN still finds k visible rows
+BEGIN;
+DELETE FROM words WHERE word <~> 'casa' <= 1;
+SELECT count(*) FROM vsearch_range_batch('words_lc', ARRAY['casa'], 1);
+SELECT count(*), min(distance) FROM vsearch_knn_batch('words_lc', ARRAY['casa'], 20);
+ROLLBACK;
+SELECT * FROM vsearch_knn_batch('words_lc', ARRAY['casa'], 0);
+SELECT * FROM vsearch_range_batch('words_lc', ARRAY['casa'], -1);
+
 -- Options: bucket sizes (1: every cluster one member) and seeds change the list, never the answer
 CREATE INDEX words_lc_b1 ON words USING vs_lc (word) WITH (bucket_size = 1, seed = 7);
 CREATE INDEX words_lc_b200 ON words USING vs_lc (word) WITH (bucket_size = 200);

@@ -71,6 +71,24 @@ SELECT pg_temp.compare(
   'SELECT id, row_number() OVER () AS rank FROM (SELECT id FROM words
      WHERE word <<~>> sphere(''casa''::text, 2) ORDER BY word <~> ''cama'', id) s');
 
+-- The batch functions' text twins on vs_sss
+SELECT count(*) AS batch_rows,
+       (SELECT count(*) FROM q JOIN words w ON w.word <~> q.w <= 2) AS operator_rows,
+       count(*) FILTER (WHERE b.distance = w.word <~> (SELECT array_agg(w ORDER BY qid) FROM q)[b.query]) AS right_distance
+  FROM vsearch_range_batch('words_sss', (SELECT array_agg(w ORDER BY qid) FROM q), 2) b
+  JOIN words w ON w.ctid = b.row_ctid;
+SELECT count(*) AS differ FROM (
+  SELECT query, rank() OVER (PARTITION BY query ORDER BY distance, row_ctid) AS r, distance
+    FROM vsearch_knn_batch('words_sss', (SELECT array_agg(w ORDER BY qid) FROM q), 9)
+  EXCEPT ALL
+  SELECT o.n, s.r, s.d FROM (SELECT q.w, row_number() OVER (ORDER BY qid) AS n FROM q) o,
+    LATERAL (SELECT word <~> o.w AS d, row_number() OVER (ORDER BY word <~> o.w) AS r
+               FROM words WHERE word IS NOT NULL ORDER BY word <~> o.w LIMIT 9) s) d;
+-- a vector index refuses text queries
+CREATE TABLE tv (v vector(2));
+CREATE INDEX tv_lc ON tv USING vs_lc (v);
+SELECT * FROM vsearch_knn_batch('tv_lc', ARRAY['a'], 1);
+
 -- Options: alpha (few or many pivots), max_pivots; never a different answer
 DROP INDEX words_sss;
 CREATE INDEX words_sss_a ON words USING vs_sss (word) WITH (alpha = 0.2, max_pivots = 40);

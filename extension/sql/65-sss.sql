@@ -17,3 +17,12 @@ CREATE OPERATOR CLASS text_levenshtein_ops DEFAULT FOR TYPE text USING vs_sss AS
 	OPERATOR 1 <~> (text, text) FOR ORDER BY float_ops,
 	OPERATOR 2 <<~>> (text, text_sphere),
 	FUNCTION 1 vsearch_metric_levenshtein(internal);
+
+-- The batch functions' text twins (extension/lcbatch.c): vs_lc or vs_sss indexes on text.
+CREATE FUNCTION vsearch_knn_batch(index regclass, queries text[], k integer)
+	RETURNS TABLE (query integer, row_ctid tid, distance double precision)
+	AS 'MODULE_PATHNAME', 'vsearch_knn_batch_text' LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 100;
+
+CREATE FUNCTION vsearch_range_batch(index regclass, queries text[], radius double precision)
+	RETURNS TABLE (query integer, row_ctid tid, distance double precision)
+	AS 'MODULE_PATHNAME', 'vsearch_range_batch_text' LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 100;

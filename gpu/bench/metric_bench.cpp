@@ -3,6 +3,8 @@
 //
 //   vsearch_metric_bench --words FILE [--nq 1000] [--bucket 32] [--seed 1] [--radii 1,2,3]
 //                        [--knn 10] [--alphas 0.3,0.4,0.5] [--gpu path/to/vsearch_cuda.so]
+//   vsearch_metric_bench --idx-base TRAIN.gz --idx-queries TEST.gz [--metric l2|l1] [--nq 200]
+//                        [--bucket 64]
 //
 // Words: one per line (UTF-8, decoded to code points; empty lines skipped), e.g. Debian's
 // wspanish (/usr/share/dict/spanish, 86 016 words).  Queries: a seeded sample of --nq words of
@@ -15,6 +17,12 @@
 // --gpu LIB: the same range queries as one batch through the CUDA List of Clusters search
 // (vsearch/lc_cuda.h, loaded from LIB): the batch's wall time (it uploads the list, counts,
 // writes and downloads the matches), its QPS, and every answer compared with the brute force's.
+// --idx-base / --idx-queries: vectors instead of words, from gzipped IDX image files (e.g.
+// Fashion-MNIST's train-images-idx3-ubyte.gz, 60 000 x 784, and the first --nq images of
+// t10k-images-idx3-ubyte.gz as queries; pixel values 0..255 as floats), under L2 or L1.  The
+// radii are calibrated to return about 0.01 %, 0.1 % and 1 % of the set: the median over the
+// queries of the distance to their (n/10^4)-th, (n/10^3)-th and (n/100)-th nearest row.  Per
+// radius: rows and LC distances per query, LC and brute-force QPS (one thread), answers compared.
 // --alphas: the same range queries on SSS pivot tables (vsearch/sss.h) at each alpha (pivots,
 // table build seconds, distances per query including the pivots', QPS; answers compared with
 // the brute force's of the LC runs above).
@@ -78,6 +86,8 @@ struct Args
     size_t knn = 10;
     std::vector<double> alphas;
     std::string gpu;
+    std::string idx_base, idx_queries;
+    vs_metric metric = VS_METRIC_L2;
 };
 
 Args parse(int argc, char **argv)
@@ -102,6 +112,12 @@ Args parse(int argc, char **argv)
             a.seed = std::strtoull(v, nullptr, 10);
         else if (k == "--gpu")
             a.gpu = v;
+        else if (k == "--idx-base")
+            a.idx_base = v;
+        else if (k == "--idx-queries")
+            a.idx_queries = v;
+        else if (k == "--metric")
+            a.metric = std::string(v) == "l1" ? VS_METRIC_L1 : VS_METRIC_L2;
         else if (k == "--knn")
             a.knn = std::strtoull(v, nullptr, 10);
         else if (k == "--radii" || k == "--alphas")
@@ -124,7 +140,7 @@ Args parse(int argc, char **argv)
         }
         i++;
     }
-    if (a.words.empty())
+    if (a.words.empty() && a.idx_base.empty())
     {
         std::fprintf(stderr, "usage: %s --words FILE [--nq N] [--bucket K] [--seed S] "
                              "[--radii 1,2,3] [--knn K]\n", argv[0]);
@@ -155,11 +171,168 @@ struct Gathered
     }
 };
 
+// Gzipped IDX images (magic 0x00000803, big-endian counts) as floats; at most `limit` images.
+std::vector<float> read_idx(const std::string &path, size_t limit, size_t *n, size_t *dim)
+{
+    std::string cmd = "gzip -dc '" + path + "'";
+    FILE *f = popen(cmd.c_str(), "r");
+    std::vector<float> out;
+    unsigned char h[16];
+    if (f == nullptr || fread(h, 1, 16, f) != 16 || h[2] != 8 || h[3] != 3)
+    {
+        std::fprintf(stderr, "cannot read IDX images from %s\n", path.c_str());
+        std::exit(1);
+    }
+    auto be = [&](int o) { return (size_t(h[o]) << 24) | (size_t(h[o + 1]) << 16) | (size_t(h[o + 2]) << 8) | h[o + 3]; };
+    size_t count = std::min(be(4), limit);
+    *dim = be(8) * be(12);
+    std::vector<unsigned char> buf(*dim);
+    for (size_t i = 0; i < count; i++)
+    {
+        if (fread(buf.data(), 1, *dim, f) != *dim)
+            break;
+        for (unsigned char c : buf)
+            out.push_back(static_cast<float>(c));
+    }
+    pclose(f);
+    *n = out.size() / *dim;
+    return out;
+}
+
+int run_vectors(const Args &args)
+{
+    size_t n = 0, dim = 0, nq = 0, qdim = 0;
+    std::vector<float> base = read_idx(args.idx_base, SIZE_MAX, &n, &dim);
+    std::vector<float> qv = read_idx(args.idx_queries, args.nq, &nq, &qdim);
+    if (qdim != dim || n == 0 || nq == 0)
+    {
+        std::fprintf(stderr, "dimensions differ or empty sets\n");
+        return 1;
+    }
+    vs_mspace all{};
+    all.kind = VS_MSPACE_VECTORS;
+    all.metric = args.metric;
+    all.dim = dim;
+    all.n = n;
+    all.vectors = base.data();
+    std::printf("vectors %zu x %zu, %s, bucket %zu, queries %zu\n", n, dim,
+                args.metric == VS_METRIC_L2 ? "L2" : "L1", args.bucket, nq);
+    std::vector<size_t> centers(n), members(n), offsets(n + 1);
+    std::vector<double> radii(n);
+    size_t nc = 0;
+    uint64_t build_evals = 0;
+    auto t0 = Clock::now();
+    if (vs_lc_build(&all, args.bucket, args.seed, nullptr, nullptr, centers.data(), &nc,
+                    members.data(), offsets.data(), radii.data(), &build_evals) != VS_OK)
+        return 1;
+    std::printf("build: %.2f s, %zu centers, %.3g distance evaluations\n", seconds_since(t0), nc,
+                static_cast<double>(build_evals));
+    std::vector<float> cv, mv;
+    std::vector<int64_t> cid, mid;
+    for (size_t c = 0; c < nc; c++)
+    {
+        cv.insert(cv.end(), base.begin() + centers[c] * dim, base.begin() + (centers[c] + 1) * dim);
+        cid.push_back(static_cast<int64_t>(centers[c]));
+    }
+    for (size_t m = 0; m < n - nc; m++)
+    {
+        mv.insert(mv.end(), base.begin() + members[m] * dim, base.begin() + (members[m] + 1) * dim);
+        mid.push_back(static_cast<int64_t>(members[m]));
+    }
+    std::vector<uint64_t> boff(offsets.begin(), offsets.begin() + nc + 1);
+    vs_lc lc{};
+    lc.centers = all;
+    lc.centers.n = nc;
+    lc.centers.vectors = cv.data();
+    lc.centers.ids = cid.data();
+    lc.members = all;
+    lc.members.n = n - nc;
+    lc.members.vectors = mv.data();
+    lc.members.ids = mid.data();
+    lc.radii = radii.data();
+    lc.bucket_offsets = boff.data();
+
+    // radii returning about 0.01 %, 0.1 % and 1 % of the set
+    std::vector<double> radius_of(3);
+    {
+        std::vector<std::vector<double>> kth(3);
+        size_t ks[3] = {std::max<size_t>(1, n / 10000), std::max<size_t>(1, n / 1000),
+                        std::max<size_t>(1, n / 100)};
+        for (size_t q = 0; q < nq; q++)
+        {
+            vs_mobject o{qv.data() + q * dim, nullptr, dim};
+            std::vector<double> d(n);
+            for (size_t i = 0; i < n; i++)
+            {
+                vs_mobject b = vs_mspace_object(&all, i);
+                d[i] = vs_mspace_distance(&all, &o, &b);
+            }
+            for (int j = 0; j < 3; j++)
+            {
+                std::nth_element(d.begin(), d.begin() + static_cast<long>(ks[j] - 1), d.end());
+                kth[j].push_back(d[ks[j] - 1]);
+            }
+        }
+        for (int j = 0; j < 3; j++)
+        {
+            std::sort(kth[j].begin(), kth[j].end());
+            radius_of[j] = kth[j][kth[j].size() / 2];
+        }
+    }
+    std::printf("%-10s %10s %12s %12s %12s %12s %10s\n", "radius", "share", "rows/query",
+                "lc evals/q", "lc QPS", "brute QPS", "speedup");
+    const char *share[3] = {"0.01%", "0.1%", "1%"};
+    for (int j = 0; j < 3; j++)
+    {
+        double r = radius_of[j];
+        uint64_t evals = 0;
+        size_t hits_total = 0;
+        std::vector<std::vector<int64_t>> a(nq), b(nq);
+        auto t1 = Clock::now();
+        for (size_t q = 0; q < nq; q++)
+        {
+            vs_mobject o{qv.data() + q * dim, nullptr, dim};
+            vs_mhits h{};
+            vs_lc_range(&lc, &o, r, nullptr, nullptr, &h, &evals);
+            a[q].assign(h.ids, h.ids + h.n);
+            hits_total += h.n;
+            vs_mhits_free(&h);
+        }
+        double lc_s = seconds_since(t1);
+        auto t2 = Clock::now();
+        for (size_t q = 0; q < nq; q++)
+        {
+            vs_mobject o{qv.data() + q * dim, nullptr, dim};
+            vs_mhits h{};
+            vs_mspace_range(&all, &o, r, &h, nullptr);
+            b[q].assign(h.ids, h.ids + h.n);
+            vs_mhits_free(&h);
+        }
+        double bf_s = seconds_since(t2);
+        for (size_t q = 0; q < nq; q++)
+        {
+            std::sort(a[q].begin(), a[q].end());
+            std::sort(b[q].begin(), b[q].end());
+            if (a[q] != b[q])
+            {
+                std::fprintf(stderr, "MISMATCH at radius %g, query %zu\n", r, q);
+                return 1;
+            }
+        }
+        std::printf("%-10.1f %10s %12.1f %12.0f %12.0f %12.0f %9.2fx\n", r, share[j],
+                    static_cast<double>(hits_total) / nq, static_cast<double>(evals) / nq,
+                    nq / lc_s, nq / bf_s, bf_s / lc_s);
+    }
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
     Args args = parse(argc, argv);
+    if (!args.idx_base.empty())
+        return run_vectors(args);
     std::ifstream in(args.words);
     if (!in)
     {
