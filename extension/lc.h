@@ -158,6 +158,11 @@ extern double vs_lc_distance(vs_metric metric, uint32 dim, VsLcValue a, VsLcValu
 extern VsLcValue vs_lc_tuple_value(const VsLcTuple *t);
 extern char *vs_lc_phasename(int64 phase);
 
+/* lcbatch.c: the batch functions on vector indexes of vs_lc and vs_sss (indexkind.h) */
+extern void vs_metric_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+									   double radius, VsRangeResult *out);
+extern void vs_metric_batch_knn(struct VsBatch *batch, int k);
+
 /* lcsearch.c */
 extern void *vs_lc_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
 						uint64 *generation);
@@ -169,9 +174,6 @@ extern int64 vs_lc_search_knn(void *obj, VsLcValue q, int k, int64 *ids, double 
 extern vs_mobject vs_lc_query_object(bool text, VsLcValue q);
 extern void vs_lc_status(int st);
 extern void vs_lc_hits_palloc(vs_mhits *hits, int64 **ids, double **dists, int64 *n);
-extern void vs_lc_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
-								   double radius, VsRangeResult *out);
-extern void vs_lc_batch_knn(struct VsBatch *batch, int k);
 extern bool vs_lc_check_request(const struct VsRequest *req, char *why, Size whylen);
 
 /* lcbuild.c */

@@ -27,11 +27,19 @@
 #include "batch.h"
 #include "sss.h"
 
+static const VsMetricSearchOps lc_ops = {vs_lc_search_range, vs_lc_search_knn};
+
+/* The searches of a vs_lc or vs_sss index. */
+static const VsMetricSearchOps *
+ops_of(uint32 kind)
+{
+	return kind == VS_LC_KIND ? &lc_ops : &vs_sss_search_ops;
+}
+
 /* Opens a vs_lc or vs_sss index on text; its searches. */
 static const VsMetricSearchOps *
 open_text_index(Oid indexoid, VsBatch *bc)
 {
-	static const VsMetricSearchOps lc_ops = {vs_lc_search_range, vs_lc_search_knn};
 	const VsIndexKind *kind;
 
 	vs_batch_open(indexoid, bc);
@@ -44,7 +52,7 @@ open_text_index(Oid indexoid, VsBatch *bc)
 						RelationGetRelationName(bc->index)),
 				 errhint("Text queries need a vs_lc or vs_sss index with text_levenshtein_ops; "
 						 "vector queries are passed as vector[].")));
-	return kind->id == VS_LC_KIND ? &lc_ops : &vs_sss_search_ops;
+	return ops_of(kind->id);
 }
 
 /* The queries' characters (len -1: a NULL query). */
@@ -234,4 +242,94 @@ vsearch_knn_batch_text(PG_FUNCTION_ARGS)
 	index_close(bc.index, NoLock);
 	table_close(bc.heap, NoLock);
 	return (Datum) 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The vector batch functions (batch.c) on vs_lc and vs_sss vector indexes: the kinds' range
+ * candidates and kNN batches, searched in the backend on the cached object.
+ */
+
+/* A distance in the engine's rank units (search.h), from which vs_rank_value gives it back
+ * exactly: (float) (d * d) is the exact float squared sum that d = sqrt((double) f) came from. */
+static float
+rank_units(vs_metric metric, double d)
+{
+	return metric == VS_METRIC_L2 ? (float) (d * d) : (float) d;
+}
+
+void
+vs_metric_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
+						   VsRangeResult *out)
+{
+	const VsMetricSearchOps *ops = ops_of(ref->kind);
+	int64	  **ids = palloc0(sizeof(int64 *) * (nq + 1));
+	double	  **dists = palloc0(sizeof(double *) * (nq + 1));
+	int64	   *n = palloc0(sizeof(int64) * (nq + 1));
+	int64		total = 0;
+
+	for (int q = 0; q < nq; q++)
+	{
+		VsLcValue	v;
+
+		CHECK_FOR_INTERRUPTS();
+		v.data = queries + (Size) q * ref->dim;
+		v.len = (int) ref->dim;
+		ops->range(vs_search_object(ref), v, radius, &ids[q], &dists[q], &n[q]);
+		total += n[q];
+	}
+	out->nq = nq;
+	out->total = total;
+	out->offsets = palloc(sizeof(int64) * (nq + 1));
+	out->ids = palloc_extended(sizeof(int64) * (total + 1), MCXT_ALLOC_HUGE);
+	out->distances = palloc_extended(sizeof(float) * (total + 1), MCXT_ALLOC_HUGE);
+	out->offsets[0] = 0;
+	for (int q = 0; q < nq; q++)
+	{
+		int64		at = out->offsets[q];
+
+		for (int64 i = 0; i < n[q]; i++)
+		{
+			out->ids[at + i] = ids[q][i];
+			out->distances[at + i] = rank_units(ref->metric, dists[q][i]);
+		}
+		out->offsets[q + 1] = at + n[q];
+		pfree(ids[q]);
+		pfree(dists[q]);
+	}
+	pfree(ids);
+	pfree(dists);
+	pfree(n);
+}
+
+void
+vs_metric_batch_knn(VsBatch *bc, int kq)
+{
+	const VsMetricSearchOps *ops = ops_of(bc->ref.kind);
+
+	for (int q = 0; q < bc->nq; q++)
+	{
+		VsBatchAnswer *a = &bc->answers[q];
+		VsLcValue	v;
+		int64		kk = kq;
+
+		v.data = bc->queries + (Size) q * bc->ref.dim;
+		v.len = (int) bc->ref.dim;
+		for (;;)
+		{
+			int64	   *ids = palloc_extended(sizeof(int64) * kk, MCXT_ALLOC_HUGE);
+			double	   *dists = palloc_extended(sizeof(double) * kk, MCXT_ALLOC_HUGE);
+			int64		count;
+
+			CHECK_FOR_INTERRUPTS();
+			count = ops->knn(vs_search_object(&bc->ref), v, (int) kk, ids, dists);
+			a->n = (int) visible_hits(&bc->reader, ids, dists, count, kq, a->hits);
+			pfree(ids);
+			pfree(dists);
+			bc->rounds++;
+			if (a->n >= kq || count < kk || kk >= (int64) bc->ref.ntuples || kk >= INT_MAX / 4)
+				break;
+			kk = Min(kk * 4, (int64) bc->ref.ntuples);
+		}
+	}
+	vs_search_trim_cache();
 }

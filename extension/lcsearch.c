@@ -375,26 +375,6 @@ vs_lc_search_knn(void *vobj, VsLcValue q, int k, int64 *ids, double *dists)
 	return (int64) count;
 }
 
-/* vsearch_range_batch and range quals through the shared scan code: vectors only. */
-void
-vs_lc_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
-					   VsRangeResult *out)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("vs_lc and vs_sss indexes do not serve vsearch_range_batch yet"),
-			 errhint("Use the range operator in a query: WHERE col <<->> sphere(q, r).")));
-}
-
-void
-vs_lc_batch_knn(struct VsBatch *batch, int k)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("vs_lc and vs_sss indexes do not serve vsearch_knn_batch yet"),
-			 errhint("Use ORDER BY col <-> q LIMIT k in a query.")));
-}
-
 bool
 vs_lc_check_request(const struct VsRequest *req, char *why, Size whylen)
 {

@@ -228,8 +228,8 @@ const VsIndexKind vs_lc_kind = {
 	.knn = NULL,				/* searched in the backend by lcscan.c, never through the worker */
 	.range = NULL,
 	.exact = true,
-	.range_candidates = vs_lc_range_candidates,
-	.batch_knn = vs_lc_batch_knn,
+	.range_candidates = vs_metric_range_candidates,
+	.batch_knn = vs_metric_batch_knn,
 	.max_k = 0,
 	.check_request = vs_lc_check_request,
 };

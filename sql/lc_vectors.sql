@@ -115,5 +115,23 @@ CREATE INDEX lv3_lc ON lv3 USING vs_lc (v);
 SET enable_seqscan = off;
 SELECT count(*) FROM lv3 WHERE v <<->> sphere('[1,1]', 10);
 RESET enable_seqscan;
--- the batch functions are not served by vs_lc yet
-SELECT * FROM vsearch_knn_batch('lv_lc_l2', ARRAY['[1,1,1,1]'::vector], 3);
+-- the batch functions: range rows and distances = the operators'; kNN distances by rank = seq scan
+SELECT idx, r, count(*) AS batch_rows,
+       count(*) FILTER (WHERE b.distance = CASE WHEN idx = 'lv_lc_l2' THEN t.v <-> q.v ELSE t.v <+> q.v END
+                          AND b.distance <= r) AS right_distance
+  FROM (VALUES ('lv_lc_l2', 1.5), ('lv_lc_l2', 4), ('lv_lc_l1', 3)) c(idx, r),
+       LATERAL vsearch_range_batch(c.idx::regclass, (SELECT array_agg(v ORDER BY qid) FROM lq), c.r) b
+       JOIN lv t ON t.ctid = b.row_ctid JOIN lq q ON q.qid = b.query
+  GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT (SELECT count(*) FROM lq q JOIN lv t ON t.v <-> q.v <= 1.5) AS l2_operator_rows,
+       (SELECT count(*) FROM lq q JOIN lv t ON t.v <-> q.v <= 4) AS l2_operator_rows_4,
+       (SELECT count(*) FROM lq q JOIN lv t ON t.v <+> q.v <= 3) AS l1_operator_rows;
+SELECT count(*) AS differ FROM (
+  SELECT query, rank() OVER (PARTITION BY query ORDER BY distance, row_ctid) AS r, distance
+    FROM vsearch_knn_batch('lv_lc_l2', (SELECT array_agg(v ORDER BY qid) FROM lq), 15)
+  EXCEPT ALL
+  SELECT q.qid, s.r, s.d FROM lq q,
+    LATERAL (SELECT v <-> q.v AS d, row_number() OVER (ORDER BY v <-> q.v) AS r
+               FROM lv WHERE v IS NOT NULL ORDER BY v <-> q.v LIMIT 15) s) d;
+SELECT count(*) AS rows, count(DISTINCT (query, row_ctid)) AS distinct_rows
+  FROM vsearch_knn_batch('lv_lc_l1', (SELECT array_agg(v ORDER BY qid) FROM lq), 15);

@@ -147,6 +147,15 @@ SELECT dop, k, pg_temp.compare(format(
   'SELECT q.qid, s.rank, s.d FROM lq q CROSS JOIN LATERAL (SELECT row_number() OVER () AS rank,
      v %1$s q.v AS d FROM (SELECT v FROM lv ORDER BY v %1$s q.v LIMIT %2$s) t) s', dop, k))
 FROM (VALUES ('<->'), ('<+>')) AS c(dop), unnest(ARRAY[1, 25]) k ORDER BY dop, k;
+SELECT count(*) AS differ FROM (
+  SELECT query, rank() OVER (PARTITION BY query ORDER BY distance, row_ctid) AS r, distance
+    FROM vsearch_knn_batch('lv_sss_l1', (SELECT array_agg(v ORDER BY qid) FROM lq), 10)
+  EXCEPT ALL
+  SELECT q.qid, s.r, s.d FROM lq q,
+    LATERAL (SELECT v <+> q.v AS d, row_number() OVER (ORDER BY v <+> q.v) AS r
+               FROM lv WHERE v IS NOT NULL ORDER BY v <+> q.v LIMIT 10) s) d;
+SELECT count(*) AS batch_rows, (SELECT count(*) FROM lq q JOIN lv t ON t.v <-> q.v <= 1.5) AS operator_rows
+  FROM vsearch_range_batch('lv_sss_l2', (SELECT array_agg(v ORDER BY qid) FROM lq), 1.5);
 INSERT INTO lv SELECT 3000 + i, ARRAY[i % 4, i % 3, i % 5, 1]::real[]::vector FROM generate_series(1, 300) i;
 DELETE FROM lv WHERE id % 5 = 0;
 VACUUM lv;
