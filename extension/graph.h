@@ -5,10 +5,10 @@
  * Every row is a node.  Node i holds the row's heap tid, a copy of its vector and a fixed-size
  * list of `degree` out-neighbours (node numbers; VS_GRAPH_NO_NODE marks an empty slot), so a node
  * is found by arithmetic: block 1 + i / per_page, slot i % per_page.  A search starts at the
- * metapage's entry node and walks the graph keeping the `vsearch.graph_ef` best nodes it has seen
- * (the beam); every distance is the engine's exact one (vs_exact_distance_f32 in rank units,
- * search.h), so the rows come back with the SQL operator's own value.  docs/INDEXES.md describes
- * the behaviour.
+ * metapage's entry and seed nodes and walks the graph keeping the `vsearch.graph_ef` best nodes it
+ * has seen (the beam), navigating by the SIMD float distance; the nodes it returns are measured
+ * with the engine's exact one (vs_exact_distance_f32 in rank units, search.h), so the rows come
+ * back with the SQL operator's own value.  docs/INDEXES.md describes the behaviour.
  *
  * Layout (block 0 is the metapage; node pages follow, each with VsGraphPageOpaqueData):
  *

@@ -7,9 +7,9 @@
  * stop when it is farther than the worst of a full result list, else read its neighbour list and
  * compute the distance of every neighbour not yet visited (a bitmap over the node numbers).  Free
  * nodes (removed by VACUUM) are never results; nodes that VACUUM has not yet visited are results
- * even when their heap row is dead (the executor skips those rows).  Distances are the engine's
- * exact ones in rank units (search.h), so the SQL operator's value of a result is
- * vs_rank_value(metric, d).
+ * even when their heap row is dead (the executor skips those rows).  The search navigates by the
+ * SIMD float distance (nav_distance) and measures the nodes it returns with the engine's exact one
+ * in rank units (search.h), so the SQL operator's value of a result is vs_rank_value(metric, d).
  *
  * Rank-based pruning (CAGRA): a node's candidates c_0, c_1, ... in ascending distance (their rank);
  * candidate c_i is "detourable" through c_j when j < i and c_i appears at position r < i in c_j's
