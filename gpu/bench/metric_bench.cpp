@@ -5,6 +5,7 @@
 //                        [--knn 10] [--alphas 0.3,0.4,0.5] [--gpu path/to/vsearch_cuda.so]
 //   vsearch_metric_bench --idx-base TRAIN.gz --idx-queries TEST.gz [--metric l2|l1] [--nq 200]
 //                        [--bucket 64]
+//   vsearch_metric_bench --synthetic N,DIM,CLUSTERS [--metric l2|l1] [--nq 200] [--bucket 64]
 //
 // Words: one per line (UTF-8, decoded to code points; empty lines skipped), e.g. Debian's
 // wspanish (/usr/share/dict/spanish, 86 016 words).  Queries: a seeded sample of --nq words of
@@ -23,6 +24,8 @@
 // radii are calibrated to return about 0.01 %, 0.1 % and 1 % of the set: the median over the
 // queries of the distance to their (n/10^4)-th, (n/10^3)-th and (n/100)-th nearest row.  Per
 // radius: rows and LC distances per query, LC and brute-force QPS (one thread), answers compared.
+// --synthetic N,DIM,CLUSTERS: seeded clustered vectors instead (cluster centers N(0, 10^2) per
+// coordinate, rows and queries a center plus N(0, 1) noise), same report.
 // --alphas: the same range queries on SSS pivot tables (vsearch/sss.h) at each alpha (pivots,
 // table build seconds, distances per query including the pivots', QPS; answers compared with
 // the brute force's of the LC runs above).
@@ -87,6 +90,7 @@ struct Args
     std::vector<double> alphas;
     std::string gpu;
     std::string idx_base, idx_queries;
+    size_t syn_n = 0, syn_dim = 0, syn_clusters = 0;
     vs_metric metric = VS_METRIC_L2;
 };
 
@@ -112,6 +116,15 @@ Args parse(int argc, char **argv)
             a.seed = std::strtoull(v, nullptr, 10);
         else if (k == "--gpu")
             a.gpu = v;
+        else if (k == "--synthetic")
+        {
+            if (std::sscanf(v, "%zu,%zu,%zu", &a.syn_n, &a.syn_dim, &a.syn_clusters) != 3 ||
+                a.syn_n == 0 || a.syn_dim == 0 || a.syn_clusters == 0)
+            {
+                std::fprintf(stderr, "--synthetic takes N,DIM,CLUSTERS\n");
+                std::exit(2);
+            }
+        }
         else if (k == "--idx-base")
             a.idx_base = v;
         else if (k == "--idx-queries")
@@ -140,7 +153,7 @@ Args parse(int argc, char **argv)
         }
         i++;
     }
-    if (a.words.empty() && a.idx_base.empty())
+    if (a.words.empty() && a.idx_base.empty() && a.syn_n == 0)
     {
         std::fprintf(stderr, "usage: %s --words FILE [--nq N] [--bucket K] [--seed S] "
                              "[--radii 1,2,3] [--knn K]\n", argv[0]);
@@ -202,8 +215,34 @@ std::vector<float> read_idx(const std::string &path, size_t limit, size_t *n, si
 int run_vectors(const Args &args)
 {
     size_t n = 0, dim = 0, nq = 0, qdim = 0;
-    std::vector<float> base = read_idx(args.idx_base, SIZE_MAX, &n, &dim);
-    std::vector<float> qv = read_idx(args.idx_queries, args.nq, &nq, &qdim);
+    std::vector<float> base, qv;
+    if (args.syn_n > 0)
+    {
+        std::mt19937_64 rng(args.seed);
+        std::normal_distribution<float> g(0.0f, 1.0f);
+        n = args.syn_n;
+        dim = qdim = args.syn_dim;
+        nq = args.nq;
+        std::vector<float> centers(args.syn_clusters * dim);
+        for (auto &x : centers)
+            x = 10.0f * g(rng);
+        auto fill = [&](std::vector<float> &out, size_t count) {
+            out.resize(count * dim);
+            for (size_t i = 0; i < count; i++)
+            {
+                size_t c = rng() % args.syn_clusters;
+                for (size_t j = 0; j < dim; j++)
+                    out[i * dim + j] = centers[c * dim + j] + g(rng);
+            }
+        };
+        fill(base, n);
+        fill(qv, nq);
+    }
+    else
+    {
+        base = read_idx(args.idx_base, SIZE_MAX, &n, &dim);
+        qv = read_idx(args.idx_queries, args.nq, &nq, &qdim);
+    }
     if (qdim != dim || n == 0 || nq == 0)
     {
         std::fprintf(stderr, "dimensions differ or empty sets\n");
@@ -331,7 +370,7 @@ int run_vectors(const Args &args)
 int main(int argc, char **argv)
 {
     Args args = parse(argc, argv);
-    if (!args.idx_base.empty())
+    if (!args.idx_base.empty() || args.syn_n > 0)
         return run_vectors(args);
     std::ifstream in(args.words);
     if (!in)
