@@ -82,13 +82,13 @@ vector_check_same_dim(int dim_a, int dim_b)
  */
 
 static void
-vector_syntax_error(const char *literal, const char *detail)
+vector_syntax_error(const char *type_name, const char *literal, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-			 errmsg("invalid input syntax for type vector: \"%s\"", literal),
+			 errmsg("invalid input syntax for type %s: \"%s\"", type_name, literal),
 			 errdetail("%s", detail),
-			 errhint("A vector literal looks like '[1,2.5,-3]'.")));
+			 errhint("A %s literal looks like '[1,2.5,-3]'.", type_name)));
 }
 
 static const char *
@@ -111,25 +111,21 @@ max_elements(const char *literal)
 	return commas + 1;
 }
 
-PG_FUNCTION_INFO_V1(vector_in);
-Datum
-vector_in(PG_FUNCTION_ARGS)
+float *
+vector_parse_literal(const char *literal, const char *type_name, int *dim_out)
 {
-	char	   *literal = PG_GETARG_CSTRING(0);
-	int32		typmod = PG_GETARG_INT32(2);
 	int			capacity = max_elements(literal);
 	float	   *values = (float *) palloc(sizeof(float) * capacity);
 	int			dim = 0;
 	const char *p = skip_space(literal);
-	Vector	   *result;
 
 	if (*p != '[')
-		vector_syntax_error(literal, "Vector contents must start with \"[\".");
+		vector_syntax_error(type_name, literal, "Vector contents must start with \"[\".");
 	p = skip_space(p + 1);
 	if (*p == ']')
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("vector must have at least 1 dimension")));
+				 errmsg("%s must have at least 1 dimension", type_name)));
 
 	for (;;)
 	{
@@ -137,25 +133,33 @@ vector_in(PG_FUNCTION_ARGS)
 		float		value;
 
 		if (*p == ',' || *p == ']')
-			vector_syntax_error(literal, "Vector contents contain an empty element.");
+			vector_syntax_error(type_name, literal, "Vector contents contain an empty element.");
 		if (*p == '\0')
-			vector_syntax_error(literal, "Vector contents must end with \"]\".");
+			vector_syntax_error(type_name, literal, "Vector contents must end with \"]\".");
 		if (dim == VECTOR_MAX_DIM)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("vector cannot have more than %d dimensions", VECTOR_MAX_DIM)));
+					 errmsg("%s cannot have more than %d dimensions", type_name, VECTOR_MAX_DIM)));
 
 		errno = 0;
 		value = strtof(p, &end);
 		if (end == p)
-			vector_syntax_error(literal, "Vector elements must be numbers.");
+			vector_syntax_error(type_name, literal, "Vector elements must be numbers.");
 		/* Overflow to infinity is an error; a value too small for a float becomes a (signed)
 		 * zero or a denormal, as in pgvector (glibc reports ERANGE for both). */
 		if (errno == ERANGE && isinf(value))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("\"%s\" is out of range for type vector", pnstrdup(p, end - p))));
-		vector_check_element(value);
+					 errmsg("\"%s\" is out of range for type %s", pnstrdup(p, end - p),
+							type_name)));
+		if (isnan(value))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("NaN not allowed in %s", type_name)));
+		if (isinf(value))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("infinite value not allowed in %s", type_name)));
 		values[dim++] = value;
 
 		p = skip_space(end);
@@ -164,19 +168,51 @@ vector_in(PG_FUNCTION_ARGS)
 		else if (*p == ']')
 			break;
 		else if (*p == '\0')
-			vector_syntax_error(literal, "Vector contents must end with \"]\".");
+			vector_syntax_error(type_name, literal, "Vector contents must end with \"]\".");
 		else
-			vector_syntax_error(literal, "Vector elements must be separated by \",\".");
+			vector_syntax_error(type_name, literal, "Vector elements must be separated by \",\".");
 	}
 
 	if (*skip_space(p + 1) != '\0')
-		vector_syntax_error(literal, "Junk after closing right bracket.");
-	vector_check_typmod(typmod, dim);
+		vector_syntax_error(type_name, literal, "Junk after closing right bracket.");
+	*dim_out = dim;
+	return values;
+}
 
+PG_FUNCTION_INFO_V1(vector_in);
+Datum
+vector_in(PG_FUNCTION_ARGS)
+{
+	char	   *literal = PG_GETARG_CSTRING(0);
+	int32		typmod = PG_GETARG_INT32(2);
+	int			dim;
+	float	   *values = vector_parse_literal(literal, "vector", &dim);
+	Vector	   *result;
+
+	vector_check_typmod(typmod, dim);
 	result = vector_new(dim);
 	memcpy(result->x, values, sizeof(float) * dim);
 	pfree(values);
 	PG_RETURN_VECTOR_P(result);
+}
+
+char *
+vector_format(const float *x, int dim)
+{
+	/* '[' + dim numbers of at most FLOAT_SHORTEST_DECIMAL_LEN - 1 chars + dim separators + NUL */
+	char	   *result = palloc((Size) dim * FLOAT_SHORTEST_DECIMAL_LEN + 2);
+	char	   *p = result;
+
+	*p++ = '[';
+	for (int i = 0; i < dim; i++)
+	{
+		if (i > 0)
+			*p++ = ',';
+		p += float_to_shortest_decimal_bufn(x[i], p);
+	}
+	*p++ = ']';
+	*p = '\0';
+	return result;
 }
 
 /* Elements print in the shortest form that reads back to the same float, whatever
@@ -186,19 +222,8 @@ Datum
 vector_out(PG_FUNCTION_ARGS)
 {
 	Vector	   *vector = PG_GETARG_VECTOR_P(0);
-	/* '[' + dim numbers of at most FLOAT_SHORTEST_DECIMAL_LEN - 1 chars + dim separators + NUL */
-	char	   *result = palloc((Size) vector->dim * FLOAT_SHORTEST_DECIMAL_LEN + 2);
-	char	   *p = result;
+	char	   *result = vector_format(vector->x, vector->dim);
 
-	*p++ = '[';
-	for (int i = 0; i < vector->dim; i++)
-	{
-		if (i > 0)
-			*p++ = ',';
-		p += float_to_shortest_decimal_bufn(vector->x[i], p);
-	}
-	*p++ = ']';
-	*p = '\0';
 	PG_FREE_IF_COPY(vector, 0);
 	PG_RETURN_CSTRING(result);
 }

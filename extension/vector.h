@@ -43,6 +43,19 @@ extern void vector_check_element(float value);
 /* ERROR unless both operands have the same number of dimensions. */
 extern void vector_check_same_dim(int dim_a, int dim_b);
 
+/* The elements of a text literal '[1,2.5,-3]' (palloc'd, *dim of them): ERROR 22P02 on bad syntax,
+ * 22003 on overflow, 22000 on NaN, infinity or no element, 54000 beyond VECTOR_MAX_DIM; messages
+ * name type_name.  Values too small for a float become a signed zero or a denormal. */
+extern float *vector_parse_literal(const char *literal, const char *type_name, int *dim);
+
+/* '[1,2.5,-3]': each element in the shortest form that reads back to the same float. */
+extern char *vector_format(const float *x, int dim);
+
+/* subvector(v, start, count)'s elements, counted from 1, of a dim-element value: the 0-based
+ * *first and the *count kept; ERROR 22000 (naming type_name) when none is (vector_func.c). */
+extern void vector_subvector_range(int dim, int32 start, int32 count, const char *type_name,
+								   int *first, int *kept);
+
 /* Planner cost of one distance between vectors of dim dimensions (0: unknown) computed in a
  * backend, and of fetching a dim-dimensional vector of column attnum of relid when it is likely
  * stored out of line (0 otherwise): vector_cost.c. */

@@ -15,32 +15,45 @@
  * ERROR (a vector has at least one element).  The bounds are computed in 64 bits, so no
  * combination of int4 arguments can overflow.
  */
+void
+vector_subvector_range(int dim, int32 start32, int32 count32, const char *type_name,
+					   int *first, int *kept)
+{
+	int64		start = start32;
+	int64		count = count32;
+	int64		end;			/* one past the last element, 1-based */
+
+	if (count < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("%s must have at least 1 dimension", type_name),
+				 errhint("The count of subvector(%s, start, count) must be positive.",
+						 type_name)));
+	end = Min(start + count, (int64) dim + 1);
+	start = Max(start, 1);
+	if (end <= start)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("%s must have at least 1 dimension", type_name),
+				 errhint("subvector(%s, start, count) keeps the elements start to "
+						 "start + count - 1 of the %d, counted from 1.", type_name, dim)));
+	*first = (int) (start - 1);
+	*kept = (int) (end - start);
+}
+
 PG_FUNCTION_INFO_V1(subvector);
 Datum
 subvector(PG_FUNCTION_ARGS)
 {
 	Vector	   *a = PG_GETARG_VECTOR_P(0);
-	int64		start = PG_GETARG_INT32(1);
-	int64		count = PG_GETARG_INT32(2);
-	int64		end;			/* one past the last element, 1-based */
+	int			first;
+	int			kept;
 	Vector	   *result;
 
-	if (count < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("vector must have at least 1 dimension"),
-				 errhint("The count of subvector(vector, start, count) must be positive.")));
-	end = Min(start + count, (int64) a->dim + 1);
-	start = Max(start, 1);
-	if (end <= start)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("vector must have at least 1 dimension"),
-				 errhint("subvector(vector, start, count) keeps the elements start to "
-						 "start + count - 1 of the %d, counted from 1.", a->dim)));
-
-	result = vector_new((int) (end - start));
-	memcpy(result->x, a->x + (start - 1), sizeof(float) * result->dim);
+	vector_subvector_range(a->dim, PG_GETARG_INT32(1), PG_GETARG_INT32(2), "vector", &first,
+						   &kept);
+	result = vector_new(kept);
+	memcpy(result->x, a->x + first, sizeof(float) * kept);
 	PG_FREE_IF_COPY(a, 0);
 	PG_RETURN_VECTOR_P(result);
 }

@@ -30,6 +30,10 @@ CREATE FUNCTION vector_send(vector) RETURNS bytea
 
 -- Large vectors are stored out of line but never compressed: float data barely compresses and
 -- distance scans would pay for decompression on every row.
+-- vector and halfvec share a type category of their own ('v') in which vector is the preferred
+-- type: where an argument's type is unknown (a quoted literal, NULL) and both a vector and a
+-- halfvec overload fit, as in l2_distance('[1,2]', '[3,4]'), the vector one is chosen (pgvector
+-- reports such a call as ambiguous).
 CREATE TYPE vector (
 	INPUT     = vector_in,
 	OUTPUT    = vector_out,
@@ -37,7 +41,9 @@ CREATE TYPE vector (
 	TYPMOD_OUT = vector_typmod_out,
 	RECEIVE   = vector_recv,
 	SEND      = vector_send,
-	STORAGE   = external
+	STORAGE   = external,
+	CATEGORY  = 'v',
+	PREFERRED = true
 );
 
 -- Casts ---------------------------------------------------------------------------------------
