@@ -74,8 +74,28 @@
 #define VS_GRAPH_DEFAULT_DEGREE	32
 #define VS_GRAPH_MAX_BUILD_DEGREE 1024
 
-/* The build's kNN: queries per engine call. */
+/* The build's kNN: queries per engine call in the backend, per worker request. */
 #define VS_GRAPH_KNN_CHUNK		1024
+#define VS_GRAPH_WORKER_KNN_CHUNK 16384
+
+/* The worker's build steps (VsKindParams of a VS_OP_BUILD request, graphworker.c). */
+typedef enum VsGraphBuildStep
+{
+	VS_GRAPH_LOAD = 1,			/* the rows are rows [first, first + n) of the build's dataset */
+	VS_GRAPH_KNN = 2			/* the rows are queries; answer: int64 ids[n x k] */
+} VsGraphBuildStep;
+
+typedef struct VsGraphBuildParams
+{
+	uint32		step;			/* VsGraphBuildStep */
+	uint32		k;				/* VS_GRAPH_KNN: neighbours per query */
+	uint64		build_id;		/* names the build (keys the worker's dataset) */
+	uint64		total;			/* rows of the build */
+	uint64		first;			/* VS_GRAPH_LOAD: the first row's number */
+} VsGraphBuildParams;
+
+/* Most bytes of rows, or of an answer, in one build step. */
+#define VS_GRAPH_MAX_STEP_BYTES	((Size) 256 * 1024 * 1024)
 
 typedef struct VsGraphPageOpaqueData
 {
@@ -213,7 +233,17 @@ extern int	vs_graph_prune(const uint32 *cands, int ncands, const uint32 *cand_nb
 						   int nbr_width, int degree, uint32 *out);
 extern void vs_graph_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									  double radius, VsRangeResult *out);
+
+/* graphworker.c: the worker's build steps, and asking for them (CREATE INDEX) */
 extern bool vs_graph_check_request(const struct VsRequest *req, char *why, Size whylen);
+extern int	vs_graph_build_step(struct vs_context *engine, const struct VsRequest *req,
+								const float *rows, const char *payload, char **answer,
+								Size *answer_len, char *err, Size errlen);
+extern void vs_graph_worker_tick(struct vs_context *engine, bool stop);
+extern bool vs_graph_worker_load(const VsIndexRef *ref, uint64 build_id, const float *rows,
+								 int64 n);
+extern bool vs_graph_worker_knn(const VsIndexRef *ref, uint64 build_id, int64 total,
+								const float *queries, int nq, int k, int64 *ids);
 
 /* graphbuild.c */
 extern IndexBuildResult *vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo);

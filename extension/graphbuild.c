@@ -38,8 +38,10 @@
 #include "storage/bufmgr.h"
 #include "utils/backend_progress.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "graph.h"
+#include "worker.h"
 
 /* Build phases (PROGRESS_CREATEIDX_SUBPHASE); 1 is PostgreSQL's "initializing". */
 #define GRAPH_PHASE_LOAD	2
@@ -142,45 +144,105 @@ engine_knn(vs_context *ctx, vs_dataset *ds, const float *queries, size_t nq, siz
 }
 
 /*
- * knn (n x K): the K nearest other rows of every row, nearest first (VS_GRAPH_NO_NODE padded);
- * *entry: the row nearest the mean.
+ * Where the build's nearest-neighbour queries run: the GPU worker when it serves (the rows are
+ * loaded into a dataset of its engine once, graphworker.c), else this backend's CPU engine (a
+ * dataset made on first use, also when the worker stops answering mid-build).  Both return the
+ * engine's exact answer, so the graph is the same.
  */
-static void
-compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *entry,
-			uint32 *seeds, uint32 *nseeds)
+typedef struct KnnSource
 {
-	vs_context *ctx = vs_build_engine();
-	vs_dataset *ds = NULL;
-	vs_status	st;
-	int64		n = s->n;
-	int			k = Min(K + 1, (int) n);
-	int64	   *ids = palloc(sizeof(int64) * VS_GRAPH_KNN_CHUNK * k);
-	float	   *dists = palloc(sizeof(float) * VS_GRAPH_KNN_CHUNK * k);
+	GraphBuildState *s;
+	VsIndexRef	ref;			/* for worker requests (its metric is set per query) */
+	uint64		build_id;
+	bool		use_worker;
+	vs_context *ctx;
+	vs_dataset *ds;				/* the CPU dataset, once made */
+	float	   *dists;			/* scratch of the CPU path */
+	Size		ndists;
+} KnnSource;
 
-	st = vs_dataset_create(ctx, s->dim, VS_DTYPE_F32, &ds);
-	if (st != VS_OK)
-		vs_engine_error(st);
-	PG_TRY();
+/* ids (nq x k) of the k nearest rows of each query, by metric. */
+static void
+source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric, int64 *ids)
+{
+	GraphBuildState *s = src->s;
+
+	if (src->use_worker)
 	{
-		int64	   *rowids = palloc_extended(sizeof(int64) * n, MCXT_ALLOC_HUGE);
-		double	   *sum = palloc0(sizeof(double) * s->dim);
-		float	   *mean = palloc(sizeof(float) * s->dim);
+		src->ref.metric = metric;
+		if (vs_graph_worker_knn(&src->ref, src->build_id, s->n, queries, nq, k, ids))
+			return;
+		src->use_worker = false;	/* counted as a fallback; the rest runs here */
+	}
+	if (src->ds == NULL)
+	{
+		int64	   *rowids = palloc_extended(sizeof(int64) * s->n, MCXT_ALLOC_HUGE);
+		vs_status	st;
 
-		for (int64 i = 0; i < n; i++)
+		src->ctx = vs_build_engine();
+		st = vs_dataset_create(src->ctx, s->dim, VS_DTYPE_F32, &src->ds);
+		if (st != VS_OK)
+		{
+			src->ds = NULL;
+			vs_engine_error(st);
+		}
+		for (int64 i = 0; i < s->n; i++)
 			rowids[i] = i;
-		st = vs_dataset_add(ctx, ds, s->vectors, rowids, (size_t) n);
+		st = vs_dataset_add(src->ctx, src->ds, s->vectors, rowids, (size_t) s->n);
 		if (st != VS_OK)
 			vs_engine_error(st);
 		pfree(rowids);
+	}
+	if (src->ndists < (Size) nq * k)
+	{
+		if (src->dists)
+			pfree(src->dists);
+		src->ndists = (Size) nq * k;
+		src->dists = palloc_extended(sizeof(float) * src->ndists, MCXT_ALLOC_HUGE);
+	}
+	engine_knn(src->ctx, src->ds, queries, nq, k, metric, ids, src->dists);
+}
+
+/*
+ * knn (n x K): the K nearest other rows of every row, nearest first (VS_GRAPH_NO_NODE padded);
+ * *entry: the row nearest the mean; seeds: the rows nearest to k-means centroids.
+ */
+static void
+compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 *knn,
+			uint32 *entry, uint32 *seeds, uint32 *nseeds)
+{
+	KnnSource	src;
+	int64		n = s->n;
+	int			k = Min(K + 1, (int) n);
+
+	memset(&src, 0, sizeof(src));
+	src.s = s;
+	vs_ref_init(index, VS_GRAPH_KIND, &src.ref);
+	src.ref.dim = s->dim;
+	src.ref.metric = vs_rank_metric(metric);
+	src.build_id = ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp();
+	if (src.build_id == 0)
+		src.build_id = 1;
+
+	PG_TRY();
+	{
+		int			chunk;
+		int64	   *ids;
+		double	   *sum = palloc0(sizeof(double) * s->dim);
+		float	   *mean = palloc(sizeof(float) * s->dim);
+
+		src.use_worker = vs_graph_worker_load(&src.ref, src.build_id, s->vectors, n);
+		chunk = src.use_worker ? VS_GRAPH_WORKER_KNN_CHUNK : VS_GRAPH_KNN_CHUNK;
+		ids = palloc_extended(sizeof(int64) * (Size) Max(chunk, VS_GRAPH_MAX_SEEDS) * Max(k, 1),
+							  MCXT_ALLOC_HUGE);
 
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
-		for (int64 q0 = 0; q0 < n && K > 0; q0 += VS_GRAPH_KNN_CHUNK)
+		for (int64 q0 = 0; q0 < n && K > 0; q0 += chunk)
 		{
-			int			nq = (int) Min((int64) VS_GRAPH_KNN_CHUNK, n - q0);
+			int			nq = (int) Min((int64) chunk, n - q0);
 
 			CHECK_FOR_INTERRUPTS();
-			engine_knn(ctx, ds, s->vectors + (Size) q0 * s->dim, nq, k, vs_rank_metric(metric),
-					   ids, dists);
+			source_knn(&src, s->vectors + (Size) q0 * s->dim, nq, k, vs_rank_metric(metric), ids);
 			for (int q = 0; q < nq; q++)
 			{
 				uint32	   *row = knn + (Size) (q0 + q) * K;
@@ -190,7 +252,7 @@ compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *en
 				{
 					int64		id = ids[(Size) q * k + j];
 
-					if (id < 0 || id == q0 + q)
+					if (id < 0 || id >= n || id == q0 + q)
 						continue;
 					row[m++] = (uint32) id;
 				}
@@ -206,10 +268,10 @@ compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *en
 				sum[d] += s->vectors[(Size) i * s->dim + d];
 		for (uint32 d = 0; d < s->dim; d++)
 			mean[d] = (float) (sum[d] / (double) n);
-		engine_knn(ctx, ds, mean, 1, 1, VS_METRIC_L2SQ, ids, dists);
-		*entry = ids[0] >= 0 ? (uint32) ids[0] : 0;
+		source_knn(&src, mean, 1, 1, VS_METRIC_L2SQ, ids);
+		*entry = ids[0] >= 0 && ids[0] < n ? (uint32) ids[0] : 0;
 
-		/* the seeds: the rows nearest to k-means centroids (seeded, on a sample) */
+		/* the seeds: the rows nearest to k-means centroids (seeded, on a sample, this backend) */
 		*nseeds = 0;
 		{
 			vs_kmeans_params kp;
@@ -217,6 +279,7 @@ compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *en
 									   (int64) ceil(2.0 * sqrt((double) n)));
 			float	   *centroids = palloc(sizeof(float) * s->dim * nc);
 			int			retries = 0;
+			vs_status	st;
 
 			vs_kmeans_params_init(&kp);
 			kp.k = (size_t) nc;
@@ -227,17 +290,18 @@ compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *en
 			kp.metric = VS_METRIC_L2SQ;
 			for (;;)
 			{
-				st = vs_kmeans(ctx, s->vectors, (size_t) n, s->dim, &kp, centroids, NULL);
+				st = vs_kmeans(vs_build_engine(), s->vectors, (size_t) n, s->dim, &kp,
+							   centroids, NULL);
 				if (st == VS_OK)
 					break;
 				if (st != VS_CANCELLED)
 					vs_engine_error(st);
 				vs_engine_cancelled(&retries);
 			}
-			engine_knn(ctx, ds, centroids, nc, 1, VS_METRIC_L2SQ, ids, dists);
+			source_knn(&src, centroids, nc, 1, VS_METRIC_L2SQ, ids);
 			for (int c = 0; c < nc; c++)
 			{
-				bool		dup = ids[c] < 0 || (uint32) ids[c] == *entry;
+				bool		dup = ids[c] < 0 || ids[c] >= n || (uint32) ids[c] == *entry;
 
 				for (uint32 j = 0; j < *nseeds && !dup; j++)
 					dup = seeds[j] == (uint32) ids[c];
@@ -246,14 +310,17 @@ compute_knn(GraphBuildState *s, vs_metric metric, int K, uint32 *knn, uint32 *en
 			}
 			pfree(centroids);
 		}
+		pfree(ids);
 	}
 	PG_FINALLY();
 	{
-		vs_dataset_destroy(ctx, ds);
+		if (src.ds)
+			vs_dataset_destroy(src.ctx, src.ds);
+		vs_worker_build_end();
 	}
 	PG_END_TRY();
-	pfree(ids);
-	pfree(dists);
+	if (src.dists)
+		pfree(src.dists);
 }
 
 typedef struct RevEdge
@@ -552,7 +619,7 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 											MCXT_ALLOC_HUGE);
 
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_KNN);
-		compute_knn(&state, metric, K, knn, &entry, seeds, &nseeds);
+		compute_knn(&state, index, metric, K, knn, &entry, seeds, &nseeds);
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_PRUNE);
 		build_graph(knn, K, state.n, (int) state.degree, entry, graph);
 		pfree(knn);

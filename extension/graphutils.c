@@ -232,17 +232,6 @@ graph_read_ref(Relation index, VsIndexRef *ref)
 	ref->kind_info[3] = meta.build_degree;
 }
 
-/*
- * The worker has no vs_graph searches yet: every search runs in the backend (graphscan.c), so no
- * backend sends a vs_graph request; one that arrives is refused.
- */
-bool
-vs_graph_check_request(const struct VsRequest *req, char *why, Size whylen)
-{
-	snprintf(why, whylen, "vs_graph searches run in the backend, not in the worker");
-	return false;
-}
-
 const VsIndexKind vs_graph_kind = {
 	.id = VS_GRAPH_KIND,
 	.name = "vs_graph",
@@ -265,6 +254,8 @@ const VsIndexKind vs_graph_kind = {
 	.batch_knn = vs_graph_batch_knn,
 	.max_k = 0,					/* no worker searches */
 	.check_request = vs_graph_check_request,
+	.build_step = vs_graph_build_step,
+	.worker_tick = vs_graph_worker_tick,
 };
 
 PG_FUNCTION_INFO_V1(vs_graph_handler);
