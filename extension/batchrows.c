@@ -96,7 +96,7 @@ row_fetch(VsRowReader *r, int64 id, ItemPointer tid, const float **vec)
 	MemoryContextSwitchTo(old);
 	if (isnull[0])
 		return false;
-	v = DatumGetVectorP(values[0]);
+	v = vs_datum_vector(values[0]);
 	if ((uint32) v->dim != r->dim)
 		return false;
 	*vec = v->x;
@@ -274,7 +274,7 @@ check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const 
 			Vector	   *v;
 
 			/* the tuple stays in place while pinned; a TOASTed vector is copied out */
-			v = DatumGetVectorP(d);
+			v = vs_datum_vector(d);
 			MemoryContextSwitchTo(old);
 			copied = (Pointer) v != DatumGetPointer(d);
 			if ((uint32) v->dim == r->dim)

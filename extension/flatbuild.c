@@ -66,7 +66,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 		return;					/* NULL vectors are not indexed */
 
 	old = MemoryContextSwitchTo(state->tmpcxt);
-	vec = DatumGetVectorP(values[0]);
+	vec = vs_datum_vector(values[0]);
 	vs_flat_check_vector_dim(state->dim, vec->dim);
 	if (state->dim == 0)
 	{

@@ -624,3 +624,29 @@ halfvec_avg(PG_FUNCTION_ARGS)
 	v = DatumGetVectorP(average);
 	PG_RETURN_HALFVEC_P(halfvec_from_floats(v->x, v->dim));
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * vector.h's vs_datum_vector: index code reads vector and halfvec values through it
+ */
+
+Vector *
+vs_datum_vector(Datum datum)
+{
+	struct varlena *value = PG_DETOAST_DATUM(datum);
+	Size		payload = VARSIZE(value) - offsetof(Vector, x);
+	int			dim = ((Vector *) value)->dim;
+	Vector	   *result;
+
+	if (dim >= 1 && payload == sizeof(float) * (Size) dim)
+		return (Vector *) value;
+	if (dim < 1 || payload != sizeof(uint16) * (Size) dim)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a value of %u bytes is neither a vector nor a halfvec of %d dimensions",
+						(unsigned int) VARSIZE(value), dim)));
+	result = vector_new(dim);
+	vs_half_to_float(((HalfVector *) value)->x, result->x, dim);
+	if ((Pointer) value != DatumGetPointer(datum))
+		pfree(value);
+	return result;
+}

@@ -111,7 +111,7 @@ vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys)
 		if (key->sk_flags & SK_ISNULL)
 			keys->empty = true;
 		else if (so->ref.dim > 0)
-			keys->queries[i] = query_floats(&so->ref, DatumGetVectorP(key->sk_argument));
+			keys->queries[i] = query_floats(&so->ref, vs_datum_vector(key->sk_argument));
 	}
 	if (so->ref.dim == 0)
 		keys->empty = true;		/* an index that never held a vector */

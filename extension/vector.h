@@ -56,6 +56,13 @@ extern char *vector_format(const float *x, int dim);
 extern void vector_subvector_range(int dim, int32 start, int32 count, const char *type_name,
 								   int *first, int *kept);
 
+/* A datum of type vector or halfvec as a Vector, for index code whose operator classes serve both
+ * types: detoasted, and a halfvec converted to floats (exactly; palloc'd in the current memory
+ * context).  The two layouts differ only in the element size, so the varlena size tells them
+ * apart (4 or 2 bytes for each of the dim elements of the header); any other size is an ERROR
+ * (halfvec.c). */
+extern Vector *vs_datum_vector(Datum datum);
+
 /* Planner cost of one distance between vectors of dim dimensions (0: unknown) computed in a
  * backend, and of fetching a dim-dimensional vector of column attnum of relid when it is likely
  * stored out of line (0 otherwise): vector_cost.c. */

@@ -10,3 +10,15 @@ CREATE ACCESS METHOD vs_flat TYPE INDEX HANDLER vs_flat_handler;
 COMMENT ON ACCESS METHOD vs_flat IS 'exact vector search: every query reads all vectors (GPU or CPU)';
 
 SELECT vsearch_create_opclasses('vs_flat', ARRAY['l2', 'ip', 'cosine', 'l1']);
+
+-- halfvec columns (pgvector's opclass names): the index holds the halves' float values, so its
+-- answers are the sequential scan's over the halfvec column; ORDER BY only (sphere() takes a
+-- vector center)
+CREATE OPERATOR CLASS halfvec_l2_ops DEFAULT FOR TYPE halfvec USING vs_flat AS
+	OPERATOR 1 <-> (halfvec, halfvec) FOR ORDER BY float_ops, FUNCTION 1 vsearch_metric_l2(internal);
+CREATE OPERATOR CLASS halfvec_ip_ops FOR TYPE halfvec USING vs_flat AS
+	OPERATOR 1 <#> (halfvec, halfvec) FOR ORDER BY float_ops, FUNCTION 1 vsearch_metric_ip(internal);
+CREATE OPERATOR CLASS halfvec_cosine_ops FOR TYPE halfvec USING vs_flat AS
+	OPERATOR 1 <=> (halfvec, halfvec) FOR ORDER BY float_ops, FUNCTION 1 vsearch_metric_cosine(internal);
+CREATE OPERATOR CLASS halfvec_l1_ops FOR TYPE halfvec USING vs_flat AS
+	OPERATOR 1 <+> (halfvec, halfvec) FOR ORDER BY float_ops, FUNCTION 1 vsearch_metric_l1(internal);

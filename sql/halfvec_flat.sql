@@ -1,0 +1,78 @@
+-- vs_flat over halfvec columns (operator classes halfvec_l2_ops, halfvec_ip_ops,
+-- halfvec_cosine_ops, halfvec_l1_ops): the index holds the float values of the halves, so every
+-- answer (rows and distances) must be the sequential scan's over the halfvec column, after a
+-- build, inserts, deletes and VACUUM, in the backend and through the batch function.
+-- quiet: another suite of the same run may have created the extension already
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS vsearch;
+RESET client_min_messages;
+
+SELECT setseed(0.16);
+CREATE TABLE halfvec_flat_t (id integer PRIMARY KEY, v halfvec(16));
+INSERT INTO halfvec_flat_t
+SELECT g, CASE WHEN g % 97 = 0 THEN NULL
+               ELSE ARRAY(SELECT (random() * 2 - 1)::real FROM generate_series(1, 16) WHERE g > 0)::halfvec END
+FROM generate_series(1, 1500) g;
+CREATE INDEX halfvec_flat_l2 ON halfvec_flat_t USING vs_flat (v);
+CREATE INDEX halfvec_flat_ip ON halfvec_flat_t USING vs_flat (v halfvec_ip_ops);
+CREATE INDEX halfvec_flat_cos ON halfvec_flat_t USING vs_flat (v halfvec_cosine_ops);
+CREATE INDEX halfvec_flat_l1 ON halfvec_flat_t USING vs_flat (v halfvec_l1_ops);
+-- rows inserted into the built indexes, rows deleted and vacuumed away
+INSERT INTO halfvec_flat_t
+SELECT g, ARRAY(SELECT (random() * 2 - 1)::real FROM generate_series(1, 16) WHERE g > 0)::halfvec
+FROM generate_series(1501, 1800) g;
+DELETE FROM halfvec_flat_t WHERE id % 7 = 0;
+VACUUM halfvec_flat_t;
+CREATE TABLE halfvec_flat_q AS
+SELECT q AS qid, ARRAY(SELECT (random() * 2 - 1)::real FROM generate_series(1, 16) WHERE q > 0)::halfvec AS v
+FROM generate_series(1, 12) q;
+
+-- The 10 nearest rows of each query under each metric, through the indexes, then by seq scan
+-- (ranked by distance; random halves make ties unlikely)
+CREATE TEMP VIEW nearest AS
+  SELECT 'l2' AS metric, q.qid, s.* FROM halfvec_flat_q q, LATERAL (
+    SELECT row_number() OVER (ORDER BY d) AS rank, id, d FROM (
+      SELECT id, v <-> q.v AS d FROM halfvec_flat_t ORDER BY v <-> q.v LIMIT 10) x) s
+  UNION ALL
+  SELECT 'ip', q.qid, s.* FROM halfvec_flat_q q, LATERAL (
+    SELECT row_number() OVER (ORDER BY d) AS rank, id, d FROM (
+      SELECT id, v <#> q.v AS d FROM halfvec_flat_t ORDER BY v <#> q.v LIMIT 10) x) s
+  UNION ALL
+  SELECT 'cosine', q.qid, s.* FROM halfvec_flat_q q, LATERAL (
+    SELECT row_number() OVER (ORDER BY d) AS rank, id, d FROM (
+      SELECT id, v <=> q.v AS d FROM halfvec_flat_t ORDER BY v <=> q.v LIMIT 10) x) s
+  UNION ALL
+  SELECT 'l1', q.qid, s.* FROM halfvec_flat_q q, LATERAL (
+    SELECT row_number() OVER (ORDER BY d) AS rank, id, d FROM (
+      SELECT id, v <+> q.v AS d FROM halfvec_flat_t ORDER BY v <+> q.v LIMIT 10) x) s;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM halfvec_flat_t ORDER BY v <=> '[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]' LIMIT 10;
+CREATE TEMP TABLE via_index AS SELECT * FROM nearest;
+-- the plan of each branch of the view (here the L1 one)
+EXPLAIN (COSTS OFF) SELECT q.qid, s.* FROM halfvec_flat_q q, LATERAL (
+    SELECT row_number() OVER (ORDER BY d) AS rank, id, d FROM (
+      SELECT id, v <+> q.v AS d FROM halfvec_flat_t ORDER BY v <+> q.v LIMIT 10) x) s;
+RESET enable_seqscan;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM halfvec_flat_t ORDER BY v <=> '[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]' LIMIT 10;
+CREATE TEMP TABLE via_seqscan AS SELECT * FROM nearest;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+SELECT metric, count(*) AS rows, count(*) FILTER (WHERE i.id = s.id AND i.d = s.d) AS same,
+       count(*) FILTER (WHERE i.id % 7 = 0 OR i.id % 97 = 0) AS deleted_or_null
+FROM via_index i JOIN via_seqscan s USING (metric, qid, rank)
+GROUP BY metric ORDER BY metric;
+
+-- The batch function on a halfvec index: the queries are vectors (exactly the halves' values);
+-- its rows and distances are the seq scan's
+SELECT count(*) AS pairs, count(*) FILTER (WHERE t.id = s.id AND b.distance = s.d) AS same
+FROM (SELECT b.query, b.row_ctid, b.distance,
+             row_number() OVER (PARTITION BY b.query ORDER BY b.distance) AS rank
+      FROM vsearch_knn_batch('halfvec_flat_l2',
+                             (SELECT array_agg(v::vector ORDER BY qid) FROM halfvec_flat_q), 10) b) b
+JOIN halfvec_flat_t t ON t.ctid = b.row_ctid
+JOIN via_seqscan s ON s.metric = 'l2' AND s.qid = b.query AND s.rank = b.rank;
+
+DROP VIEW nearest;
+DROP TABLE halfvec_flat_t, halfvec_flat_q;
