@@ -287,7 +287,7 @@ sample_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bo
 	if (isnull[0])
 		return;
 	old = MemoryContextSwitchTo(s->tmpcxt);
-	vec = DatumGetVectorP(values[0]);
+	vec = vs_datum_vector(values[0]);
 	check_vector_dim(s->dim, vec->dim);
 	if (s->dim == 0)
 		s->dim = vec->dim;
@@ -335,7 +335,7 @@ encode_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bo
 	if (isnull[0])
 		return;
 	old = MemoryContextSwitchTo(s->tmpcxt);
-	vec = DatumGetVectorP(values[0]);
+	vec = vs_datum_vector(values[0]);
 	check_vector_dim(s->dim, vec->dim);
 	if (s->dim == 0)
 		s->dim = vec->dim;		/* only if the first pass saw no row */

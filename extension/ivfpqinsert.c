@@ -40,7 +40,7 @@ vs_ivfpq_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 
 	if (isnull[0])
 		return false;			/* NULL vectors are not indexed */
-	vec = DatumGetVectorP(values[0]);
+	vec = vs_datum_vector(values[0]);
 
 	vs_ivfpq_read_meta(index, &snap);
 	if (snap.dim != 0 && (uint32) vec->dim != snap.dim)

@@ -224,7 +224,7 @@ rerank(IndexScanDesc scan, const int64 *ids, int64 n)
 				continue;
 			}
 			raw = DatumGetPointer(value);
-			v = DatumGetVectorP(value);
+			v = vs_datum_vector(value);
 			if ((uint32) v->dim != dim)
 			{
 				ExecClearTuple(so->slot);
