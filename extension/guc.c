@@ -8,6 +8,7 @@
 #include "utils/guc.h"
 
 #include "guc.h"
+#include "search.h"
 
 int			vs_device_mode = VS_DEVICE_AUTO;
 int			vs_worker_device = VS_WORKER_DEVICE_GPU;
@@ -200,6 +201,20 @@ vs_guc_init(void)
 							 PGC_SIGHUP,
 							 GUC_UNIT_MS,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.cpu_threads",
+							"Threads of a backend's CPU engine for searches and batch functions.",
+							"0 (the default) uses every CPU of the machine: a batch function's "
+							"queries, and an exact scan of a large index, are split over them; a "
+							"single approximate query runs on one thread whatever the setting.  "
+							"Read when the backend first searches, so it is set at connection start "
+							"(PGOPTIONS) or in postgresql.conf.",
+							&vs_search_cpu_threads,
+							0,
+							0, 1024,
+							PGC_BACKEND,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("vsearch.worker_timeout",
 							"How long a backend waits for a worker that shows no progress before "

@@ -4,7 +4,7 @@
  * backend, on the engine's CPU backend, on the index kind's engine object (indexkind.h).
  *
  * In-backend execution
- *   - One engine context per backend (CPU backend, vs_search_cpu_threads threads, created on first
+ *   - One engine context per backend (CPU backend, vsearch.cpu_threads threads, created on first
  *     use and kept for the backend's life, with the backend's object cache in it).  Its cancel
  *     callback reports a pending query cancel or termination; the engine stops, and
  *     CHECK_FOR_INTERRUPTS() raises the error.
@@ -38,7 +38,7 @@
 #include "worker.h"
 
 vs_search_cost_hook_type vs_search_cost_hook = NULL;
-int			vs_search_cpu_threads = 1;
+int			vs_search_cpu_threads = 0;	/* vsearch.cpu_threads: 0 = every CPU */
 int			vs_search_cache_mb = 1024;
 
 double
@@ -208,7 +208,7 @@ vs_backend_engine(void)
 {
 	if (engine_ctx == NULL)
 	{
-		engine_ctx = create_cpu_engine(Max(vs_search_cpu_threads, 1));
+		engine_ctx = create_cpu_engine(Max(vs_search_cpu_threads, 0));	/* 0: every CPU */
 		vs_objcache_init(&backend_cache, TopMemoryContext, VS_BACKEND_CACHE_ENTRIES, false);
 		backend_cache.engine = engine_ctx;
 		CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
