@@ -92,6 +92,9 @@ PLANS = {
                   "sweep_path": "ivfpq-cpu", "paths": ["ivfpq-cpu", "ivfpq-auto"],
                   "batch_q": {"worker": 1000, "backend": 200}, "batch_reps": 2, "recall_q": 200,
                   "clients": [1, 4], "seconds": 5, "targets": [0.9, 0.95, 0.99]},
+        # Faiss CPU (Debian's python3-faiss) beside vs_ivfpq: the same lists and m, trained on as
+        # many rows as the vs_ivfpq build's sample, the sweep's probes x rerank (and rerank 0)
+        "faiss": {"single_q": 200, "timeout": 900},
     },
     "gpu": {
         # synth-1000-128: a table so small that searching it costs next to nothing on either path,
@@ -467,6 +470,11 @@ class Harness:
                     self.run_ivfpq(ds, base, iv, gt_ids, gt_dist)
                 except Exception as e:
                     self.fail(f"{ds['name']} vs_ivfpq", e)
+                if p.get("faiss") and not self.args.no_faiss:
+                    try:
+                        self.run_faiss(ds, base, iv)
+                    except Exception as e:
+                        self.fail(f"{ds['name']} faiss", e)
 
     # -- vs_ivfpq --------------------------------------------------------------------------------
     def served(self, expected):
@@ -629,6 +637,69 @@ class Harness:
                     self.ivfpq_single(ds, path, pp, rr, iv, common, shape, idx, gt_ids, gt_dist)
                 except Exception as e:
                     self.fail(f"{ds['name']} vs_ivfpq {path} probes={pp} rerank={rr}", e)
+
+    def ivfpq_train_rows(self, n, dim):
+        """The rows the vs_ivfpq build trains on (extension/ivfpqbuild.c: at least 32768 and 64
+        per list, at most half of maintenance_work_mem)."""
+        mwm = int(self.pg.value("SELECT setting::bigint * 1024 FROM pg_settings "
+                                "WHERE name = 'maintenance_work_mem'"))
+        mem_rows = max(mwm // 2, 16 << 20) // (4 * dim + 6)
+        want = max(32768, 64 * (int(n ** 0.5) + 1))
+        return min(n, max(min(want, mem_rows), 256))
+
+    def run_faiss(self, ds, base, iv):
+        """bench/faiss_baseline.py on the same data and shape as vs_ivfpq: build seconds, then
+        per (probes, rerank) the batch QPS (every core) and single-query QPS (one thread, in
+        process: no SQL around it) at its recall."""
+        f = self.plan["faiss"]
+        n, dim, nq = base["n"], base["dim"], ds["nq"]
+        lists, m = int(round(n ** 0.5)), ivfpq_default_m(dim)
+        train_n = self.ivfpq_train_rows(n, dim)
+        work = tempfile.mkdtemp(prefix="vsearch-faiss-", dir=os.environ.get("BENCH_TMP", "/tmp"))
+        fj = os.path.join(work, "faiss.json")
+        argv = ["/usr/bin/python3", os.path.join(ROOT, "bench/faiss_baseline.py"), ds["name"],
+                "--nq", str(nq), "--lists", str(lists), "--m", str(m), "--train-n", str(train_n),
+                "--probes", ",".join(map(str, iv["probes"])),
+                "--rerank", ",".join(map(str, [0] + iv["rerank"])),
+                "--single-q", str(f["single_q"]), "--out", fj]
+        self.progress.step(f"{ds['name']}: faiss baseline", 60)
+        t0 = time.time()
+        limit = min(f.get("timeout", 900), max(30.0, self.remaining() - 20))
+        with open(os.path.join(self.outdir, "engine.log"), "a") as elog:
+            elog.write(f"\n==== {' '.join(argv)}\n")
+            elog.flush()
+            p = subprocess.Popen(argv, stdout=elog, stderr=subprocess.STDOUT,
+                                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            while p.poll() is None:
+                self.progress.tick((time.time() - t0) / 60)
+                time.sleep(0.5)
+                if time.time() - t0 > limit:
+                    p.kill()
+                    raise RuntimeError(f"faiss baseline stopped after {limit:.0f}s (its limit or the budget)")
+        if p.returncode != 0:
+            raise RuntimeError(f"faiss baseline exited {p.returncode} (see engine.log)")
+        res = json.load(open(fj))
+        shutil.rmtree(work, ignore_errors=True)
+        build = res["train_s"] + res["add_s"]
+        bpv = m * res["nbits"] / 8 + 8
+        shape = {"lists": lists, "m": m, "nbits": res["nbits"], "train_rows": res["train_n"],
+                 "train_s": f"{res['train_s']:.2f}", "add_s": f"{res['add_s']:.2f}",
+                 "faiss": res["faiss"], "threads": res["threads"]}
+        common = dict(base, index="faiss-ivfpq", device="cpu", build_s=build, bytes_per_vector=bpv)
+        self.log(f"{ds['name']}: faiss {res['faiss']} IVF{lists},PQ{m}: train {res['train_s']:.1f}s "
+                 f"({res['train_n']} rows), add {res['add_s']:.1f}s, {res['threads']} threads")
+        for r in res["rows"]:
+            prm = dict({"mode": "batch", "via": "faiss", "probes": r["probes"], "rerank": r["rerank"],
+                        "batch": nq, "reps": 3}, **shape)
+            self.add(**common, params=params_str(prm), clients=1, recall=r["recall"],
+                     qps=r["batch_qps"], p50_ms=r["batch_s"] * 1e3)
+            prm = dict({"mode": "single", "via": "faiss (in process, 1 thread)", "probes": r["probes"],
+                        "rerank": r["rerank"], "txns": r["single_q"],
+                        "cpu_ms": f"{r.get('single_cpu_ms', 0):.3f}"}, **shape)
+            self.add(**common, params=params_str(prm), clients=1, recall=r["recall"],
+                     qps=r["single_qps"], p50_ms=r["single_ms"])
+            self.log(f"{ds['name']} faiss probes={r['probes']} rerank={r['rerank']}: recall@10 "
+                     f"{r['recall']:.4f}, batch {r['batch_qps']:.0f} QPS, single {r['single_qps']:.0f} QPS")
 
     def ivfpq_single(self, ds, path, probes, rerank, iv, common, shape, idx, gt_ids, gt_dist):
         t, k, nq, pr = ds["table"], self.plan["k"], ds["nq"], self.progress
@@ -1220,6 +1291,7 @@ def main(argv):
                     "ivfpq-cpu, ivfpq-auto; default: the plan's)")
     ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
     ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
+    ap.add_argument("--no-faiss", action="store_true", help="no Faiss CPU baseline (cpu mode)")
     ap.add_argument("--ivfpq-cpu-build", action="store_true",
                     help="also time the vs_ivfpq build in the backend on the CPU (cpu_build_s in params)")
     ap.add_argument("--batch-settings", help="k=v,... settings of every batch-function call "

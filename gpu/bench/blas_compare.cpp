@@ -1,0 +1,99 @@
+// The CPU backend's blocked products (cpu/gemm.h, dot_block) against a BLAS sgemm on the shapes the
+// CPU build uses: C = X R^T for nx rows of X against k rows of R, one thread each, process CPU
+// time per product (median of several), GFLOP/s.  The BLAS is loaded with dlopen (default
+// libopenblas.so.0; Debian's libopenblas0-pthread, run with OPENBLAS_NUM_THREADS=1), so the
+// engine itself never links one.
+//
+//   vsearch_blas_compare [path-to-libblas-with-cblas_sgemm]
+#include "cpu/gemm.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <vector>
+
+namespace {
+
+// cblas_sgemm(CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112, ...)
+using Sgemm = void (*)(int, int, int, int, int, int, float, const float *, int, const float *, int,
+                       float, float *, int);
+
+double cpu_seconds()
+{
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+template <typename F> double median_cpu(F &&f, int reps)
+{
+    std::vector<double> t;
+    f(); // warm-up
+    for (int r = 0; r < reps; r++)
+    {
+        double t0 = cpu_seconds();
+        f();
+        t.push_back(cpu_seconds() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    const char *lib = argc > 1 ? argv[1] : "libopenblas.so.0";
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    Sgemm sgemm = h ? reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm")) : nullptr;
+    if (!sgemm)
+        std::printf("no cblas_sgemm in %s (%s): own kernels only\n", lib, dlerror());
+    struct Shape
+    {
+        const char *what;
+        size_t nx, d, k;
+    };
+    const Shape shapes[] = {{"coarse k-means / list assignment (Fashion-MNIST: 245 lists)", 1020, 784, 245},
+                            {"coarse, 1024 lists at d = 128", 1020, 128, 1024},
+                            {"coarse, 3162 lists at d = 96 (10M x 96)", 1020, 96, 3162},
+                            {"PQ sub-quantizer k-means / encoding (256 codewords, d = 14)", 1020, 14, 256},
+                            {"PQ, 256 codewords, d = 4", 1020, 4, 256}};
+    std::mt19937 rng(7);
+    std::normal_distribution<float> g;
+    std::printf("%-62s %12s %12s\n", "shape (nx x d against k rows)", "own GFLOP/s", "BLAS GFLOP/s");
+    for (const Shape &s : shapes)
+    {
+        std::vector<float> x(s.nx * s.d), r(s.k * s.d);
+        for (float &v : x)
+            v = g(rng);
+        for (float &v : r)
+            v = g(rng);
+        vs::PackedRows packed(r.data(), s.k, s.d, s.d);
+        std::vector<float> out(s.nx * packed.padded()), c(s.nx * s.k);
+        const double flops = 2.0 * static_cast<double>(s.nx * s.d * s.k);
+        const int reps = 9;
+        // the packing is part of the own kernels' cost (once per k-means iteration)
+        double own = median_cpu(
+            [&] {
+                vs::PackedRows p(r.data(), s.k, s.d, s.d);
+                vs::dot_block(x.data(), s.d, s.nx, p, out.data(), p.padded());
+            },
+            reps);
+        double blas = 0;
+        if (sgemm)
+            blas = median_cpu(
+                [&] {
+                    sgemm(101, 111, 112, static_cast<int>(s.nx), static_cast<int>(s.k),
+                          static_cast<int>(s.d), 1.0f, x.data(), static_cast<int>(s.d), r.data(),
+                          static_cast<int>(s.d), 0.0f, c.data(), static_cast<int>(s.k));
+                },
+                reps);
+        char what[96];
+        std::snprintf(what, sizeof what, "%s: %zu x %zu vs %zu", s.what, s.nx, s.d, s.k);
+        std::printf("%-62s %12.1f %12.1f\n", what, flops / own / 1e9, sgemm ? flops / blas / 1e9 : 0.0);
+    }
+    return 0;
+}
