@@ -68,6 +68,17 @@ vs_graph_buildphasename(int64 phasenum)
 	return NULL;
 }
 
+/* A new phase with its tuple counts (total = the rows, none done), seen together. */
+static void
+set_phase(int64 phase, int64 total)
+{
+	const int	index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
+						   PROGRESS_CREATEIDX_TUPLES_DONE};
+	const int64 value[] = {phase, total, 0};
+
+	pgstat_progress_update_multi_param(3, index, value);
+}
+
 typedef struct GraphBuildState
 {
 	Relation	index;
@@ -227,14 +238,67 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 	PG_TRY();
 	{
 		int			chunk;
+		int			nc;
 		int64	   *ids;
+		float	   *centroids;
 		double	   *sum = palloc0(sizeof(double) * s->dim);
 		float	   *mean = palloc(sizeof(float) * s->dim);
+
+		/* the seeds' centroids first (this backend's CPU engine): a worker that serves gets its
+		 * lookups right after the rows, with no pause in which it could drop them */
+		nc = (int) Min(Min((int64) VS_GRAPH_MAX_SEEDS, n), (int64) ceil(2.0 * sqrt((double) n)));
+		centroids = palloc(sizeof(float) * s->dim * nc);
+		{
+			vs_kmeans_params kp;
+			int			retries = 0;
+			vs_status	st;
+
+			vs_kmeans_params_init(&kp);
+			kp.k = (size_t) nc;
+			kp.iterations = 10;
+			kp.init = VS_KMEANS_INIT_PLUSPLUS;
+			kp.seed = VS_GRAPH_SEED;
+			kp.sample_size = (size_t) Min(n, (int64) nc * 64);
+			kp.metric = VS_METRIC_L2SQ;
+			for (;;)
+			{
+				st = vs_kmeans(vs_build_engine(), s->vectors, (size_t) n, s->dim, &kp,
+							   centroids, NULL);
+				if (st == VS_OK)
+					break;
+				if (st != VS_CANCELLED)
+					vs_engine_error(st);
+				vs_engine_cancelled(&retries);
+			}
+		}
+		for (int64 i = 0; i < n; i++)
+			for (uint32 d = 0; d < s->dim; d++)
+				sum[d] += s->vectors[(Size) i * s->dim + d];
+		for (uint32 d = 0; d < s->dim; d++)
+			mean[d] = (float) (sum[d] / (double) n);
 
 		src.use_worker = vs_graph_worker_load(&src.ref, src.build_id, s->vectors, n);
 		chunk = src.use_worker ? VS_GRAPH_WORKER_KNN_CHUNK : VS_GRAPH_KNN_CHUNK;
 		ids = palloc_extended(sizeof(int64) * (Size) Max(chunk, VS_GRAPH_MAX_SEEDS) * Max(k, 1),
 							  MCXT_ALLOC_HUGE);
+
+		/* the entry: the row nearest the mean */
+		source_knn(&src, mean, 1, 1, VS_METRIC_L2SQ, ids);
+		*entry = ids[0] >= 0 && ids[0] < n ? (uint32) ids[0] : 0;
+
+		/* the seeds: the rows nearest to the k-means centroids */
+		*nseeds = 0;
+		source_knn(&src, centroids, nc, 1, VS_METRIC_L2SQ, ids);
+		for (int c = 0; c < nc; c++)
+		{
+			bool		dup = ids[c] < 0 || ids[c] >= n || (uint32) ids[c] == *entry;
+
+			for (uint32 j = 0; j < *nseeds && !dup; j++)
+				dup = seeds[j] == (uint32) ids[c];
+			if (!dup)
+				seeds[(*nseeds)++] = (uint32) ids[c];
+		}
+		pfree(centroids);
 
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
 		for (int64 q0 = 0; q0 < n && K > 0; q0 += chunk)
@@ -262,54 +326,6 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, q0 + nq);
 		}
 
-		/* the entry: the row nearest the mean */
-		for (int64 i = 0; i < n; i++)
-			for (uint32 d = 0; d < s->dim; d++)
-				sum[d] += s->vectors[(Size) i * s->dim + d];
-		for (uint32 d = 0; d < s->dim; d++)
-			mean[d] = (float) (sum[d] / (double) n);
-		source_knn(&src, mean, 1, 1, VS_METRIC_L2SQ, ids);
-		*entry = ids[0] >= 0 && ids[0] < n ? (uint32) ids[0] : 0;
-
-		/* the seeds: the rows nearest to k-means centroids (seeded, on a sample, this backend) */
-		*nseeds = 0;
-		{
-			vs_kmeans_params kp;
-			int			nc = (int) Min(Min((int64) VS_GRAPH_MAX_SEEDS, n),
-									   (int64) ceil(2.0 * sqrt((double) n)));
-			float	   *centroids = palloc(sizeof(float) * s->dim * nc);
-			int			retries = 0;
-			vs_status	st;
-
-			vs_kmeans_params_init(&kp);
-			kp.k = (size_t) nc;
-			kp.iterations = 10;
-			kp.init = VS_KMEANS_INIT_PLUSPLUS;
-			kp.seed = VS_GRAPH_SEED;
-			kp.sample_size = (size_t) Min(n, (int64) nc * 64);
-			kp.metric = VS_METRIC_L2SQ;
-			for (;;)
-			{
-				st = vs_kmeans(vs_build_engine(), s->vectors, (size_t) n, s->dim, &kp,
-							   centroids, NULL);
-				if (st == VS_OK)
-					break;
-				if (st != VS_CANCELLED)
-					vs_engine_error(st);
-				vs_engine_cancelled(&retries);
-			}
-			source_knn(&src, centroids, nc, 1, VS_METRIC_L2SQ, ids);
-			for (int c = 0; c < nc; c++)
-			{
-				bool		dup = ids[c] < 0 || ids[c] >= n || (uint32) ids[c] == *entry;
-
-				for (uint32 j = 0; j < *nseeds && !dup; j++)
-					dup = seeds[j] == (uint32) ids[c];
-				if (!dup)
-					seeds[(*nseeds)++] = (uint32) ids[c];
-			}
-			pfree(centroids);
-		}
 		pfree(ids);
 	}
 	PG_FINALLY();
@@ -618,12 +634,12 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		uint32	   *graph = palloc_extended(sizeof(uint32) * state.degree * state.n,
 											MCXT_ALLOC_HUGE);
 
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_KNN);
+		set_phase(GRAPH_PHASE_KNN, state.n);
 		compute_knn(&state, index, metric, K, knn, &entry, seeds, &nseeds);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_PRUNE);
+		set_phase(GRAPH_PHASE_PRUNE, state.n);
 		build_graph(knn, K, state.n, (int) state.degree, entry, graph);
 		pfree(knn);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_WRITE);
+		set_phase(GRAPH_PHASE_WRITE, state.n);
 		write_nodes(&state, graph);
 		pfree(graph);
 	}
