@@ -134,7 +134,13 @@ stream_chunk(int i)
 	hdr->stream_len = o->len;
 	o->pos += n;
 	if (o->pos == o->len)
+	{
+		hdr->taken_ns = a->taken_ns;
+		hdr->engine_start_ns = a->engine_start_ns;
+		hdr->engine_end_ns = a->engine_end_ns;
+		hdr->answered_ns = vs_clock_ns();
 		hdr->status = VS_ANSWER_OK;
+	}
 	pg_write_barrier();
 	pg_atomic_write_u64(&hdr->produced, ++o->produced);
 	if (o->pos == o->len)

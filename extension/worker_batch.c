@@ -45,6 +45,8 @@ process_search(VsActive **reqs, int n)
 	int			rc;
 	bool		retried = false;
 	char		err[256];
+	uint64		engine_start,
+				engine_end;
 
 	for (int r = 0; r < n; r++)
 	{
@@ -71,6 +73,7 @@ again:
 	buf->refcount = 1;
 	buf->is_range = r0->op == VS_OP_RANGE;
 	vsw_set_cancel_group(reqs, n);
+	engine_start = vs_clock_ns();
 	if (!buf->is_range)
 	{
 		buf->ids = MemoryContextAllocHuge(vsw_result_cxt, nq * kmax * sizeof(int64));
@@ -98,6 +101,7 @@ again:
 			break;
 		}
 	}
+	engine_end = vs_clock_ns();
 	vsw_set_cancel_group(NULL, 0);
 	count_call(rc, nq);
 
@@ -132,7 +136,11 @@ again:
 		return;
 	}
 	for (int r = 0; r < n; r++)
+	{
+		reqs[r]->engine_start_ns = engine_start;
+		reqs[r]->engine_end_ns = engine_end;
 		vsw_answer_search(reqs[r], buf, kmax);
+	}
 	vsw_result_buf_release(buf);
 }
 

@@ -269,6 +269,25 @@ get_segment(Size size)
 
 /* ---- one request -------------------------------------------------------------------------- */
 
+/*
+ * Adds a served search's stages to vsearch_stat_stages, from this backend's stamps and the
+ * worker's (in the segment, written before the slot became DONE).  Stamps out of order (a worker
+ * of an older protocol cannot send any) leave the request untimed.
+ */
+static void
+count_stages(const VsRequest *req, uint64 start_ns, uint64 submitted_ns, uint64 done_ns)
+{
+	uint64		t[VS_STAGE_COUNT + 1] = {start_ns, submitted_ns, req->taken_ns,
+		req->engine_start_ns, req->engine_end_ns, req->answered_ns, done_ns};
+
+	for (int i = 0; i < VS_STAGE_COUNT; i++)
+		if (t[i + 1] < t[i])
+			return;
+	pg_atomic_fetch_add_u64(&vs_worker_shared->timed, 1);
+	for (int i = 0; i < VS_STAGE_COUNT; i++)
+		pg_atomic_fetch_add_u64(&vs_worker_shared->stage_ns[i], t[i + 1] - t[i]);
+}
+
 /* What a request carries besides its queries (or rows). */
 typedef struct VsCall
 {
@@ -303,6 +322,8 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 				total;
 	uint64		request_id;
 	TimestampTz submitted;
+	uint64		start_ns = vs_clock_ns(),
+				submitted_ns;
 	bool		ok = false;
 
 	SpinLockAcquire(&s->mutex);
@@ -403,6 +424,7 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 		memcpy((char *) req + req->payload_off + at, call->payload[i].data, call->payload[i].len);
 
 	submitted = GetCurrentTimestamp();
+	submitted_ns = vs_clock_ns();
 	SpinLockAcquire(&slot->mutex);
 	slot->request_id = request_id;
 	slot->handle = dsm_segment_handle(seg);
@@ -551,6 +573,8 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 		TimestampDifference(submitted, now, &secs, &usecs);
 		pg_atomic_fetch_add_u64(&s->waits, 1);
 		pg_atomic_fetch_add_u64(&s->wait_us, (uint64) secs * 1000000 + usecs);
+		if (call->op != VS_OP_BUILD)
+			count_stages(req, start_ns, submitted_ns, vs_clock_ns());
 	}
 	/* keep no huge segment around (the worker unmaps it when it sees the slot forget it) */
 	if (client_seg && dsm_segment_map_length(client_seg) > VS_KEEP_SEGMENT_MAX &&

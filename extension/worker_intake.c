@@ -194,6 +194,7 @@ take_request(int i)
 	if (a->active)				/* cannot happen: the slot was not RUNNING for us */
 		vsw_release_active(a);
 	a->active = true;
+	a->taken_ns = vs_clock_ns();
 	a->request_id = rid;
 	a->procno = procno;
 	if (procno < 0 || procno >= MaxBackends || procno * VS_SLOTS_PER_BACKEND > i ||

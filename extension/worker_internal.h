@@ -16,6 +16,8 @@
 
 #include "postgres.h"
 
+#include <time.h>
+
 #include "port/atomics.h"
 #include "storage/dsm.h"
 #include "storage/latch.h"
@@ -78,6 +80,30 @@ typedef struct VsDeviceStat
 	char		error[160];		/* why it was lost */
 } VsDeviceStat;
 
+/*
+ * Where a served request's time goes (vsearch_stat_stages), from clock_gettime(CLOCK_MONOTONIC)
+ * stamps that the backend and the worker take on the same clock.
+ */
+typedef enum VsStage
+{
+	VS_STAGE_SUBMIT = 0,		/* backend: writing the request, until it is submitted */
+	VS_STAGE_QUEUE,				/* submitted until the worker took it */
+	VS_STAGE_PREPARE,			/* taken until its engine call began: grouping, the cached copy */
+	VS_STAGE_ENGINE,			/* the engine call that answered it (with its group) */
+	VS_STAGE_ANSWER,			/* engine call done until the answer was complete in the segment */
+	VS_STAGE_WAKEUP,			/* answer complete until the backend had copied it */
+	VS_STAGE_COUNT
+} VsStage;
+
+static inline uint64
+vs_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64) ts.tv_sec * 1000000000 + (uint64) ts.tv_nsec;
+}
+
 typedef struct VsWorkerShared
 {
 	slock_t		mutex;			/* protects the fields up to device[] */
@@ -96,6 +122,8 @@ typedef struct VsWorkerShared
 	pg_atomic_uint64 batch_queries; /* queries in those calls */
 	pg_atomic_uint64 waits;		/* answered requests whose wait the backends measured */
 	pg_atomic_uint64 wait_us;	/* sum of those waits */
+	pg_atomic_uint64 timed;		/* answered requests whose stages were timed */
+	pg_atomic_uint64 stage_ns[VS_STAGE_COUNT];	/* sum of each stage over them */
 	pg_atomic_uint64 fallbacks; /* searches answered on a backend's CPU instead */
 	pg_atomic_uint64 errors;	/* requests the worker failed */
 	pg_atomic_uint64 loads;		/* full index loads */
@@ -119,7 +147,7 @@ extern VsWorkerShared *vs_worker_shared;
 /* ---- the request segment ------------------------------------------------------------------ */
 
 #define VS_REQUEST_MAGIC		0x56535251	/* "VSRQ" */
-#define VS_REQUEST_PROTOCOL		4
+#define VS_REQUEST_PROTOCOL		5
 
 typedef enum VsRequestOp
 {
@@ -177,6 +205,11 @@ typedef struct VsRequest
 	uint64		chunk_len;		/* its length */
 	pg_atomic_uint64 produced;	/* chunks written (the worker increments after writing) */
 	pg_atomic_uint64 consumed;	/* chunks read (the backend sets it to produced) */
+	/* the worker's vs_clock_ns stamps of a search, written with the last chunk (VsStage) */
+	uint64		taken_ns;
+	uint64		engine_start_ns;
+	uint64		engine_end_ns;
+	uint64		answered_ns;
 } VsRequest;
 
 /*

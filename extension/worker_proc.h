@@ -54,6 +54,9 @@ typedef struct VsActive
 	VsRequest  *hdr;			/* the segment's header: written, never trusted */
 	VsRequest	req;			/* validated copy */
 	Size		q0;				/* first row of its queries in the group matrix */
+	uint64		taken_ns;		/* vs_clock_ns stamps (VsRequest.taken_ns ...) */
+	uint64		engine_start_ns;
+	uint64		engine_end_ns;
 	VsStream	out;
 } VsActive;
 

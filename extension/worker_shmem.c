@@ -61,6 +61,9 @@ vs_worker_shmem_startup(void)
 		pg_atomic_init_u64(&s->batch_queries, 0);
 		pg_atomic_init_u64(&s->waits, 0);
 		pg_atomic_init_u64(&s->wait_us, 0);
+		pg_atomic_init_u64(&s->timed, 0);
+		for (int i = 0; i < VS_STAGE_COUNT; i++)
+			pg_atomic_init_u64(&s->stage_ns[i], 0);
 		pg_atomic_init_u64(&s->fallbacks, 0);
 		pg_atomic_init_u64(&s->errors, 0);
 		pg_atomic_init_u64(&s->loads, 0);
@@ -222,6 +225,9 @@ vsearch_stat_reset(PG_FUNCTION_ARGS)
 		pg_atomic_write_u64(&s->batch_queries, 0);
 		pg_atomic_write_u64(&s->waits, 0);
 		pg_atomic_write_u64(&s->wait_us, 0);
+		pg_atomic_write_u64(&s->timed, 0);
+		for (int i = 0; i < VS_STAGE_COUNT; i++)
+			pg_atomic_write_u64(&s->stage_ns[i], 0);
 		pg_atomic_write_u64(&s->fallbacks, 0);
 		pg_atomic_write_u64(&s->errors, 0);
 		pg_atomic_write_u64(&s->loads, 0);
@@ -229,6 +235,38 @@ vsearch_stat_reset(PG_FUNCTION_ARGS)
 		pg_atomic_write_u64(&s->evictions, 0);
 	}
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(vsearch_stat_stages);
+
+/* One row per stage of a served search (VsStage), summed over the timed requests since a reset. */
+Datum
+vsearch_stat_stages(PG_FUNCTION_ARGS)
+{
+	static const char *const names[VS_STAGE_COUNT] = {
+		"submit", "queue", "prepare", "engine", "answer", "wakeup"
+	};
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	VsWorkerShared *s = vs_worker_shared;
+	uint64		timed;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (!s)
+		return (Datum) 0;
+	timed = pg_atomic_read_u64(&s->timed);
+	for (int st = 0; st < VS_STAGE_COUNT; st++)
+	{
+		uint64		ns = pg_atomic_read_u64(&s->stage_ns[st]);
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = CStringGetTextDatum(names[st]);
+		values[1] = Int64GetDatum((int64) timed);
+		values[2] = Float8GetDatum(ns / 1000.0);
+		values[3] = Float8GetDatum(timed ? ns / 1000.0 / timed : 0.0);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
 
 PG_FUNCTION_INFO_V1(vsearch_stat_devices);

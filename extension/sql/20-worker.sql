@@ -57,6 +57,28 @@ CREATE FUNCTION vsearch_stat_devices_internal(
 CREATE VIEW vsearch_stat_devices AS SELECT * FROM vsearch_stat_devices_internal();
 GRANT SELECT ON vsearch_stat_devices TO PUBLIC;
 
+CREATE FUNCTION vsearch_stat_stages_internal(
+	OUT stage text,
+	OUT requests bigint,
+	OUT total_us double precision,
+	OUT mean_us double precision)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'vsearch_stat_stages' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- Where a served search's time goes, one row per stage in order, over the searches the worker
+-- answered since the last reset (clock stamps of the backend and the worker; docs/WORKER.md,
+-- "Where a query's time goes"):
+--   submit   the backend writes the request into its segment and submits it
+--   queue    until the worker takes it (the worker is busy or asleep)
+--   prepare  until its engine call begins (grouping, the cached index copy: loads and refreshes)
+--   engine   the engine call that answered it, with its group
+--   answer   until the answer is complete in the segment
+--   wakeup   until the backend has woken and copied it
+-- The stages add up to vsearch_stat.mean_wait_us plus the submit stage; the rest of a
+-- statement's time is the backend's own (executor, heap, protocol).
+CREATE VIEW vsearch_stat_stages AS SELECT * FROM vsearch_stat_stages_internal();
+GRANT SELECT ON vsearch_stat_stages TO PUBLIC;
+
 CREATE FUNCTION vsearch_stat_reset() RETURNS void
 	AS 'MODULE_PATHNAME', 'vsearch_stat_reset' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 REVOKE ALL ON FUNCTION vsearch_stat_reset() FROM PUBLIC;
