@@ -736,14 +736,16 @@ class Harness:
                        **shape)
             if steer:
                 prm["steer"] = ",".join(f"{a}={b}" for a, b in steer.items())
+            split = ""
             if served == "worker":
                 prm["mean_batch"] = f"{float(st.get('mean_batch_size') or 0):.2f}"
+                split = self.stage_split(prm)
             if r["failed"]:
                 prm["failed_txns"] = r["failed"]
             self.add(**common, device=self.served_device(served), params=params_str(prm), clients=c,
                      recall=rec, qps=r["qps"], p50_ms=r["p50_ms"], p99_ms=r["p99_ms"])
             self.log(f"{ds['name']} vs_ivfpq {path} p={probes} r={rerank} c={c}: {r['qps']:.1f} QPS, "
-                     f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms (served by {served})")
+                     f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms (served by {served}){split}")
 
     def worker_ok(self):
         s = self.worker
@@ -807,6 +809,7 @@ class Harness:
                         "steady": "yes" if r["steady"] else "no (all transactions)"}, **extra)
             if P["via"].startswith("worker"):
                 prm["mean_batch"] = f"{float(self.last_stat.get('mean_batch_size') or 0):.2f}"
+                ws += self.stage_split(prm)
             if r["failed"]:
                 prm["failed_txns"] = r["failed"]
             self.add(**common, params=params_str(prm), clients=c, recall=rec, qps=r["qps"],
@@ -889,6 +892,19 @@ class Harness:
                                        f"{fb} CPU fallbacks, {err} errors")
             return f"  [WORKER: {req} answered, {fb} fallbacks, {err} errors]"
         return "" if quiet else f"  [worker answered {req}, mean batch {float(s.get('mean_batch_size', 0)):.1f}]"
+
+    def stage_split(self, prm):
+        """The worker's mean wait and its stages (vsearch_stat_stages) since the last reset, into prm
+        and as text for the log; nothing from a build without the view."""
+        try:
+            rows = self.pg.sql("SELECT stage, mean_us FROM vsearch_stat_stages")
+            wait = float(self.pg.value("SELECT mean_wait_us FROM vsearch_stat"))
+        except PgError:
+            return ""
+        prm["wait_us"] = f"{wait:.1f}"
+        for stage, us in rows:
+            prm[f"{stage}_us"] = f"{float(us):.1f}"
+        return "; wait " + f"{wait:.0f} us = " + " + ".join(f"{st} {float(us):.0f}" for st, us in rows)
 
     def gpu_mem(self):
         try:
