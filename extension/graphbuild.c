@@ -104,7 +104,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 		return;					/* NULL vectors are not indexed */
 
 	old = MemoryContextSwitchTo(state->tmpcxt);
-	vec = DatumGetVectorP(values[0]);
+	vec = vs_datum_vector(values[0]);
 	vs_graph_check_vector_dim(state->dim, vec->dim, state->degree);
 	MemoryContextSwitchTo(old);
 	if (state->dim == 0)

@@ -199,7 +199,7 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_graph insert", ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(cxt);
-	vec = DatumGetVectorP(values[0]);
+	vec = vs_datum_vector(values[0]);
 
 	LockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
 	vs_graph_read_meta(index, &meta);

@@ -103,7 +103,7 @@ query_value(LcScanOpaque so, Datum datum)
 	}
 	else
 	{
-		Vector	   *vec = DatumGetVectorP(datum);
+		Vector	   *vec = vs_datum_vector(datum);
 		float	   *x;
 
 		vector_check_same_dim(so->base.ref.dim, vec->dim);

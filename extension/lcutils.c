@@ -131,7 +131,7 @@ vs_lc_value(Datum datum, bool is_text, uint32 *dim, const char *what)
 	}
 	else
 	{
-		Vector	   *vec = DatumGetVectorP(datum);
+		Vector	   *vec = vs_datum_vector(datum);
 
 		if (*dim == 0)
 		{

@@ -13,6 +13,14 @@ COMMENT ON ACCESS METHOD vs_lc IS 'exact metric-space search: List of Clusters (
 -- ip and cosine exist so that choosing them is refused with an explanation (neither is a metric)
 SELECT vsearch_create_opclasses('vs_lc', ARRAY['l2', 'ip', 'cosine', 'l1']);
 
+-- halfvec columns under the two metrics (pgvector's opclass names): the index holds the halves'
+-- float values, so its answers are the sequential scan's over the halfvec column; ORDER BY only
+-- (sphere() takes a vector center)
+CREATE OPERATOR CLASS halfvec_l2_ops DEFAULT FOR TYPE halfvec USING vs_lc AS
+	OPERATOR 1 <-> (halfvec, halfvec) FOR ORDER BY float_ops, FUNCTION 1 vsearch_metric_l2(internal);
+CREATE OPERATOR CLASS halfvec_l1_ops FOR TYPE halfvec USING vs_lc AS
+	OPERATOR 1 <+> (halfvec, halfvec) FOR ORDER BY float_ops, FUNCTION 1 vsearch_metric_l1(internal);
+
 CREATE OPERATOR CLASS text_levenshtein_ops DEFAULT FOR TYPE text USING vs_lc AS
 	OPERATOR 1 <~> (text, text) FOR ORDER BY float_ops,
 	OPERATOR 2 <<~>> (text, text_sphere),
