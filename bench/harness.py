@@ -268,6 +268,8 @@ class Harness:
         self.plan = json.loads(json.dumps(PLANS[mode]))
         if args.seconds:
             self.plan["seconds"] = {p: args.seconds for p in self.plan["seconds"]}
+        if args.clients:
+            self.plan["clients"] = [int(c) for c in args.clients.split(",")]
         if args.datasets:
             # name or name:queries (a dataset outside the plan gets 1000 queries by default)
             asked = dict((x.split(":") + ["0"])[:2] for x in args.datasets.split(","))
@@ -1302,6 +1304,7 @@ def main(argv):
     ap.add_argument("--seconds", type=int, help="pgbench duration for every path")
     ap.add_argument("--deadline", type=float, help="epoch seconds: optional phases stop before it")
     ap.add_argument("--no-engine", action="store_true")
+    ap.add_argument("--clients", help="comma-separated pgbench client counts (replaces the plan's)")
     ap.add_argument("--datasets", help="comma-separated dataset names (replaces the plan's)")
     ap.add_argument("--paths", help="comma-separated SQL paths to run (gpu, worker-cpu, cpu, seqscan, "
                     "ivfpq-cpu, ivfpq-auto; default: the plan's)")
