@@ -183,4 +183,8 @@ extern void vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop
 								 Selectivity *indexSelectivity, double *indexCorrelation,
 								 double *indexPages);
 
+/* flatcheck.c: vsearch_index_check's walk (indexcheck.h) */
+struct VsCheck;
+extern void vs_flat_check(struct VsCheck *c);
+
 #endif							/* VSEARCH_FLAT_H */

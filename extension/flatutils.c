@@ -154,6 +154,7 @@ const VsIndexKind vs_flat_kind = {
 	.range_candidates = vs_flat_range_candidates,
 	.batch_knn = vs_batch_knn_exact,
 	.max_k = 1 << 20,
+	.check = vs_flat_check,
 	.check_request = vs_flat_check_request,
 };
 

@@ -279,4 +279,8 @@ extern void vs_graph_costestimate(PlannerInfo *root, IndexPath *path, double loo
 								  Selectivity *indexSelectivity, double *indexCorrelation,
 								  double *indexPages);
 
+/* graphcheck.c: vsearch_index_check's walk (indexcheck.h) */
+struct VsCheck;
+extern void vs_graph_check(struct VsCheck *c);
+
 #endif							/* VSEARCH_GRAPH_H */

@@ -253,6 +253,7 @@ const VsIndexKind vs_graph_kind = {
 	.range_candidates = vs_graph_range_candidates,
 	.batch_knn = vs_graph_batch_knn,
 	.max_k = 0,					/* no worker searches */
+	.check = vs_graph_check,
 	.check_request = vs_graph_check_request,
 	.build_step = vs_graph_build_step,
 	.worker_tick = vs_graph_worker_tick,

@@ -24,6 +24,7 @@
 
 struct VsRequest;
 struct VsBatch;
+struct VsCheck;
 
 /*
  * What an object load may use.  In a backend: the CPU engine, no limit, no eviction.  In the
@@ -116,6 +117,13 @@ typedef struct VsIndexKind
 
 	/* vsearch_knn_batch: the k visible rows per query the index's ORDER BY scan returns first. */
 	void		(*batch_knn) (struct VsBatch *batch, int k);
+
+	/*
+	 * vsearch_index_check (indexcheck.h): walks every page of the index from its metapage with
+	 * vs_check_page, verifies the kind's invariants (ERROR with vs_check_fail), records each
+	 * entry's heap tid with vs_check_tid and adds the kind's figures to the report.
+	 */
+	void		(*check) (struct VsCheck *check);
 
 	/* ---- the GPU worker ---- */
 	uint32		max_k;			/* largest k of a kNN request */

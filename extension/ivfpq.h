@@ -336,4 +336,8 @@ extern void vs_ivfpq_costestimate(PlannerInfo *root, IndexPath *path, double loo
 								  Selectivity *indexSelectivity, double *indexCorrelation,
 								  double *indexPages);
 
+/* ivfpqcheck.c: vsearch_index_check's walk (indexcheck.h) */
+struct VsCheck;
+extern void vs_ivfpq_check(struct VsCheck *c);
+
 #endif							/* VSEARCH_IVFPQ_H */

@@ -240,6 +240,7 @@ const VsIndexKind vs_ivfpq_kind = {
 	.range_candidates = vs_ivfpq_range_candidates,
 	.batch_knn = vs_ivfpq_batch_knn,
 	.max_k = 1 << 26,			/* a drained scan's k grows to the index's entries */
+	.check = vs_ivfpq_check,
 	.check_request = vs_ivfpq_check_request,
 	.build_step = vs_ivfpq_build_step,
 	.worker_tick = vs_ivfpq_worker_tick,

@@ -158,6 +158,17 @@ extern double vs_lc_distance(vs_metric metric, uint32 dim, VsLcValue a, VsLcValu
 extern VsLcValue vs_lc_tuple_value(const VsLcTuple *t);
 extern char *vs_lc_phasename(int64 phase);
 
+/* lccheck.c: vsearch_index_check's walk (indexcheck.h), and what vs_sss's shares */
+struct VsCheck;
+typedef void (*VsLcCheckVisit) (struct VsCheck *c, BlockNumber blkno, OffsetNumber off,
+								void *item, Size size, void *arg);
+extern void vs_lc_check(struct VsCheck *c);
+extern void vs_lc_check_chain(struct VsCheck *c, BlockNumber head, BlockNumber tail,
+							  uint16 flags, uint16 page_id, const char *what, Size min_size,
+							  VsLcCheckVisit visit, void *arg);
+extern void vs_lc_check_object(struct VsCheck *c, BlockNumber blkno, bool text, uint32 dim,
+							   const uint32 *data, uint32 len, int max_len);
+
 /* lcbatch.c: the batch functions on vector indexes of vs_lc and vs_sss (indexkind.h) */
 extern void vs_metric_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									   double radius, VsRangeResult *out);

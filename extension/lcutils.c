@@ -231,6 +231,7 @@ const VsIndexKind vs_lc_kind = {
 	.range_candidates = vs_metric_range_candidates,
 	.batch_knn = vs_metric_batch_knn,
 	.max_k = 0,
+	.check = vs_lc_check,
 	.check_request = vs_lc_check_request,
 };
 

@@ -129,4 +129,8 @@ extern void vs_sss_costestimate(PlannerInfo *root, IndexPath *path, double loop_
 								Selectivity *indexSelectivity, double *indexCorrelation,
 								double *indexPages);
 
+/* ssscheck.c: vsearch_index_check's walk (indexcheck.h) */
+struct VsCheck;
+extern void vs_sss_check(struct VsCheck *c);
+
 #endif							/* VSEARCH_SSS_AM_H */

@@ -134,6 +134,7 @@ const VsIndexKind vs_sss_kind = {
 	.range_candidates = vs_metric_range_candidates,
 	.batch_knn = vs_metric_batch_knn,
 	.max_k = 0,
+	.check = vs_sss_check,
 	.check_request = vs_lc_check_request,
 };
 

@@ -1,0 +1,72 @@
+/*
+ * vs_flat: vsearch_index_check's walk (indexcheck.h).  The metapage names the access method, the
+ * operator class's metric and a dimension that fits a page; data pages are blocks 1..last_block
+ * (later blocks are never initialized: inserts add a page and move last_block in one record);
+ * each holds nitems fixed-size items with pd_lower at their end, finite elements.  VACUUM
+ * compacts the pages before it lowers the metapage's count, so the entries on the pages never
+ * exceed it (equal unless a VACUUM was interrupted).
+ */
+#include "postgres.h"
+
+#include "flat.h"
+#include "indexcheck.h"
+
+void
+vs_flat_check(VsCheck *c)
+{
+	Page		page;
+	VsFlatMetaPageData meta;
+	uint32		declared = vs_declared_dim(c->index);
+	uint64		entries = 0;
+	int64		data_pages = 0;
+	int			per_page;
+
+	page = vs_check_page(c, VS_FLAT_METAPAGE_BLKNO, sizeof(VsFlatPageOpaqueData),
+						 VS_FLAT_PAGE_ID);
+	memcpy(&meta, vs_flat_page_meta(page), sizeof(meta));
+	if (VsFlatPageGetOpaque(page)->flags != VS_FLAT_META)
+		vs_check_fail(c, 0, "the metapage is not flagged as one");
+	if (meta.metric != (uint32) vs_opclass_metric(c->index))
+		vs_check_fail(c, 0, "metric %u, the operator class's is %d", meta.metric,
+					  (int) vs_opclass_metric(c->index));
+	if (meta.dim > (uint32) VS_FLAT_MAX_DIM || (declared != 0 && meta.dim != 0 && meta.dim != declared))
+		vs_check_fail(c, 0, "dimension %u (the column declares %u)", meta.dim, declared);
+	if (meta.dim == 0 && meta.last_block != VS_FLAT_METAPAGE_BLKNO)
+		vs_check_fail(c, 0, "data pages but no dimension");
+	if (meta.epoch > meta.generation)
+		vs_check_fail(c, 0, "epoch " UINT64_FORMAT " after generation " UINT64_FORMAT,
+					  meta.epoch, meta.generation);
+
+	per_page = meta.dim > 0 ? VsFlatItemsPerPage(meta.dim) : 0;
+	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
+		 meta.last_block != VS_FLAT_METAPAGE_BLKNO && blkno <= meta.last_block; blkno++)
+	{
+		VsFlatPageOpaque opaque;
+
+		page = vs_check_page(c, blkno, sizeof(VsFlatPageOpaqueData), VS_FLAT_PAGE_ID);
+		opaque = VsFlatPageGetOpaque(page);
+		if (opaque->flags != VS_FLAT_DATA)
+			vs_check_fail(c, blkno, "flags %u, a data page's are %u", opaque->flags, VS_FLAT_DATA);
+		if (opaque->nitems > per_page)
+			vs_check_fail(c, blkno, "%u items, a page holds %d", opaque->nitems, per_page);
+		if (((PageHeader) page)->pd_lower !=
+			MAXALIGN(SizeOfPageHeaderData) + (Size) opaque->nitems * VS_FLAT_ITEM_SIZE(meta.dim))
+			vs_check_fail(c, blkno, "pd_lower %u is not the end of its %u items",
+						  ((PageHeader) page)->pd_lower, opaque->nitems);
+		for (int i = 0; i < opaque->nitems; i++)
+		{
+			VsFlatItem *item = VsFlatPageGetItem(page, meta.dim, i);
+
+			vs_check_tid(c, blkno, &item->heap_tid, 0);
+			vs_check_floats(c, blkno, item->x, meta.dim, "an item");
+		}
+		entries += opaque->nitems;
+		data_pages++;
+	}
+	if (entries > meta.ntuples)
+		vs_check_fail(c, 0, "the metapage counts " UINT64_FORMAT " entries, the pages hold "
+					  UINT64_FORMAT, meta.ntuples, entries);
+	vs_check_report(c, "dimensions", meta.dim);
+	vs_check_report(c, "data_pages", data_pages);
+	vs_check_report(c, "metapage_entries", (int64) meta.ntuples);
+}

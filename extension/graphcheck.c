@@ -1,0 +1,129 @@
+/*
+ * vs_graph: vsearch_index_check's walk (indexcheck.h).
+ *
+ * The metapage: the access method, the operator class's metric, the degree in range, a node that
+ * fits a page, the entry and seeds naming node slots.  Node slots 0..nnodes-1 fill the node pages
+ * in order (block 1 + i / per_page), each page's nitems and pd_lower covering exactly its slots;
+ * every slot is either live (a heap tid, finite elements) or free, and every neighbour is an
+ * empty slot or another node slot.  Counts: live + free = nnodes.  VACUUM frees nodes before it
+ * lowers the metapage's row count and raises its free count, so live <= ntuples and free >= nfree
+ * (equal unless a VACUUM was interrupted; then live lists may still name freed nodes, which
+ * searches skip: reported as edges_to_free_nodes).
+ */
+#include "postgres.h"
+
+#include "graph.h"
+#include "indexcheck.h"
+
+void
+vs_graph_check(VsCheck *c)
+{
+	Page		page;
+	VsGraphMetaPageData meta;
+	uint32		declared = vs_declared_dim(c->index);
+	int			per_page = 0;
+	uint64		live = 0;
+	uint64		nfree = 0;
+	int64		edges = 0;
+	int64		edges_to_free = 0;
+	uint16	   *flags;
+
+	page = vs_check_page(c, VS_GRAPH_METAPAGE_BLKNO, sizeof(VsGraphPageOpaqueData),
+						 VS_GRAPH_PAGE_ID);
+	memcpy(&meta, vs_graph_page_meta(page), sizeof(meta));
+	if (VsGraphPageGetOpaque(page)->flags != VS_GRAPH_META)
+		vs_check_fail(c, 0, "the metapage is not flagged as one");
+	if (meta.metric != (uint32) vs_opclass_metric(c->index))
+		vs_check_fail(c, 0, "metric %u, the operator class's is %d", meta.metric,
+					  (int) vs_opclass_metric(c->index));
+	if (meta.degree < VS_GRAPH_MIN_DEGREE || meta.degree > VS_GRAPH_MAX_DEGREE ||
+		meta.build_degree > VS_GRAPH_MAX_BUILD_DEGREE)
+		vs_check_fail(c, 0, "degree %u, build degree %u", meta.degree, meta.build_degree);
+	if ((declared != 0 && meta.dim != 0 && meta.dim != declared) ||
+		VS_GRAPH_NODE_SIZE(meta.dim, meta.degree) > VS_GRAPH_PAGE_SPACE)
+		vs_check_fail(c, 0, "dimension %u (the column declares %u)", meta.dim, declared);
+	if (meta.dim == 0 && meta.nnodes > 0)
+		vs_check_fail(c, 0, UINT64_FORMAT " nodes but no dimension", meta.nnodes);
+	if (meta.nnodes >= VS_GRAPH_NO_NODE)
+		vs_check_fail(c, 0, UINT64_FORMAT " nodes", meta.nnodes);
+	if (meta.entry != VS_GRAPH_NO_NODE && meta.entry >= meta.nnodes)
+		vs_check_fail(c, 0, "entry node %u of " UINT64_FORMAT, meta.entry, meta.nnodes);
+	if (meta.nseeds > VS_GRAPH_MAX_SEEDS)
+		vs_check_fail(c, 0, "%u seeds", meta.nseeds);
+	for (uint32 i = 0; i < meta.nseeds; i++)
+		if (meta.seeds[i] != VS_GRAPH_NO_NODE && meta.seeds[i] >= meta.nnodes)
+			vs_check_fail(c, 0, "seed node %u of " UINT64_FORMAT, meta.seeds[i], meta.nnodes);
+
+	/* the flags of every slot first, then the edges against them */
+	flags = palloc_extended(sizeof(uint16) * Max(meta.nnodes, 1), MCXT_ALLOC_HUGE);
+	if (meta.dim > 0)
+		per_page = VsGraphNodesPerPage(meta.dim, meta.degree);
+	for (int pass = 0; pass < 2; pass++)
+	{
+		for (uint64 first = 0; first < meta.nnodes; first += per_page)
+		{
+			BlockNumber blkno = VS_GRAPH_FIRST_NODE_BLKNO + (BlockNumber) (first / per_page);
+			int			nitems = (int) Min((uint64) per_page, meta.nnodes - first);
+			VsGraphPageOpaque opaque;
+
+			if (pass == 1)
+				c->reached[blkno] = false;	/* the second read of the same pages */
+			page = vs_check_page(c, blkno, sizeof(VsGraphPageOpaqueData), VS_GRAPH_PAGE_ID);
+			opaque = VsGraphPageGetOpaque(page);
+			if (opaque->flags != VS_GRAPH_NODES || opaque->nitems != nitems ||
+				((PageHeader) page)->pd_lower != MAXALIGN(SizeOfPageHeaderData) +
+				(Size) nitems * VS_GRAPH_NODE_SIZE(meta.dim, meta.degree))
+				vs_check_fail(c, blkno, "not the node page of slots " UINT64_FORMAT "..."
+							  UINT64_FORMAT " (flags %u, %u slots)", first, first + nitems - 1,
+							  opaque->flags, opaque->nitems);
+			for (int i = 0; i < nitems; i++)
+			{
+				VsGraphNode *node = VsGraphPageGetNode(page, meta.dim, meta.degree, i);
+				uint32		self = (uint32) (first + i);
+				uint32	   *nbrs = VsGraphNodeNbrs(node, meta.dim);
+
+				if (pass == 0)
+				{
+					flags[self] = node->flags;
+					if (node->flags == VS_GRAPH_NODE_LIVE)
+					{
+						vs_check_tid(c, blkno, &node->heap_tid, 0);
+						vs_check_floats(c, blkno, node->x, meta.dim, "a node");
+						live++;
+					}
+					else if (node->flags == VS_GRAPH_NODE_FREE)
+						nfree++;
+					else
+						vs_check_fail(c, blkno, "node %u has flags %u", self, node->flags);
+					continue;
+				}
+				if (flags[self] != VS_GRAPH_NODE_LIVE)
+					continue;
+				for (uint32 j = 0; j < meta.degree; j++)
+				{
+					if (nbrs[j] == VS_GRAPH_NO_NODE)
+						continue;
+					if (nbrs[j] >= meta.nnodes || nbrs[j] == self)
+						vs_check_fail(c, blkno, "node %u names neighbour %u of " UINT64_FORMAT,
+									  self, nbrs[j], meta.nnodes);
+					edges++;
+					if (flags[nbrs[j]] != VS_GRAPH_NODE_LIVE)
+						edges_to_free++;
+				}
+			}
+		}
+	}
+	if (live > meta.ntuples || nfree < meta.nfree)
+		vs_check_fail(c, 0, "the metapage counts " UINT64_FORMAT " live and " UINT64_FORMAT
+					  " free of " UINT64_FORMAT " nodes, the pages hold " UINT64_FORMAT
+					  " live and " UINT64_FORMAT " free", meta.ntuples, meta.nfree, meta.nnodes,
+					  live, nfree);
+	pfree(flags);
+	vs_check_report(c, "dimensions", meta.dim);
+	vs_check_report(c, "degree", meta.degree);
+	vs_check_report(c, "nodes", (int64) meta.nnodes);
+	vs_check_report(c, "free_nodes", (int64) nfree);
+	vs_check_report(c, "edges", edges);
+	vs_check_report(c, "edges_to_free_nodes", edges_to_free);
+	vs_check_report(c, "metapage_entries", (int64) meta.ntuples);
+}
