@@ -23,6 +23,7 @@ vs_flat_check(VsCheck *c)
 
 	page = vs_check_page(c, VS_FLAT_METAPAGE_BLKNO, sizeof(VsFlatPageOpaqueData),
 						 VS_FLAT_PAGE_ID);
+	vs_check_meta(c, page, VS_FLAT_MAGIC, VS_FLAT_VERSION);
 	memcpy(&meta, vs_flat_page_meta(page), sizeof(meta));
 	if (VsFlatPageGetOpaque(page)->flags != VS_FLAT_META)
 		vs_check_fail(c, 0, "the metapage is not flagged as one");

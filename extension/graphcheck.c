@@ -30,6 +30,7 @@ vs_graph_check(VsCheck *c)
 
 	page = vs_check_page(c, VS_GRAPH_METAPAGE_BLKNO, sizeof(VsGraphPageOpaqueData),
 						 VS_GRAPH_PAGE_ID);
+	vs_check_meta(c, page, VS_GRAPH_MAGIC, VS_GRAPH_VERSION);
 	memcpy(&meta, vs_graph_page_meta(page), sizeof(meta));
 	if (VsGraphPageGetOpaque(page)->flags != VS_GRAPH_META)
 		vs_check_fail(c, 0, "the metapage is not flagged as one");

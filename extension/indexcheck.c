@@ -101,6 +101,18 @@ vs_check_page(VsCheck *c, BlockNumber blkno, Size opaque_size, uint16 page_id)
 	return c->page;
 }
 
+void
+vs_check_meta(VsCheck *c, Page page, uint32 magic, uint32 version)
+{
+	const uint32 *head = (const uint32 *) PageGetContents(page);
+
+	if (head[0] != magic)
+		vs_check_fail(c, 0, "the metapage's magic number is %08X, not %08X", head[0], magic);
+	if (head[1] != version)
+		vs_check_fail(c, 0, "the metapage's version is %u, this server reads %u", head[1],
+					  version);
+}
+
 void *
 vs_check_item(VsCheck *c, BlockNumber blkno, OffsetNumber off, Size min_size, Size *size)
 {

@@ -51,6 +51,9 @@ typedef struct VsCheck
  */
 extern Page vs_check_page(VsCheck *c, BlockNumber blkno, Size opaque_size, uint16 page_id);
 
+/* ERROR unless a metapage (read with vs_check_page) starts with this magic number and version. */
+extern void vs_check_meta(VsCheck *c, Page page, uint32 magic, uint32 version);
+
 /* A copy of block blkno as it is (no check; the walk's own reads use vs_check_page). */
 extern Page vs_check_read(VsCheck *c, BlockNumber blkno);
 

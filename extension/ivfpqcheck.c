@@ -99,6 +99,7 @@ vs_ivfpq_check(VsCheck *c)
 
 	page = vs_check_page(c, VS_IVFPQ_METAPAGE_BLKNO, sizeof(VsIvfpqPageOpaqueData),
 						 VS_IVFPQ_PAGE_ID);
+	vs_check_meta(c, page, VS_IVFPQ_MAGIC, VS_IVFPQ_VERSION);
 	memcpy(&meta, vs_ivfpq_page_meta(page), sizeof(meta));
 	if (VsIvfpqPageGetOpaque(page)->flags != VS_IVFPQ_META)
 		vs_check_fail(c, 0, "the metapage is not flagged as one");

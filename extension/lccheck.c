@@ -161,6 +161,7 @@ vs_lc_check(VsCheck *c)
 
 	memset(&w, 0, sizeof(w));
 	page = vs_check_page(c, VS_LC_METAPAGE_BLKNO, sizeof(VsLcPageOpaqueData), VS_LC_PAGE_ID);
+	vs_check_meta(c, page, VS_LC_MAGIC, VS_LC_VERSION);
 	memcpy(&w.meta, vs_lc_page_meta(page), sizeof(w.meta));
 	if (VsLcPageGetOpaque(page)->flags != VS_LC_META)
 		vs_check_fail(c, 0, "the metapage is not flagged as one");

@@ -96,6 +96,7 @@ vs_sss_check(VsCheck *c)
 
 	memset(&w, 0, sizeof(w));
 	page = vs_check_page(c, 0, sizeof(VsLcPageOpaqueData), VS_SSS_PAGE_ID);
+	vs_check_meta(c, page, VS_SSS_MAGIC, VS_SSS_VERSION);
 	memcpy(&w.meta, vs_sss_page_meta(page), sizeof(w.meta));
 	if (VsLcPageGetOpaque(page)->flags != VS_LC_META)
 		vs_check_fail(c, 0, "the metapage is not flagged as one");

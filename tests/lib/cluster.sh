@@ -59,3 +59,13 @@ cluster_stop() {
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=
 }
+
+# check_indexes [database]: vsearch_index_check(index, heapallindexed => true) of every vsearch
+# index of the database (default postgres); succeeds when there is one and none raised an ERROR.
+check_indexes() {
+  local n
+  n=$(pg psql -X -q -v ON_ERROR_STOP=1 -d "${1:-postgres}" -At -c "SELECT count(*) FROM pg_class c
+        JOIN pg_am a ON a.oid = c.relam, LATERAL vsearch_index_check(c.oid::regclass, true) r
+        WHERE a.amname LIKE 'vs\_%'") || return 1
+  ((n > 0))
+}
