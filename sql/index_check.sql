@@ -20,6 +20,11 @@ CREATE INDEX chk_lc_text ON chk USING vs_lc (w) WITH (bucket_size = 8);
 CREATE INDEX chk_sss ON chk USING vs_sss (v vector_l1_ops);
 CREATE INDEX chk_sss_text ON chk USING vs_sss (w);
 CREATE INDEX chk_partial ON chk USING vs_flat (v) WHERE id % 2 = 0;
+ALTER TABLE chk ADD COLUMN h halfvec(8);
+UPDATE chk SET h = v::halfvec(8);
+CREATE INDEX chk_half_flat ON chk USING vs_flat (h);
+CREATE INDEX chk_half_graph ON chk USING vs_graph (h) WITH (degree = 8);
+CREATE INDEX chk_half_sss ON chk USING vs_sss (h);
 
 -- what every check reports that does not depend on the random layout
 CREATE FUNCTION chk_all(heapallindexed boolean) RETURNS TABLE (index text, am text, entries bigint,
@@ -38,6 +43,7 @@ INSERT INTO chk SELECT i, (SELECT array_agg(round((random() * 12 - 1)::numeric, 
                            FROM generate_series(1, 8) WHERE i > 0)::vector, repeat('x', i % 11)
 FROM generate_series(601, 900) i;
 UPDATE chk SET v = v + '[1,1,1,1,1,1,1,1]' WHERE id % 5 = 0;
+UPDATE chk SET h = v::halfvec(8) WHERE id > 600 OR id % 5 = 0;
 DELETE FROM chk WHERE id % 3 = 0;
 SELECT * FROM chk_all(true);
 VACUUM chk;
