@@ -5,15 +5,18 @@
 -- LIMIT when a query names the partitioned table; these functions send the LIMIT, or a whole
 -- batch, to every partition and merge the answers here.  Local partitions are searched here.
 -- On the shards vsearch must live in the schema it has here (postgres_fdw assumes the same).
--- The functions find that schema at run time (the extension is relocatable), so they work
--- whatever the caller's search_path.
+-- The functions find that schema at run time (the extension is relocatable) and name every object
+-- of it with that schema; they run with search_path = pg_catalog, pg_temp, so nothing they call
+-- resolves through the caller's search_path (a schema put ahead of pg_catalog cannot replace a
+-- function or operator they use: suite security).
 -- =============================================================================================
 
 -- The vsearch index that answers ORDER BY column <operator> q on a table: a valid single-column
 -- index of a vsearch access method whose operator class orders by that operator, vs_flat (exact)
 -- before any other kind.  The sharded batch functions call it on each shard.
 CREATE FUNCTION vsearch_index_for(tbl regclass, column_name name, op text) RETURNS regclass
-LANGUAGE plpgsql STABLE STRICT AS $$
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
 	found regclass;
 BEGIN
@@ -55,7 +58,8 @@ $$;
 CREATE FUNCTION vsearch_shard_parts(tbl regclass, column_name name, id_column name, op text)
 	RETURNS TABLE (part regclass, server name, remote_table text, remote_column name,
 				   remote_id name)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
 	col name;
 	r record;
@@ -128,7 +132,8 @@ $$;
 CREATE FUNCTION vsearch_knn_sharded(rel anyelement, column_name name, query vector, k integer,
 									op text DEFAULT '<->')
 	RETURNS SETOF anyelement
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
 	tbl regclass;
 	vs name;
@@ -186,7 +191,8 @@ CREATE FUNCTION vsearch_batch_sharded(knn boolean, tbl regclass, column_name nam
 									  queries vector[], k integer, radius double precision,
 									  op text, id_column name)
 	RETURNS TABLE (query integer, id bigint, distance double precision)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
 	vs name;
 	dbl name;
@@ -338,7 +344,8 @@ CREATE FUNCTION vsearch_knn_batch_sharded(tbl regclass, column_name name, querie
 										  k integer, op text DEFAULT '<->',
 										  id_column name DEFAULT 'id')
 	RETURNS TABLE (query integer, id bigint, distance double precision)
-LANGUAGE plpgsql STRICT AS $$
+LANGUAGE plpgsql STRICT
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
 	RETURN QUERY EXECUTE format('SELECT * FROM %I.vsearch_batch_sharded(true, $1, $2, $3, $4, NULL, $5, $6)',
 								(SELECT n.nspname FROM pg_catalog.pg_extension e
@@ -352,7 +359,8 @@ CREATE FUNCTION vsearch_range_batch_sharded(tbl regclass, column_name name, quer
 											radius double precision, op text DEFAULT '<->',
 											id_column name DEFAULT 'id')
 	RETURNS TABLE (query integer, id bigint, distance double precision)
-LANGUAGE plpgsql STRICT AS $$
+LANGUAGE plpgsql STRICT
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
 	RETURN QUERY EXECUTE format('SELECT * FROM %I.vsearch_batch_sharded(false, $1, $2, $3, NULL, $4, $5, $6)',
 								(SELECT n.nspname FROM pg_catalog.pg_extension e
