@@ -214,4 +214,7 @@ extern PGDLLIMPORT int vs_search_cpu_threads;
  */
 extern PGDLLIMPORT int vs_search_cache_mb;
 
+/* Installs the planner hook that drops unread ORDER BY distances (orderby.c); from _PG_init. */
+extern void vs_orderby_init(void);
+
 #endif							/* VSEARCH_SEARCH_H */

@@ -23,6 +23,7 @@ _PG_init(void)
 	vs_guc_init();
 	vs_kinds_init();			/* the index kinds' reloptions and settings */
 	vs_guc_reserve();
+	vs_orderby_init();
 
 	/*
 	 * Without shared_preload_libraries there is no worker: every search runs on the CPU in its
