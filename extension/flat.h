@@ -174,6 +174,7 @@ extern IndexBulkDeleteResult *vs_flat_bulkdelete(IndexVacuumInfo *info,
 extern IndexScanDesc vs_flat_beginscan(Relation index, int nkeys, int norderbys);
 extern void vs_flat_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
 						   int norderbys);
+extern void vs_flat_endscan(IndexScanDesc scan);
 extern bool vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 vs_flat_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 

@@ -2,8 +2,11 @@
  * vs_flat: index scans (amgettuple, amgetbitmap).
  *
  * ORDER BY col <-> q (any metric of the operator class)
- *   The first amgettuple builds a VsIndexRef and asks the search layer for the k nearest rows,
- *   k = VS_FLAT_FIRST_BATCH (PostgreSQL does not tell an index about LIMIT).  When the executor
+ *   The first amgettuple builds a VsIndexRef and asks the search layer for the k nearest rows.
+ *   PostgreSQL does not tell an index about LIMIT, so k is a guess: a little more than the rows
+ *   this backend's last ordered scans of the index returned (a pool repeats the same statement),
+ *   VS_FLAT_FIRST_BATCH before the first.  A GPU's selection costs more for a larger k (twice
+ *   for k = 64 against 10 on the GEMM path).  When the executor
  *   wants more (a WHERE filter rejected rows, rows were dead), the search runs again with k
  *   multiplied by VS_FLAT_GROWTH, and the rows already returned are skipped: the engine orders
  *   by (distance, id), so every row at or before the last returned (distance, id) was returned.
@@ -55,6 +58,7 @@ typedef struct FlatScanOpaqueData
 	float	   *dists;
 	int64		count;
 	int64		pos;
+	int64		returned;		/* rows the ordered stream returned */
 	bool		have_last;		/* (last_dist, last_id): the last row returned */
 	float		last_dist;
 	int64		last_id;
@@ -70,6 +74,39 @@ typedef struct FlatScanOpaqueData
 
 typedef FlatScanOpaqueData *FlatScanOpaque;
 
+/* Rows this backend's recent ordered scans of an index returned (the index's rd_amcache). */
+typedef struct FlatScanHint
+{
+	int64		rows;
+} FlatScanHint;
+
+/* k of an ordered scan's first search. */
+static int64
+first_k(Relation index)
+{
+	FlatScanHint *hint = (FlatScanHint *) index->rd_amcache;
+
+	if (hint == NULL || hint->rows <= 0)
+		return VS_FLAT_FIRST_BATCH;
+	return hint->rows + hint->rows / 4 + 2;
+}
+
+/* After an ordered scan: its row count, or a quarter less than the last guess if that is more. */
+static void
+remember_rows(IndexScanDesc scan)
+{
+	FlatScanOpaque so = (FlatScanOpaque) scan->opaque;
+	Relation	index = scan->indexRelation;
+	FlatScanHint *hint;
+
+	if (so == NULL || !so->ordered || so->returned == 0)
+		return;
+	if (index->rd_amcache == NULL)
+		index->rd_amcache = MemoryContextAllocZero(index->rd_indexcxt, sizeof(FlatScanHint));
+	hint = (FlatScanHint *) index->rd_amcache;
+	hint->rows = Max(so->returned, hint->rows - hint->rows / 4);
+}
+
 IndexScanDesc
 vs_flat_beginscan(Relation index, int nkeys, int norderbys)
 {
@@ -79,7 +116,15 @@ vs_flat_beginscan(Relation index, int nkeys, int norderbys)
 void
 vs_flat_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
 {
+	remember_rows(scan);
 	vs_scan_rescan(scan, keys, orderbys);
+}
+
+void
+vs_flat_endscan(IndexScanDesc scan)
+{
+	remember_rows(scan);
+	vs_scan_end(scan);
 }
 
 static bool
@@ -152,7 +197,7 @@ scan_start(IndexScanDesc scan)
 
 /* The next kNN search of an ORDER BY scan, with a larger k. */
 static void
-next_batch(FlatScanOpaque so)
+next_batch(FlatScanOpaque so, Relation index)
 {
 	MemoryContext old;
 	int64		k;
@@ -160,7 +205,7 @@ next_batch(FlatScanOpaque so)
 
 	if (so->k == 0)
 	{
-		k = VS_FLAT_FIRST_BATCH;
+		k = first_k(index);
 		/* with range quals the candidates usually come first: ask for all of them */
 		if (so->has_range)
 			k = Max(k, so->ncand + VS_FLAT_FIRST_BATCH);
@@ -196,7 +241,7 @@ next_batch(FlatScanOpaque so)
 
 /* The next row of an ORDER BY scan in engine order; false at the end. */
 static bool
-next_ordered(FlatScanOpaque so, int64 *id, float *dist)
+next_ordered(FlatScanOpaque so, Relation index, int64 *id, float *dist)
 {
 	for (;;)
 	{
@@ -213,6 +258,7 @@ next_ordered(FlatScanOpaque so, int64 *id, float *dist)
 			so->have_last = true;
 			so->last_dist = d;
 			so->last_id = i;
+			so->returned++;
 			if (so->has_range)
 			{
 				if (!is_candidate(so, i))
@@ -226,7 +272,7 @@ next_ordered(FlatScanOpaque so, int64 *id, float *dist)
 		if (so->exhausted || (so->has_range && so->cand_returned >= so->ncand))
 			return false;
 		CHECK_FOR_INTERRUPTS();
-		next_batch(so);
+		next_batch(so, index);
 	}
 }
 
@@ -247,7 +293,7 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 	{
 		float		dist;
 
-		if (!next_ordered(so, &id, &dist))
+		if (!next_ordered(so, scan->indexRelation, &id, &dist))
 		{
 			so->base.done = true;
 			return false;

@@ -171,6 +171,14 @@ struct DeviceContext
     PinnedBuffer pinned[2];
     size_t tile_bytes = 0;
     int small_batch = 32;
+    // Most queries of a batch the direct path takes at dimension d.  Wider rows leave the staged
+    // rows kernel (d <= 128) for the lane-pair one, whose time grows faster with the batch: on an
+    // H200 at 60000 x 784, 16 queries take 0.27 ms either way and 32 take 0.51 ms there against
+    // 0.29 ms by GEMM (docs/ENGINE.md).
+    int small_batch_for(size_t d) const
+    {
+        return d <= 128 ? small_batch : std::min(small_batch, 16);
+    }
     size_t smem_optin = 48 << 10;
     size_t stats_gemm_failed = 0, stats_fp32_failed = 0, stats_exact = 0; // VSEARCH_CUDA_STATS
     std::vector<unsigned char> staging;

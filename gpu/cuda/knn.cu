@@ -101,7 +101,8 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
             exact_path(dev, c, queries, which, k, m, out_ids, out_d, out_counts);
             continue;
         }
-        const bool small = which.size() <= static_cast<size_t>(dev.small_batch);
+        const size_t small_batch = static_cast<size_t>(dev.small_batch_for(c.dim()));
+        const bool small = which.size() <= small_batch;
         if (gemm_metric && !small && kp_g < n)
         {
             if (kp_g <= static_cast<size_t>(kWarpSelectMax))
@@ -116,7 +117,7 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
             // uses the warp selectors, which also answer the queries whose sampled filter
             // threshold missed (filter_select.cu).
             if (dev.cfg.gemm_precision == VS_GEMM_TF32 &&
-                failed.size() > static_cast<size_t>(dev.small_batch) &&
+                failed.size() > small_batch &&
                 kp_d <= static_cast<size_t>(kWarpSelectMax))
             {
                 failed = dev.with_fp32_gemm([&] {
