@@ -172,3 +172,50 @@ TEST(Distance, ReportsDispatchedInstructionSet)
 }
 
 } // namespace
+
+// The sparse exact distance: the bits of the dense one over the same values, for every metric,
+// supports that overlap, nest, are disjoint or empty, and awkward values.
+TEST(Distance, SparseExactDistanceIsTheDenseOneBitForBit)
+{
+    std::mt19937_64 rng(23);
+    std::normal_distribution<float> gauss(0.0f, 3.0f);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const float specials[] = {1e-40f, -1e-40f, 3e38f, -3e38f, 1.0f, -1.0f};
+    const vs_metric metrics[] = {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE,
+                                 VS_METRIC_L1};
+    long compared = 0;
+    for (size_t n : {1, 2, 31, 32, 33, 100, 1000, 5000})
+        for (int trial = 0; trial < 30; trial++)
+        {
+            // densities from empty to full; trial % 6 == 5: b's support disjoint from a's
+            double da = (trial % 6) / 5.0, db = ((trial + 3) % 6) / 5.0;
+            std::vector<float> a(n, 0.0f), b(n, 0.0f);
+            std::vector<int> ai, bi;
+            std::vector<float> av, bv;
+            for (size_t i = 0; i < n; i++)
+            {
+                if (unit(rng) < da)
+                    a[i] = trial % 4 == 3 ? specials[i % 6] : gauss(rng);
+                if (unit(rng) < db && !(trial % 6 == 5 && a[i] != 0.0f))
+                    b[i] = trial % 7 == 6 && a[i] != 0.0f ? a[i] * 1.000001f : gauss(rng);
+                if (a[i] != 0.0f)
+                    ai.push_back(static_cast<int>(i)), av.push_back(a[i]);
+                if (b[i] != 0.0f)
+                    bi.push_back(static_cast<int>(i)), bv.push_back(b[i]);
+            }
+            for (vs_metric m : metrics)
+            {
+                double want = vs_exact_distance_f32(m, a.data(), b.data(), n);
+                double got = vs_exact_distance_sparse_f32(m, ai.data(), av.data(), ai.size(),
+                                                          bi.data(), bv.data(), bi.size());
+                if (std::isnan(want))
+                    EXPECT_TRUE(std::isnan(got)) << "metric " << m << " n " << n;
+                else
+                    EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                        << "metric " << m << " n " << n << " trial " << trial << ": " << got
+                        << " vs " << want;
+                compared++;
+            }
+        }
+    EXPECT_GT(compared, 1000);
+}

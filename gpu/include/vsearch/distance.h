@@ -53,6 +53,17 @@ double vs_distance_f32(vs_metric metric, const float *a, const float *b, size_t 
  */
 double vs_exact_distance_f32(vs_metric metric, const float *a, const float *b, size_t n);
 
+/*
+ * vs_exact_distance_f32 of two sparse vectors: a has a_nnz non-zero elements a_val at the strictly
+ * increasing 0-based positions a_idx, b likewise, both of the same dimension.  Only the positions
+ * where either is non-zero form terms, each added to the partial sum of its position (mod 32) in
+ * position order; a term of zeros adds nothing to a partial sum (which is never -0), so the result
+ * is the dense vectors' exact distance bit for bit.
+ */
+double vs_exact_distance_sparse_f32(vs_metric metric, const int *a_idx, const float *a_val,
+                                    size_t a_nnz, const int *b_idx, const float *b_val,
+                                    size_t b_nnz);
+
 /* Name of the instruction set the dispatcher picked ("avx512f", "avx2", "sse2"), for diagnostics. */
 const char *vs_simd_level(void);
 
