@@ -44,6 +44,7 @@ vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim, v
 {
 	r->heap = heap;
 	r->dim = dim;
+	r->sparse = vs_index_is_sparsevec(index);
 	r->metric = metric;
 	r->queries = queries;
 	r->indexInfo = BuildIndexInfo(index);
@@ -96,7 +97,7 @@ row_fetch(VsRowReader *r, int64 id, ItemPointer tid, const float **vec)
 	MemoryContextSwitchTo(old);
 	if (isnull[0])
 		return false;
-	v = vs_datum_vector(values[0]);
+	v = vs_index_vector(values[0], r->sparse);
 	if ((uint32) v->dim != r->dim)
 		return false;
 	*vec = v->x;
@@ -274,7 +275,7 @@ check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const 
 			Vector	   *v;
 
 			/* the tuple stays in place while pinned; a TOASTed vector is copied out */
-			v = vs_datum_vector(d);
+			v = vs_index_vector(d, r->sparse);
 			MemoryContextSwitchTo(old);
 			copied = (Pointer) v != DatumGetPointer(d);
 			if ((uint32) v->dim == r->dim)

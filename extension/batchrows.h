@@ -21,6 +21,7 @@ typedef struct VsRowReader
 	bool		direct;			/* a heap table and a plain column: read its pages directly */
 	AttrNumber	attnum;			/* the indexed column (direct) */
 	uint32		dim;
+	bool		sparse;			/* a sparsevec column (vs_index_vector) */
 	vs_metric	metric;
 	const float *queries;		/* the batch's queries, dim floats each; NULL: visibility only */
 	IndexInfo  *indexInfo;

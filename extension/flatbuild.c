@@ -28,6 +28,7 @@ typedef struct FlatBuildState
 	uint64		ntuples;
 	BlockNumber last_block;
 	MemoryContext tmpcxt;
+	bool		sparse;			/* a sparsevec column, densified row by row */
 } FlatBuildState;
 
 /* Writes the page being filled as a new page of the index. */
@@ -66,7 +67,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 		return;					/* NULL vectors are not indexed */
 
 	old = MemoryContextSwitchTo(state->tmpcxt);
-	vec = vs_datum_vector(values[0]);
+	vec = vs_index_vector(values[0], state->sparse);
 	vs_flat_check_vector_dim(state->dim, vec->dim);
 	if (state->dim == 0)
 	{
@@ -117,6 +118,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	memset(&state, 0, sizeof(state));
 	state.index = index;
 	state.dim = declared_dim(index);
+	state.sparse = vs_index_is_sparsevec(index);
 	state.capacity = state.dim > 0 ? VsFlatItemsPerPage(state.dim) : 0;
 	metric = vs_opclass_metric(index);
 

@@ -33,7 +33,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	if (isnull[0])
 		return false;			/* NULL vectors are not indexed */
 
-	vec = vs_datum_vector(values[0]);
+	vec = vs_index_vector(values[0], vs_index_is_sparsevec(index));
 
 	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);

@@ -75,6 +75,7 @@ vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys)
 	VsScanBase *so = (VsScanBase *) scan->opaque;
 	MemoryContext old = MemoryContextSwitchTo(so->cxt);
 	Vector	  **centers = NULL;
+	bool		sparse = vs_index_is_sparsevec(scan->indexRelation);
 
 	so->started = true;
 	vs_index_ref(scan->indexRelation, &so->ref);
@@ -111,7 +112,7 @@ vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys)
 		if (key->sk_flags & SK_ISNULL)
 			keys->empty = true;
 		else if (so->ref.dim > 0)
-			keys->queries[i] = query_floats(&so->ref, vs_datum_vector(key->sk_argument));
+			keys->queries[i] = query_floats(&so->ref, vs_index_vector(key->sk_argument, sparse));
 	}
 	if (so->ref.dim == 0)
 		keys->empty = true;		/* an index that never held a vector */

@@ -428,6 +428,17 @@ vs_operator_distance(vs_metric metric, const float *a, const float *b, int dim)
 						 (float) vs_exact_distance_f32(vs_rank_metric(metric), a, b, dim));
 }
 
+double
+vs_operator_distance_sparse(vs_metric metric, const int32 *a_idx, const float *a_val, int a_nnz,
+							const int32 *b_idx, const float *b_val, int b_nnz)
+{
+	StaticAssertStmt(sizeof(int32) == sizeof(int), "the engine takes int indices");
+	return vs_rank_value(metric,
+						 (float) vs_exact_distance_sparse_f32(vs_rank_metric(metric),
+															  (const int *) a_idx, a_val, a_nnz,
+															  (const int *) b_idx, b_val, b_nnz));
+}
+
 float
 vs_rank_radius(vs_metric metric, double radius)
 {

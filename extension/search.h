@@ -176,6 +176,12 @@ extern float vs_rank_radius(vs_metric metric, double radius);
 /* The SQL operator of a metric on two vectors of dim elements. */
 extern double vs_operator_distance(vs_metric metric, const float *a, const float *b, int dim);
 
+/* The same for two sparse vectors (nnz non-zero values at strictly increasing 0-based indices, one
+ * dimension): the very value vs_operator_distance gives for their dense forms. */
+extern double vs_operator_distance_sparse(vs_metric metric, const int32 *a_idx, const float *a_val,
+										  int a_nnz, const int32 *b_idx, const float *b_val,
+										  int b_nnz);
+
 /*
  * Range queries in SQL (range.c): a `sphere` is the composite (center vector, radius float8)
  * built by sphere(vector, float8); `col <<->> sphere` and its siblings are true iff the metric's

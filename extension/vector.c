@@ -111,6 +111,30 @@ max_elements(const char *literal)
 	return commas + 1;
 }
 
+bool
+vector_parse_element(const char *p, char **end, const char *type_name, float *value)
+{
+	errno = 0;
+	*value = strtof(p, end);
+	if (*end == p)
+		return false;
+	/* Overflow to infinity is an error; a value too small for a float becomes a (signed) zero or
+	 * a denormal, as in pgvector (glibc reports ERANGE for both). */
+	if (errno == ERANGE && isinf(*value))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("\"%s\" is out of range for type %s", pnstrdup(p, *end - p), type_name)));
+	if (isnan(*value))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("NaN not allowed in %s", type_name)));
+	if (isinf(*value))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("infinite value not allowed in %s", type_name)));
+	return true;
+}
+
 float *
 vector_parse_literal(const char *literal, const char *type_name, int *dim_out)
 {
@@ -141,25 +165,8 @@ vector_parse_literal(const char *literal, const char *type_name, int *dim_out)
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("%s cannot have more than %d dimensions", type_name, VECTOR_MAX_DIM)));
 
-		errno = 0;
-		value = strtof(p, &end);
-		if (end == p)
+		if (!vector_parse_element(p, &end, type_name, &value))
 			vector_syntax_error(type_name, literal, "Vector elements must be numbers.");
-		/* Overflow to infinity is an error; a value too small for a float becomes a (signed)
-		 * zero or a denormal, as in pgvector (glibc reports ERANGE for both). */
-		if (errno == ERANGE && isinf(value))
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("\"%s\" is out of range for type %s", pnstrdup(p, end - p),
-							type_name)));
-		if (isnan(value))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("NaN not allowed in %s", type_name)));
-		if (isinf(value))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("infinite value not allowed in %s", type_name)));
 		values[dim++] = value;
 
 		p = skip_space(end);

@@ -10,6 +10,7 @@
 
 #include "access/attnum.h"
 #include "fmgr.h"
+#include "utils/relcache.h"
 
 #define VECTOR_MAX_DIM 16000
 
@@ -48,6 +49,11 @@ extern void vector_check_same_dim(int dim_a, int dim_b);
  * name type_name.  Values too small for a float become a signed zero or a denormal. */
 extern float *vector_parse_literal(const char *literal, const char *type_name, int *dim);
 
+/* One element of a text literal at p, its end in *end: false if p starts no number; ERROR 22003
+ * on overflow, 22000 on NaN or infinity (messages name type_name); values too small for a float
+ * become a signed zero or a denormal.  vector, halfvec and sparsevec literals parse through it. */
+extern bool vector_parse_element(const char *p, char **end, const char *type_name, float *value);
+
 /* '[1,2.5,-3]': each element in the shortest form that reads back to the same float. */
 extern char *vector_format(const float *x, int dim);
 
@@ -62,6 +68,12 @@ extern void vector_subvector_range(int dim, int32 start, int32 count, const char
  * apart (4 or 2 bytes for each of the dim elements of the header); any other size is an ERROR
  * (halfvec.c). */
 extern Vector *vs_datum_vector(Datum datum);
+
+/* An index's column value as a Vector: vs_datum_vector, or for an index over a sparsevec column
+ * (sparse, from vs_index_is_sparsevec) the dense vector of the sparsevec: ERROR 54000 beyond
+ * VECTOR_MAX_DIM dimensions (sparsevec.c). */
+extern Vector *vs_index_vector(Datum datum, bool sparse);
+extern bool vs_index_is_sparsevec(Relation index);
 
 /* Planner cost of one distance between vectors of dim dimensions (0: unknown) computed in a
  * backend, and of fetching a dim-dimensional vector of column attnum of relid when it is likely
