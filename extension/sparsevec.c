@@ -9,7 +9,6 @@
 #include "postgres.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -163,7 +162,6 @@ parse_integer(const char *p, char **end, int64 *value)
 	if (!(isdigit((unsigned char) *p) ||
 		  ((*p == '-' || *p == '+') && isdigit((unsigned char) p[1]))))
 		return false;
-	errno = 0;
 	v = strtoll(p, end, 10);
 	*value = v;
 	return true;
