@@ -522,8 +522,9 @@ class Harness:
         self.pg.run(f"DROP INDEX IF EXISTS {t}_idx")
         pr.step(f"{ds['name']}: vs_ivfpq build", 30)
         t0 = time.time()
+        with_opts = f" WITH ({self.args.ivfpq_options})" if self.args.ivfpq_options else ""
         out = self.pg.run(f"SET client_min_messages = warning; "
-                          f"CREATE INDEX {idx} ON {t} USING vs_ivfpq (v vector_l2_ops)")
+                          f"CREATE INDEX {idx} ON {t} USING vs_ivfpq (v vector_l2_ops){with_opts}")
         build_s = time.time() - t0
         self.pg.run(f"ANALYZE {t}")
         isize = int(self.pg.value(f"SELECT pg_relation_size('{idx}')"))
@@ -531,7 +532,8 @@ class Harness:
         m = ivfpq_default_m(base["dim"])
         self.log(f"{ds['name']}: vs_ivfpq build {build_s:.1f}s (lists {lists}, m {m}, nbits 8, by the "
                  f"defaults), {isize / n:.1f} index bytes/vector{(' ' + out.strip()) if out.strip() else ''}")
-        common = dict(base, index="vs_ivfpq", build_s=build_s, bytes_per_vector=isize / n)
+        common = dict(base, index="vs_ivfpq" + (f" ({self.args.ivfpq_options})" if with_opts else ""),
+                      build_s=build_s, bytes_per_vector=isize / n)
         cpu_build = {}
         if self.args.ivfpq_cpu_build:
             # the same build trained and encoded in the backend on the CPU, for comparison
@@ -1310,6 +1312,7 @@ def main(argv):
                     "ivfpq-cpu, ivfpq-auto; default: the plan's)")
     ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
     ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
+    ap.add_argument("--ivfpq-options", help="the vs_ivfpq index's WITH options, e.g. store_vectors=on")
     ap.add_argument("--no-faiss", action="store_true", help="no Faiss CPU baseline (cpu mode)")
     ap.add_argument("--ivfpq-cpu-build", action="store_true",
                     help="also time the vs_ivfpq build in the backend on the CPU (cpu_build_s in params)")
