@@ -143,33 +143,7 @@ PG_FUNCTION_INFO_V1(halfvec_typmod_in);
 Datum
 halfvec_typmod_in(PG_FUNCTION_ARGS)
 {
-	ArrayType  *modifiers = PG_GETARG_ARRAYTYPE_P(0);
-	int			count;
-	int32	   *values = ArrayGetIntegerTypmods(modifiers, &count);
-
-	if (count != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid type modifier"),
-				 errhint("Type halfvec takes one modifier, the number of dimensions.")));
-	if (values[0] < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dimensions for type halfvec must be at least 1")));
-	if (values[0] > HALFVEC_MAX_DIM)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dimensions for type halfvec cannot exceed %d", HALFVEC_MAX_DIM)));
-	PG_RETURN_INT32(values[0]);
-}
-
-static void
-halfvec_binary_error(const char *message)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-			 errmsg("invalid binary data for type halfvec"),
-			 errdetail("%s", message)));
+	PG_RETURN_INT32(vector_typmod_parse(PG_GETARG_ARRAYTYPE_P(0), "halfvec", HALFVEC_MAX_DIM));
 }
 
 /* pgvector's wire format: int16 dim, int16 unused (0), dim binary16 values, network order. */
@@ -184,15 +158,16 @@ halfvec_recv(PG_FUNCTION_ARGS)
 	HalfVector *result;
 
 	if (buf->len - buf->cursor < 2 * (int) sizeof(int16))
-		halfvec_binary_error("The header of 4 bytes is incomplete.");
+		vector_binary_error("halfvec", "The header of 4 bytes is incomplete.");
 	dim = (int16) pq_getmsgint(buf, sizeof(int16));
 	unused = (int16) pq_getmsgint(buf, sizeof(int16));
 	halfvec_check_dim(dim);
 	if (unused != 0)
-		halfvec_binary_error(psprintf("Expected unused to be 0, not %d.", unused));
+		vector_binary_error("halfvec", psprintf("Expected unused to be 0, not %d.", unused));
 	if (buf->len - buf->cursor != dim * (int) sizeof(uint16))
-		halfvec_binary_error(psprintf("A halfvec of %d dimensions needs %d bytes of values, not %d.",
-									  dim, dim * (int) sizeof(uint16), buf->len - buf->cursor));
+		vector_binary_error("halfvec",
+							psprintf("A halfvec of %d dimensions needs %d bytes of values, not %d.",
+									 dim, dim * (int) sizeof(uint16), buf->len - buf->cursor));
 	halfvec_check_typmod(typmod, dim);
 
 	result = halfvec_new(dim);

@@ -302,39 +302,13 @@ PG_FUNCTION_INFO_V1(sparsevec_typmod_in);
 Datum
 sparsevec_typmod_in(PG_FUNCTION_ARGS)
 {
-	ArrayType  *modifiers = PG_GETARG_ARRAYTYPE_P(0);
-	int			count;
-	int32	   *values = ArrayGetIntegerTypmods(modifiers, &count);
-
-	if (count != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid type modifier"),
-				 errhint("Type sparsevec takes one modifier, the number of dimensions.")));
-	if (values[0] < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dimensions for type sparsevec must be at least 1")));
-	if (values[0] > SPARSEVEC_MAX_DIM)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dimensions for type sparsevec cannot exceed %d", SPARSEVEC_MAX_DIM)));
-	PG_RETURN_INT32(values[0]);
+	PG_RETURN_INT32(vector_typmod_parse(PG_GETARG_ARRAYTYPE_P(0), "sparsevec", SPARSEVEC_MAX_DIM));
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Binary I/O, pgvector's wire format: int32 dim, int32 nnz, int32 unused (0), nnz int32 0-based
  * indices, nnz float4 values, network order
  */
-
-static void
-sparsevec_binary_error(const char *message)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-			 errmsg("invalid binary data for type sparsevec"),
-			 errdetail("%s", message)));
-}
 
 PG_FUNCTION_INFO_V1(sparsevec_recv);
 Datum
@@ -349,20 +323,22 @@ sparsevec_recv(PG_FUNCTION_ARGS)
 	float	   *values;
 
 	if (buf->len - buf->cursor < 3 * (int) sizeof(int32))
-		sparsevec_binary_error("The header of 12 bytes is incomplete.");
+		vector_binary_error("sparsevec", "The header of 12 bytes is incomplete.");
 	dim = pq_getmsgint(buf, sizeof(int32));
 	nnz = pq_getmsgint(buf, sizeof(int32));
 	unused = pq_getmsgint(buf, sizeof(int32));
 	sparsevec_check_dim(dim);
 	if (nnz < 0 || nnz > dim)
-		sparsevec_binary_error(psprintf("%d non-zero elements in %d dimensions.", nnz, dim));
+		vector_binary_error("sparsevec",
+							psprintf("%d non-zero elements in %d dimensions.", nnz, dim));
 	sparsevec_check_nnz(nnz);
 	if (unused != 0)
-		sparsevec_binary_error(psprintf("Expected unused to be 0, not %d.", unused));
+		vector_binary_error("sparsevec", psprintf("Expected unused to be 0, not %d.", unused));
 	if (buf->len - buf->cursor != nnz * (int) (sizeof(int32) + sizeof(float)))
-		sparsevec_binary_error(psprintf("%d elements need %d bytes, not %d.", nnz,
-										nnz * (int) (sizeof(int32) + sizeof(float)),
-										buf->len - buf->cursor));
+		vector_binary_error("sparsevec",
+							psprintf("%d elements need %d bytes, not %d.", nnz,
+									 nnz * (int) (sizeof(int32) + sizeof(float)),
+									 buf->len - buf->cursor));
 	vector_check_typmod(typmod, dim);
 
 	result = sparsevec_new(dim, nnz);
@@ -371,11 +347,13 @@ sparsevec_recv(PG_FUNCTION_ARGS)
 	{
 		result->indices[i] = pq_getmsgint(buf, sizeof(int32));
 		if (result->indices[i] < 0 || result->indices[i] >= dim)
-			sparsevec_binary_error(psprintf("Index %d is out of bounds for %d dimensions.",
-											result->indices[i], dim));
+			vector_binary_error("sparsevec",
+								psprintf("Index %d is out of bounds for %d dimensions.",
+										 result->indices[i], dim));
 		if (i > 0 && result->indices[i] <= result->indices[i - 1])
-			sparsevec_binary_error(psprintf("Indices must be strictly increasing: %d after %d.",
-											result->indices[i], result->indices[i - 1]));
+			vector_binary_error("sparsevec",
+								psprintf("Indices must be strictly increasing: %d after %d.",
+										 result->indices[i], result->indices[i - 1]));
 	}
 	for (int i = 0; i < nnz; i++)
 	{
@@ -389,8 +367,9 @@ sparsevec_recv(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_DATA_EXCEPTION),
 					 errmsg("infinite value not allowed in sparsevec")));
 		if (values[i] == 0.0f)
-			sparsevec_binary_error(psprintf("Element %d is zero: only non-zero elements are sent.",
-											result->indices[i] + 1));
+			vector_binary_error("sparsevec",
+								psprintf("Element %d is zero: only non-zero elements are sent.",
+										 result->indices[i] + 1));
 	}
 	PG_RETURN_SPARSEVEC_P(result);
 }

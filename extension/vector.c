@@ -239,11 +239,9 @@ vector_out(PG_FUNCTION_ARGS)
  * Type modifier: vector(n) with 1 <= n <= VECTOR_MAX_DIM
  */
 
-PG_FUNCTION_INFO_V1(vector_typmod_in);
-Datum
-vector_typmod_in(PG_FUNCTION_ARGS)
+int32
+vector_typmod_parse(ArrayType *modifiers, const char *type_name, int max_dim)
 {
-	ArrayType  *modifiers = PG_GETARG_ARRAYTYPE_P(0);
 	int			count;
 	int32	   *values = ArrayGetIntegerTypmods(modifiers, &count);
 
@@ -251,16 +249,23 @@ vector_typmod_in(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid type modifier"),
-				 errhint("Type vector takes one modifier, the number of dimensions.")));
+				 errhint("Type %s takes one modifier, the number of dimensions.", type_name)));
 	if (values[0] < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dimensions for type vector must be at least 1")));
-	if (values[0] > VECTOR_MAX_DIM)
+				 errmsg("dimensions for type %s must be at least 1", type_name)));
+	if (values[0] > max_dim)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dimensions for type vector cannot exceed %d", VECTOR_MAX_DIM)));
-	PG_RETURN_INT32(values[0]);
+				 errmsg("dimensions for type %s cannot exceed %d", type_name, max_dim)));
+	return values[0];
+}
+
+PG_FUNCTION_INFO_V1(vector_typmod_in);
+Datum
+vector_typmod_in(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(vector_typmod_parse(PG_GETARG_ARRAYTYPE_P(0), "vector", VECTOR_MAX_DIM));
 }
 
 PG_FUNCTION_INFO_V1(vector_typmod_out);
@@ -276,12 +281,12 @@ vector_typmod_out(PG_FUNCTION_ARGS)
  * Binary I/O, pgvector's wire format: int16 dim, int16 unused (0), dim float4, network order
  */
 
-static void
-vector_binary_error(const char *message)
+void
+vector_binary_error(const char *type_name, const char *message)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-			 errmsg("invalid binary data for type vector"),
+			 errmsg("invalid binary data for type %s", type_name),
 			 errdetail("%s", message)));
 }
 
@@ -298,14 +303,15 @@ vector_recv(PG_FUNCTION_ARGS)
 	/* The caller hands over exactly one value: check its length here rather than letting
 	 * pq_getmsg* fail later with a protocol error. */
 	if (buf->len - buf->cursor < 2 * (int) sizeof(int16))
-		vector_binary_error("The header of 4 bytes is incomplete.");
+		vector_binary_error("vector", "The header of 4 bytes is incomplete.");
 	dim = (int16) pq_getmsgint(buf, sizeof(int16));
 	unused = (int16) pq_getmsgint(buf, sizeof(int16));
 	vector_check_dim(dim);
 	if (unused != 0)
-		vector_binary_error(psprintf("Expected unused to be 0, not %d.", unused));
+		vector_binary_error("vector", psprintf("Expected unused to be 0, not %d.", unused));
 	if (buf->len - buf->cursor != dim * (int) sizeof(float))
-		vector_binary_error(psprintf("A vector of %d dimensions needs %d bytes of values, not %d.",
+		vector_binary_error("vector",
+							psprintf("A vector of %d dimensions needs %d bytes of values, not %d.",
 									 dim, dim * (int) sizeof(float), buf->len - buf->cursor));
 	vector_check_typmod(typmod, dim);
 

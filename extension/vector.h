@@ -10,6 +10,7 @@
 
 #include "access/attnum.h"
 #include "fmgr.h"
+#include "utils/array.h"
 #include "utils/relcache.h"
 
 #define VECTOR_MAX_DIM 16000
@@ -48,6 +49,14 @@ extern void vector_check_same_dim(int dim_a, int dim_b);
  * 22003 on overflow, 22000 on NaN, infinity or no element, 54000 beyond VECTOR_MAX_DIM; messages
  * name type_name.  Values too small for a float become a signed zero or a denormal. */
 extern float *vector_parse_literal(const char *literal, const char *type_name, int *dim);
+
+/* The dimension of a type modifier (n): ERROR 22023 unless one value in 1..max_dim (messages name
+ * type_name).  The typmod_in of vector, halfvec and sparsevec. */
+extern int32 vector_typmod_parse(ArrayType *modifiers, const char *type_name, int max_dim);
+
+/* ERROR 22P03 "invalid binary data for type <type_name>" with message as its detail: the recv
+ * functions of vector, halfvec and sparsevec. */
+extern void vector_binary_error(const char *type_name, const char *message) pg_attribute_noreturn();
 
 /* One element of a text literal at p, its end in *end: false if p starts no number; ERROR 22003
  * on overflow, 22000 on NaN or infinity (messages name type_name); values too small for a float
