@@ -1,8 +1,9 @@
 -- pgvector's documented examples (its README: storing, querying, distances, aggregates,
--- half-precision vectors and indexing, binary quantization, subvectors), run as a new user moving
--- over would.  Two changes: pgvector's index types (hnsw, ivfflat) become vs_flat, with the same
--- operator classes, and subqueries in FROM get an alias (PostgreSQL 15 requires one).  The
--- half-precision expression index's answers are checked against the sequential scan's.
+-- half-precision vectors and indexing, sparse vectors and indexing, binary quantization,
+-- subvectors), run as a new user moving over would.  Two changes: pgvector's index types (hnsw,
+-- ivfflat) become vs_flat, with the same operator classes, and subqueries in FROM get an alias
+-- (PostgreSQL 15 requires one).  The half-precision expression index's answers are checked
+-- against the sequential scan's.
 -- quiet: another suite of the same run may have created the extension already
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS vsearch;
@@ -60,6 +61,17 @@ JOIN (SELECT row_number() OVER (ORDER BY d, id) AS r, * FROM (
         ORDER BY embedding::halfvec(3) <-> '[1,2,3]' LIMIT 5) x) s USING (r);
 RESET enable_indexscan;
 
+-- Sparse vectors: {index:value}/dimensions, indices from 1
+CREATE TABLE sparse_items (id bigserial PRIMARY KEY, embedding sparsevec(5));
+INSERT INTO sparse_items (embedding) VALUES ('{1:1,3:2,5:3}/5'), ('{1:4,3:5,5:6}/5');
+SELECT * FROM sparse_items ORDER BY embedding <-> '{1:3,3:1,5:2}/5' LIMIT 5;
+-- Sparse indexing (pgvector: USING hnsw)
+CREATE INDEX ON sparse_items USING vs_flat (embedding sparsevec_l2_ops);
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT * FROM sparse_items ORDER BY embedding <-> '{1:3,3:1,5:2}/5' LIMIT 5;
+SELECT *, embedding <-> '{1:3,3:1,5:2}/5' AS d FROM sparse_items ORDER BY embedding <-> '{1:3,3:1,5:2}/5' LIMIT 5;
+RESET enable_seqscan;
+
 -- Binary quantization: Hamming distance on the quantized vectors, then re-ranking by the original
 -- vectors
 SELECT id FROM items ORDER BY binary_quantize(embedding)::bit(3) <~> binary_quantize('[1,-2,3]'), id LIMIT 5;
@@ -89,4 +101,4 @@ SELECT vector_norm('[3,4]'::vector), l2_norm('[3,4]'::halfvec), l2_normalize('[3
        '[1,2]'::vector || '[3]' AS concat, binary_quantize('[1,-2,3]'::vector);
 SELECT hamming_distance(B'101', B'011'), jaccard_distance(B'101', B'011');
 
-DROP TABLE items, half_items, long_items;
+DROP TABLE items, half_items, sparse_items, long_items;
