@@ -42,6 +42,24 @@ def vec_text():
     return "'[" + body + "]'"
 
 
+def sparse_text():
+    r = rng.random()
+    if r < 0.08:
+        return "'" + rng.choice(["{", "}", "{1:1", "{1:1}", "{1:1}/", "{}/", "{1:1}/2/3", "{1;1}/2",
+                                 "{1:1,,2:1}/3", "{:}/1", "{1:1}/x", "[1,2]", "{1:1} 2", "/5",
+                                 "{1:1}/-0", "{\u00e9:1}/2", "{1:1}/2 x", "{ 1 : 1 } / 2 "]) + "'"
+    dim = rng.choice([1, 2, 5, 40, rng.randint(1, 100), 16000, 16001, 1000000000, 1000000001,
+                      0, -1, 2147483648]) if r < 0.3 else rng.randint(1, 60)
+    n = rng.choice([0, 1, 2, rng.randint(0, 30), 16001]) if r < 0.35 else rng.randint(0, 12)
+    if n > 2000:
+        return "'{" + ",".join(f"{i}:1" for i in range(1, n + 1)) + f"}}/{dim}'"
+    def index():
+        if rng.random() < 0.1:
+            return rng.choice(["0", "-1", str(dim + 1), "2147483648", "1.5", "", "x", "+2"])
+        return str(rng.randint(1, max(1, min(dim, 1 << 30))))
+    return "'{" + ",".join(f"{index()}:{num()}" for _ in range(n)) + f"}}/{dim}'"
+
+
 def good_vec(d):
     return [f32(rng.uniform(-10, 10)) for _ in range(d)]
 
@@ -101,6 +119,22 @@ def case():
                         "".join(rng.choice("ab\u00e9\u4e2d") for _ in range(rng.randint(0, 90)))])
         t = rng.choice(["", "ano", "b" * rng.randint(0, 200), s[::-1]])
         return f"SELECT {pg_str(s)} <~> {pg_str(t)};"
+    if r < 0.82:
+        form = rng.choice(["{s}::sparsevec", "{s}::sparsevec(5)", "{s}::sparsevec::vector",
+                           "{s}::sparsevec::halfvec", "l2_normalize({s}::sparsevec)",
+                           "{s}::sparsevec {op} {t}::sparsevec"])
+        op = rng.choice(["<->", "<#>", "<=>", "<+>", "=", "<"])
+        return "SELECT " + form.format(s=sparse_text(), t=sparse_text(), op=op) + ";"
+    if r < 0.86:
+        # sparse checks: vectors with zeros, the sparse operators against the reference
+        d = rng.randint(1, 70)
+        a = [x if rng.random() < 0.3 else 0.0 for x in good_vec(d)]
+        b = [x if rng.random() < 0.3 else 0.0 for x in good_vec(d)]
+        op = rng.choice(["<->", "<#>", "<+>"])
+        want = ref(op, a, b)
+        tol = 1e-5 * max(1.0, abs(want)) + 1e-5
+        return (f"SELECT 'WRONG sparsevec {op} d={d}: ' || x FROM (SELECT {lit(a)}::sparsevec {op} "
+                f"{lit(b)}::sparsevec AS x) s WHERE abs(x - ({want!r})) > {tol!r} OR x IS NULL;")
     # checks against the reference (valid input must give the right answer)
     d = rng.randint(1, 40)
     a, b = good_vec(d), good_vec(d)
