@@ -84,6 +84,8 @@ typedef struct VsIvfpqSearchParams
 {
 	uint32		probe_offset;	/* first list rank */
 	uint32		nprobe;			/* lists in the window */
+	uint32		exact;			/* 1 (kNN, store_vectors): the k candidates come re-ranked from
+								 * the stored vectors, with exact distances, in exact order */
 } VsIvfpqSearchParams;
 
 /* The worker's build steps (VsKindParams of a VS_OP_BUILD request, ivfpqworker.c). */
@@ -231,6 +233,7 @@ typedef struct VsIvfpqCached
 {
 	VsIvfpqMetaPageData meta;
 	struct vs_ivfpq *ivf;		/* NULL when untrained */
+	struct vs_dataset *stored;	/* the worker's, store_vectors: the stored vectors on its device */
 	int64	   *ids;			/* store_vectors: list and pending entries' ids, ascending */
 	float	   *vectors;		/* ... and their vectors */
 	int64		n;
@@ -276,8 +279,8 @@ extern struct vs_ivfpq *vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMeta
  * vsearch.ivfpq_probes lists plus every pending entry.
  */
 extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq,
-									   int probe_offset, int nprobe, int k, int64 *ids,
-									   float *dists, int64 *counts);
+									   int probe_offset, int nprobe, int k, bool exact,
+									   int64 *ids, float *dists, int64 *counts);
 extern int64 *vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n);
 extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									  double radius, VsRangeResult *out);

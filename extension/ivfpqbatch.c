@@ -177,7 +177,7 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 				dists = palloc_extended(sizeof(float) * ng * k, MCXT_ALLOC_HUGE);
 				INSTR_TIME_SET_CURRENT(t0);
 				vs_ivfpq_search_candidates(&bc->ref, queries, ng, keys[g].offset, probes, (int) k,
-										   ids, dists, counts);
+										   false, ids, dists, counts);
 				INSTR_TIME_SET_CURRENT(t1);
 				INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
 				bc->rounds++;

@@ -250,6 +250,27 @@ rerank(IndexScanDesc scan, const int64 *ids, int64 n)
 	MemoryContextSwitchTo(old);
 }
 
+/* A round's candidates as the search re-ranked them (exact distances in rank units, sorted). */
+static void
+take_exact(IndexScanDesc scan, const int64 *ids, const float *dists, int64 n)
+{
+	IvfpqScanOpaque so = (IvfpqScanOpaque) scan->opaque;
+	MemoryContext old = MemoryContextSwitchTo(so->base.cxt);
+
+	if (so->cands)
+		pfree(so->cands);
+	so->cands = palloc_extended(sizeof(Cand) * Max(n, 1), MCXT_ALLOC_HUGE);
+	so->ncands = n;
+	so->pos = 0;
+	for (int64 i = 0; i < n; i++)
+	{
+		so->cands[i].id = ids[i];
+		so->cands[i].d = palloc(sizeof(double));
+		so->cands[i].d[0] = vs_rank_value(so->base.ref.metric, dists[i]);
+	}
+	MemoryContextSwitchTo(old);
+}
+
 static void
 scan_start(IndexScanDesc scan)
 {
@@ -333,6 +354,10 @@ next_round(IndexScanDesc scan)
 		/* more than the index held when the scan began: the window is exhausted below k */
 		int64		entries = (int64) Min(so->base.ref.ntuples, (uint64) INT_MAX);
 		bool		window_done = true;
+		float	   *newdists;
+		/* the search itself re-ranks from the stored vectors (pending entries need the backend's) */
+		bool		exact = VsIvfpqRefStoreVectors(&so->base.ref) && so->norderbys == 1 &&
+			VsIvfpqRefPending(&so->base.ref) == 0;
 
 		CHECK_FOR_INTERRUPTS();
 		if (lists > 0 && so->offset < lists)
@@ -343,7 +368,7 @@ next_round(IndexScanDesc scan)
 			ids = palloc_extended(sizeof(int64) * Max(k, 1), MCXT_ALLOC_HUGE);
 			dists = palloc_extended(sizeof(float) * Max(k, 1), MCXT_ALLOC_HUGE);
 			vs_ivfpq_search_candidates(&so->base.ref, so->queries[0], 1, so->offset, so->probes,
-									   (int) k, ids, dists, &count);
+									   (int) k, exact, ids, dists, &count);
 			count = Min(count, k);
 			window_done = count < k;
 		}
@@ -351,6 +376,7 @@ next_round(IndexScanDesc scan)
 			pending = vs_ivfpq_pending_ids(&so->base.ref, &npending);
 		cap = count + npending;
 		newids = palloc_extended(sizeof(int64) * Max(cap, 1), MCXT_ALLOC_HUGE);
+		newdists = palloc_extended(sizeof(float) * Max(cap, 1), MCXT_ALLOC_HUGE);
 		for (int64 i = 0; i < npending; i++)
 		{
 			bool		found;
@@ -369,7 +395,10 @@ next_round(IndexScanDesc scan)
 				continue;
 			hash_search(so->seen, &ids[i], HASH_ENTER, &found);
 			if (!found)
+			{
+				newdists[nnew] = dists[i];
 				newids[nnew++] = ids[i];
+			}
 		}
 		so->first_round = false;
 		if (window_done)
@@ -388,8 +417,12 @@ next_round(IndexScanDesc scan)
 		}
 		MemoryContextSwitchTo(old);
 
-		rerank(scan, newids, nnew);
+		if (exact)
+			take_exact(scan, newids, newdists, nnew);
+		else
+			rerank(scan, newids, nnew);
 		pfree(newids);
+		pfree(newdists);
 		vs_search_trim_cache();
 		if (so->ncands > 0)
 			return true;

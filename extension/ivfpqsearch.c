@@ -20,6 +20,7 @@
 #include "utils/memutils.h"
 
 #include "ivfpq.h"
+#include "vsearch/distance.h"
 #include "vsearch/engine.h"
 #include "vsearch/ivfpq.h"
 #include "worker_internal.h"
@@ -389,6 +390,26 @@ contents_object(struct vs_context *ctx, const VsIvfpqContents *contents, struct 
 	return VS_OK;
 }
 
+/* store_vectors, in the worker: the list entries' vectors as a dataset on its device. */
+static int
+stored_dataset(struct vs_context *engine, const VsIvfpqContents *contents, struct vs_dataset **out)
+{
+	struct vs_dataset *ds = NULL;
+	int			rc;
+
+	rc = vs_dataset_create(engine, contents->meta.dim, VS_DTYPE_F32, &ds);
+	if (rc == VS_OK)
+		rc = vs_dataset_add(engine, ds, contents->vectors, (const int64_t *) contents->ids,
+							(size_t) contents->n);
+	if (rc != VS_OK && ds != NULL)
+	{
+		vs_dataset_destroy(engine, ds);
+		ds = NULL;
+	}
+	*out = ds;
+	return rc;
+}
+
 /* Bytes accounted for an engine object of n entries: ids and codes, centroids and codebooks. */
 static Size
 object_bytes(const VsIvfpqMetaPageData *meta, int64 n)
@@ -450,7 +471,8 @@ vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	/* entries are at least 8 bytes of id: refuse what cannot fit before reading it */
 	if (env->limit > 0 && ref->ntuples * sizeof(int64) > env->limit)
 		vs_load_too_large(env, ref->indexrelid, ref->ntuples * sizeof(int64));
-	vs_ivfpq_read_index(ref, !env->in_worker, env->progress, &contents);
+	/* with store_vectors the vectors come too: the backend's exact re-rank, the worker's device */
+	vs_ivfpq_read_index(ref, true, env->progress, &contents);
 
 	/* the worker is asked only about trained indexes (the backends search pending rows) */
 	if (env->in_worker &&
@@ -461,6 +483,8 @@ vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 				 errmsg("index %u is not a trained vs_ivfpq index of dimension %u and metric %u",
 						ref->indexrelid, ref->dim, (uint32) ref->metric)));
 	need = object_bytes(&contents.meta, contents.n);
+	if (env->in_worker && contents.vectors != NULL)
+		need += (Size) contents.n * (sizeof(int64) + sizeof(float) * contents.meta.dim);
 	if (env->limit > 0 && need > env->limit)
 		vs_load_too_large(env, ref->indexrelid, need);
 
@@ -475,6 +499,15 @@ vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 		for (;;)
 		{
 			rc = contents_object(env->engine, &contents, &c->ivf);
+			if (rc == VS_OK && env->in_worker && contents.vectors != NULL && contents.n > 0)
+			{
+				rc = stored_dataset(env->engine, &contents, &c->stored);
+				if (rc != VS_OK)
+				{
+					vs_ivfpq_destroy(env->engine, c->ivf);
+					c->ivf = NULL;
+				}
+			}
 			if (rc == VS_OUT_OF_MEMORY && env->evict_one && env->evict_one(env->arg))
 				continue;
 			break;
@@ -519,6 +552,99 @@ vs_ivfpq_destroy_object(struct vs_context *engine, void *obj)
 
 	if (c->ivf != NULL)
 		vs_ivfpq_destroy(engine, c->ivf);
+	if (c->stored != NULL)
+		vs_dataset_destroy(engine, c->stored);
+}
+
+typedef struct RankedEntry
+{
+	float		d;
+	int64		id;
+} RankedEntry;
+
+static int
+cmp_ranked(const void *a, const void *b)
+{
+	const RankedEntry *x = a,
+			   *y = b;
+
+	/* the engine's order: distance (NaN last), ties by id */
+	if (isnan(x->d) != isnan(y->d))
+		return isnan(x->d) ? 1 : -1;
+	if (x->d != y->d && !isnan(x->d))
+		return x->d < y->d ? -1 : 1;
+	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
+}
+
+/*
+ * The candidates (nq x k, counts) re-ranked exactly from the stored vectors, in place: on the
+ * worker's device by the engine's subset search, in a backend from its host copy, both the
+ * engine's exact distances (vsearch/distance.h) in its order.  malloc, not palloc: no ERROR leaves
+ * here, whichever process runs it.
+ */
+static int
+rerank_stored(struct vs_context *engine, const VsIvfpqCached *c, const float *queries, Size nq,
+			  Size k, int64 *ids, float *distances, int64 *counts)
+{
+	vs_metric	rank = vs_rank_metric((vs_metric) c->meta.metric);
+	int			dim = (int) c->meta.dim;
+	int64_t    *cand = malloc(sizeof(int64_t) * Max(nq * k, 1));
+	int64_t    *offsets = malloc(sizeof(int64_t) * (nq + 1));
+	RankedEntry *row = c->stored ? NULL : malloc(sizeof(RankedEntry) * Max(k, 1));
+	int			rc = VS_OK;
+	int64		at = 0;
+
+	if (cand == NULL || offsets == NULL || (c->stored == NULL && row == NULL))
+	{
+		free(cand);
+		free(offsets);
+		free(row);
+		return VS_OUT_OF_MEMORY;
+	}
+	for (Size q = 0; q < nq; q++)
+	{
+		offsets[q] = at;
+		for (int64 i = 0; i < Min(counts[q], (int64) k); i++)
+			if (ids[q * k + i] >= 0)
+				cand[at++] = ids[q * k + i];
+	}
+	offsets[nq] = at;
+	if (c->stored != NULL)
+	{
+		vs_subsets	subsets = {offsets, cand};
+
+		rc = vs_knn(engine, c->stored, queries, nq, k, rank, &subsets, (int64_t *) ids, distances,
+					(int64_t *) counts);
+	}
+	else
+	{
+		for (Size q = 0; q < nq; q++)
+		{
+			int64		n = 0;
+
+			for (int64 i = offsets[q]; i < offsets[q + 1]; i++)
+			{
+				const float *x = c->vectors ? vs_ivfpq_cached_vector(c, cand[i]) : NULL;
+
+				if (x == NULL)
+					continue;
+				row[n].id = cand[i];
+				row[n].d = (float) vs_exact_distance_f32(rank, queries + q * dim, x, dim);
+				n++;
+			}
+			qsort(row, n, sizeof(RankedEntry), cmp_ranked);
+			for (Size i = 0; i < k; i++)
+			{
+				ids[q * k + i] = (int64) i < n ? row[i].id : -1;
+				distances[q * k + i] = (int64) i < n ? row[i].d : INFINITY;
+			}
+			counts[q] = n;
+		}
+	}
+	free(cand);
+	free(offsets);
+	free(row);
+	return rc;
 }
 
 int
@@ -527,6 +653,7 @@ vs_ivfpq_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
 {
 	VsIvfpqCached *c = (VsIvfpqCached *) obj;
 	VsIvfpqSearchParams p;
+	int			rc;
 
 	memcpy(&p, params, sizeof(p));
 	if (c->ivf == NULL)
@@ -541,8 +668,11 @@ vs_ivfpq_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
 		}
 		return VS_OK;
 	}
-	return vs_ivfpq_search(engine, c->ivf, queries, nq, p.probe_offset, p.nprobe, k,
-						   (int64_t *) ids, distances, (int64_t *) counts);
+	rc = vs_ivfpq_search(engine, c->ivf, queries, nq, p.probe_offset, p.nprobe, k,
+						 (int64_t *) ids, distances, (int64_t *) counts);
+	if (rc == VS_OK && p.exact)
+		rc = rerank_stored(engine, c, queries, nq, k, ids, distances, counts);
+	return rc;
 }
 
 /* The smallest float >= radius: the estimates within it are a superset of those within radius. */
@@ -599,6 +729,12 @@ vs_ivfpq_check_search(const struct VsRequest *req, char *why, Size whylen)
 				 p.nprobe);
 		return false;
 	}
+	if (p.exact > 1 || (p.exact && req->op != VS_OP_KNN))
+	{
+		snprintf(why, whylen, "vs_ivfpq exact re-rank flag %u invalid for operation %u", p.exact,
+				 req->op);
+		return false;
+	}
 	return true;
 }
 
@@ -636,10 +772,10 @@ vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id)
  */
 void
 vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
-						   int nprobe, int k, int64 *ids, float *dists, int64 *counts)
+						   int nprobe, int k, bool exact, int64 *ids, float *dists, int64 *counts)
 {
 	VsKindParams params;
-	VsIvfpqSearchParams p;
+	VsIvfpqSearchParams p = {0};
 
 	if (VsIvfpqRefLists(ref) == 0 || k <= 0 || probe_offset < 0 ||
 		probe_offset >= (int) VsIvfpqRefLists(ref))
@@ -651,6 +787,7 @@ vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, 
 	memset(&params, 0, sizeof(params));
 	p.probe_offset = (uint32) probe_offset;
 	p.nprobe = (uint32) Min(Max(nprobe, 1), VS_IVFPQ_MAX_LISTS);
+	p.exact = exact && VsIvfpqRefStoreVectors(ref) ? 1 : 0;
 	memcpy(&params, &p, sizeof(p));
 	vs_search_knn(ref, &params, queries, nq, k, ids, dists, counts);
 }
@@ -695,7 +832,7 @@ vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq, d
 	if (VsIvfpqRefLists(ref) > 0 && nq > 0)
 	{
 		VsKindParams params;
-		VsIvfpqSearchParams p;
+		VsIvfpqSearchParams p = {0};
 
 		memset(&params, 0, sizeof(params));
 		p.probe_offset = 0;
