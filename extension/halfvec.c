@@ -516,54 +516,7 @@ halfvec_compare(FunctionCallInfo fcinfo)
 	return order;
 }
 
-PG_FUNCTION_INFO_V1(halfvec_cmp);
-Datum
-halfvec_cmp(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(halfvec_compare(fcinfo));
-}
-
-PG_FUNCTION_INFO_V1(halfvec_lt);
-Datum
-halfvec_lt(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(halfvec_compare(fcinfo) < 0);
-}
-
-PG_FUNCTION_INFO_V1(halfvec_le);
-Datum
-halfvec_le(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(halfvec_compare(fcinfo) <= 0);
-}
-
-PG_FUNCTION_INFO_V1(halfvec_eq);
-Datum
-halfvec_eq(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(halfvec_compare(fcinfo) == 0);
-}
-
-PG_FUNCTION_INFO_V1(halfvec_ne);
-Datum
-halfvec_ne(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(halfvec_compare(fcinfo) != 0);
-}
-
-PG_FUNCTION_INFO_V1(halfvec_ge);
-Datum
-halfvec_ge(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(halfvec_compare(fcinfo) >= 0);
-}
-
-PG_FUNCTION_INFO_V1(halfvec_gt);
-Datum
-halfvec_gt(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(halfvec_compare(fcinfo) > 0);
-}
+VS_DEFINE_ORDER_FUNCTIONS(halfvec, halfvec_compare)
 
 /* ---------------------------------------------------------------------------------------------
  * avg(halfvec): the state and functions of avg(vector) (vector_agg.c), fed with the float values

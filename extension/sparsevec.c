@@ -604,54 +604,7 @@ sparsevec_compare(FunctionCallInfo fcinfo)
 	return order;
 }
 
-PG_FUNCTION_INFO_V1(sparsevec_cmp);
-Datum
-sparsevec_cmp(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(sparsevec_compare(fcinfo));
-}
-
-PG_FUNCTION_INFO_V1(sparsevec_lt);
-Datum
-sparsevec_lt(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(sparsevec_compare(fcinfo) < 0);
-}
-
-PG_FUNCTION_INFO_V1(sparsevec_le);
-Datum
-sparsevec_le(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(sparsevec_compare(fcinfo) <= 0);
-}
-
-PG_FUNCTION_INFO_V1(sparsevec_eq);
-Datum
-sparsevec_eq(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(sparsevec_compare(fcinfo) == 0);
-}
-
-PG_FUNCTION_INFO_V1(sparsevec_ne);
-Datum
-sparsevec_ne(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(sparsevec_compare(fcinfo) != 0);
-}
-
-PG_FUNCTION_INFO_V1(sparsevec_ge);
-Datum
-sparsevec_ge(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(sparsevec_compare(fcinfo) >= 0);
-}
-
-PG_FUNCTION_INFO_V1(sparsevec_gt);
-Datum
-sparsevec_gt(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(sparsevec_compare(fcinfo) > 0);
-}
+VS_DEFINE_ORDER_FUNCTIONS(sparsevec, sparsevec_compare)
 
 /* ---------------------------------------------------------------------------------------------
  * vector.h's index helpers: index code reads a sparsevec column as dense vectors

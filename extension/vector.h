@@ -84,6 +84,24 @@ extern Vector *vs_datum_vector(Datum datum);
 extern Vector *vs_index_vector(Datum datum, bool sparse);
 extern bool vs_index_is_sparsevec(Relation index);
 
+/* The btree functions of a type, prefix_cmp, _lt, _le, _eq, _ne, _ge and _gt, from its three-way
+ * comparison compare(fcinfo) (< 0, 0, > 0 for the two arguments). */
+#define VS_DEFINE_ORDER_FUNCTIONS(prefix, compare) \
+	PG_FUNCTION_INFO_V1(prefix##_cmp); \
+	Datum prefix##_cmp(PG_FUNCTION_ARGS) { PG_RETURN_INT32(compare(fcinfo)); } \
+	PG_FUNCTION_INFO_V1(prefix##_lt); \
+	Datum prefix##_lt(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare(fcinfo) < 0); } \
+	PG_FUNCTION_INFO_V1(prefix##_le); \
+	Datum prefix##_le(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare(fcinfo) <= 0); } \
+	PG_FUNCTION_INFO_V1(prefix##_eq); \
+	Datum prefix##_eq(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare(fcinfo) == 0); } \
+	PG_FUNCTION_INFO_V1(prefix##_ne); \
+	Datum prefix##_ne(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare(fcinfo) != 0); } \
+	PG_FUNCTION_INFO_V1(prefix##_ge); \
+	Datum prefix##_ge(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare(fcinfo) >= 0); } \
+	PG_FUNCTION_INFO_V1(prefix##_gt); \
+	Datum prefix##_gt(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare(fcinfo) > 0); }
+
 /* Planner cost of one distance between vectors of dim dimensions (0: unknown) computed in a
  * backend, and of fetching a dim-dimensional vector of column attnum of relid when it is likely
  * stored out of line (0 otherwise): vector_cost.c. */
