@@ -31,6 +31,7 @@ DeviceContext::DeviceContext(const BackendConfig &config) : cfg(config), device(
                                                        : CUBLAS_PEDANTIC_MATH));
     }
     tile_bytes = env_size("VSEARCH_CUDA_TILE_BYTES", size_t{1} << 30);
+    range_cap = env_size("VSEARCH_CUDA_RANGE_CAP", 0);
     small_batch = static_cast<int>(env_size("VSEARCH_CUDA_SMALL_BATCH", 32));
     smem_optin = prop.sharedMemPerBlockOptin;
 }

@@ -43,11 +43,11 @@ public:
     {
         if (bytes > cap_)
         {
+            const size_t want = std::max(bytes, cap_ * 2);
             if (p_)
                 cudaFreeHost(p_);
             p_ = nullptr;
             cap_ = 0;
-            size_t want = std::max(bytes, cap_ * 2);
             VS_CUDA_CHECK(cudaMallocHost(&p_, want));
             cap_ = want;
         }
@@ -170,6 +170,7 @@ struct DeviceContext
     cublasHandle_t blas[2] = {nullptr, nullptr};
     PinnedBuffer pinned[2];
     size_t tile_bytes = 0;
+    size_t range_cap = 0; // range candidates per buffer (0: from the budget; tests make it small)
     int small_batch = 32;
     // Most queries of a batch the direct path takes at dimension d.  Wider rows leave the staged
     // rows kernel (d <= 128) for the lane-pair one, whose time grows faster with the batch: on an

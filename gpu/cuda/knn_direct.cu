@@ -31,7 +31,8 @@ std::vector<int> direct_path(DeviceContext &dev, const CudaDataset &c, const flo
     const int rows_nb = static_cast<int>(std::min<size_t>(nb, 32));
     FilterPlan fp{};
     if (allow_rows && nb <= 32 && stream_ok(d, rows_nb) && stream_fits(rows_nb, d, dev.smem_optin))
-        fp = plan_filter(static_cast<int>(kp), static_cast<uint32_t>(c.size()), 256);
+        fp = plan_filter(static_cast<int>(kp), static_cast<uint32_t>(c.size()), 256,
+                         kFilterSortMax);
     int per = fp.on ? rows_nb : static_cast<int>(std::min<size_t>(scan_tier_queries(tier), nb));
     while (!fp.on && per > 1 &&
            scan_smem_bytes(tier, true, per, static_cast<int>(kp), bcap) > dev.smem_optin)

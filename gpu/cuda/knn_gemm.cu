@@ -49,9 +49,10 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
     bool split = tn >= 4 * L1;
     size_t P1 = std::max<size_t>(1, std::min(P, L1 / std::max<size_t>(1024, 4 * kp)));
     // Whole rows: sampled threshold, filter, sort (filter_select.cu); else warp selectors.
-    const FilterPlan fp = filter && tn == n
-                              ? plan_filter(static_cast<int>(kp), static_cast<uint32_t>(tn), 1024)
-                              : FilterPlan{};
+    const FilterPlan fp = filter && tn == n ? plan_filter(static_cast<int>(kp),
+                                                          static_cast<uint32_t>(tn), 1024,
+                                                          kFilterSortMax)
+                                            : FilterPlan{};
 
     struct Slot
     {

@@ -1,119 +1,321 @@
-// Range search on the CUDA backend: an approximate tile (GEMM, or the direct scan for L1 and
-// small batches), per-query candidate counts against radius + the error bound, CUB selection of
-// the candidates in order for batches of queries that fit the candidate buffer, the exact check,
-// CUB compaction of the matches, ids and distances to pinned memory and the collector; per query
-// tile and dataset chunk, so the output never needs more than the budget.
+// Range search on the CUDA backend.  Per step (a tile of queries x every row, or x a column chunk
+// when one row of the tile does not fit): the approximate tile (GEMM, or the direct scan for L1
+// and small batches); one pass that keeps every value within the radius plus the error bound as a
+// candidate key (query, column), with per-query counts (impl/range_kernels.cu); the exact check
+// of the candidates; one radix sort of the matches by (query, column), i.e. by (query, id); the
+// per-query offsets; ids and distances to pinned memory and the collector.  Two slots (stream,
+// tile, buffers) alternate, so one step's GEMM runs while the previous step's matches are
+// checked, sorted and copied and the host appends the one before.  A step whose candidates
+// overflow the buffer is redone in batches of queries that fit (by the first pass's per-query
+// counts) and, for a query with more candidates than the buffer holds, in column chunks of the
+// buffer's size: device memory stays bounded whatever the radius.
 #include "cuda/pipelines.cuh"
 
 #include "engine/host_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace vs::cuda {
 
+namespace {
+
+struct Step
+{
+    size_t q0, qn; // queries of the batch
+    size_t c0, cn; // dataset rows (tile columns)
+};
+
+struct Slot
+{
+    int index = 0;
+    cudaStream_t st = nullptr;
+    PinnedBuffer *host = nullptr;
+    DeviceArray<float> tile;
+    DeviceArray<uint64_t> cand, keys, sorted;
+    DeviceArray<uint32_t> vals, sorted_vals, count;
+    DeviceArray<unsigned long long> total;
+    DeviceArray<int64_t> offsets;
+    Step step{};
+    // the output in flight: out_nq queries from query out_q0 of the call, out_n sorted keys
+    bool pending = false;
+    size_t out_q0 = 0, out_nq = 0, out_n = 0;
+};
+
+class RangeRun
+{
+public:
+    RangeRun(DeviceContext &dev, const CudaDataset &c, const float *hq, size_t nq, float radius,
+             vs_metric m, RangeCollector *collector)
+        : dev_(dev), c_(c), nq_(nq), radius_(radius), m_(m), collector_(collector)
+    {
+        const size_t n = c.size(), d = c.dim();
+        std::vector<int> which(nq);
+        std::iota(which.begin(), which.end(), 0);
+        Q_ = upload_queries(dev, hq, which, d);
+        use_gemm_ = m != VS_METRIC_L1 && nq > static_cast<size_t>(dev.small_batch);
+        const int kind = use_gemm_ ? dev.gemm_kind() : APPROX_DIRECT_F32;
+        mode_ = use_gemm_ ? approx_mode(m) : MODE_RAW;
+        // Candidates: approximate value <= the threshold in double, rounded up to a float (a
+        // superset: the exact check decides).
+        const double limit = range_base_limit(m, radius);
+        std::vector<float> thr(nq);
+        for (size_t i = 0; i < nq; i++)
+        {
+            const double t = range_approx_threshold(
+                approx_error(kind, m, d, Q_.host_norm[i], c.maxnorm), limit);
+            float f = static_cast<float>(t);
+            if (static_cast<double>(f) < t)
+                f = std::nextafter(f, INFINITY);
+            thr[i] = f;
+        }
+        // Per slot: a tile of whole rows (tq queries) when one fits, else column chunks of one
+        // query (GEMM only; the direct scan writes whole rows); candidate buffers of `cap_` keys
+        // (about 48 bytes each with the sort's scratch).
+        const size_t avail = dev.pool->available();
+        const size_t budget = std::min(dev.tile_bytes, avail / 6);
+        tn_ = n;
+        if (round_up(n, 4) * 4 <= budget)
+            tq_ = std::max<size_t>(1, budget / (round_up(n, 4) * 4));
+        else
+        {
+            tq_ = 1;
+            if (use_gemm_)
+                tn_ = std::min(n, std::max<size_t>(4096, budget / 4 / 4096 * 4096));
+        }
+        tq_ = std::min({tq_, nq, size_t{4096}});
+        ld_ = round_up(tn_, 4);
+        cap_ = dev.range_cap ? dev.range_cap
+                             : std::min<size_t>(size_t{1} << 30,
+                                                std::max<size_t>(size_t{1} << 16, avail / 6 / 48));
+        cap_ = std::max<size_t>(4, std::min(cap_, tq_ * tn_));
+        qbits_ = 1;
+        while ((size_t{1} << qbits_) <= tq_)
+            qbits_++;
+        thr_ = DeviceArray<float>(*dev.pool, nq, dev.main);
+        VS_CUDA_CHECK(cudaMemcpyAsync(thr_.get(), thr.data(), nq * sizeof(float),
+                                      cudaMemcpyHostToDevice, dev.main));
+        const size_t nslots = nq > tq_ || n > tn_ ? 2 : 1;
+        for (size_t i = 0; i < nslots; i++)
+        {
+            Slot &s = slots_[i];
+            s.index = static_cast<int>(i);
+            s.st = dev.work[i];
+            s.host = &dev.pinned[i];
+            s.tile = DeviceArray<float>(*dev.pool, tq_ * ld_, dev.main);
+            s.cand = DeviceArray<uint64_t>(*dev.pool, cap_, dev.main);
+            s.keys = DeviceArray<uint64_t>(*dev.pool, cap_, dev.main);
+            s.sorted = DeviceArray<uint64_t>(*dev.pool, cap_, dev.main);
+            s.vals = DeviceArray<uint32_t>(*dev.pool, cap_, dev.main);
+            s.sorted_vals = DeviceArray<uint32_t>(*dev.pool, cap_, dev.main);
+            s.count = DeviceArray<uint32_t>(*dev.pool, tq_, dev.main);
+            s.total = DeviceArray<unsigned long long>(*dev.pool, 1, dev.main);
+            s.offsets = DeviceArray<int64_t>(*dev.pool, tq_ + 1, dev.main);
+        }
+        VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
+    }
+
+    void run()
+    {
+        std::vector<Step> steps;
+        for (size_t q0 = 0; q0 < nq_; q0 += tq_)
+            for (size_t c0 = 0; c0 < c_.size(); c0 += tn_)
+                steps.push_back({q0, std::min(tq_, nq_ - q0), c0, std::min(tn_, c_.size() - c0)});
+        StreamJoin join{dev_.work, 2};
+        const size_t T = steps.size();
+        check_cancel(dev_.cfg);
+        first_pass(slots_[0], steps[0]);
+        for (size_t t = 0; t < T; t++)
+        {
+            Slot &cur = slots_[t % 2], &nxt = slots_[(t + 1) % 2];
+            // nxt's pending output (step t - 1) is ahead of the next first pass on its stream,
+            // and the two use disjoint parts of its pinned buffer.
+            if (t + 1 < T)
+            {
+                check_cancel(dev_.cfg);
+                first_pass(nxt, steps[t + 1]);
+            }
+            finish(nxt);
+            second_pass(cur);
+        }
+        finish(slots_[T % 2]);
+        finish(slots_[(T - 1) % 2]);
+    }
+
+private:
+    // Pinned layout: total (8 bytes) | per-query counts | offsets | ids | distances.
+    size_t counters_bytes() const { return round_up(8 + tq_ * 4, 64); }
+    size_t ids_at() const { return counters_bytes() + round_up((tq_ + 1) * 8, 64); }
+
+    // The approximate tile, the candidates of the whole step with per-query counts, and the
+    // counters to the host.
+    void first_pass(Slot &s, const Step &step)
+    {
+        s.step = step;
+        if (use_gemm_)
+            gemm(dev_, s.index, c_, step.c0, step.cn, Q_.x + step.q0 * c_.dim(), step.qn,
+                 s.tile.get(), ld_);
+        else
+            full_rows(dev_, c_, Q_, step.q0, step.qn, m_, s.tile.get(), ld_, s.index, s.st, true);
+        VS_CUDA_CHECK(cudaMemsetAsync(s.count.get(), 0, step.qn * 4, s.st));
+        filter(s, 0, step.qn, 0, step.cn, true);
+        // grows on a slot's first step only (ids_at() is fixed per call), never under a pending
+        // output
+        char *h = static_cast<char *>(s.host->ensure(ids_at()));
+        VS_CUDA_CHECK(cudaMemcpyAsync(h, s.total.get(), 8, cudaMemcpyDeviceToHost, s.st));
+        VS_CUDA_CHECK(cudaMemcpyAsync(h + 8, s.count.get(), step.qn * 4, cudaMemcpyDeviceToHost,
+                                      s.st));
+    }
+
+    void filter(Slot &s, size_t qa, size_t qb, size_t ca, size_t cb, bool counts)
+    {
+        const Step &step = s.step;
+        VS_CUDA_CHECK(cudaMemsetAsync(s.total.get(), 0, 8, s.st));
+        RangeFilterArgs a{};
+        a.tile = s.tile.get();
+        a.ld = static_cast<int64_t>(ld_);
+        a.mode = mode_;
+        a.xsq = Q_.sq + step.q0;
+        a.xinv = Q_.inv + step.q0;
+        a.ysq = c_.sq.get() + step.c0;
+        a.yinv = c_.inv.get() + step.c0;
+        a.thr = thr_.get() + step.q0;
+        a.qa = static_cast<int>(qa);
+        a.qb = static_cast<int>(qb);
+        a.ca = static_cast<uint32_t>(ca);
+        a.cb = static_cast<uint32_t>(cb);
+        a.count = counts ? s.count.get() : nullptr;
+        a.total = s.total.get();
+        a.cand = s.cand.get();
+        a.cap = cap_;
+        launch_range_filter(a, s.st);
+    }
+
+    // After the first pass: the step's output when its candidates fit the buffer, else the
+    // step again in batches that do (each finished before the next).
+    void second_pass(Slot &s)
+    {
+        VS_CUDA_CHECK(cudaStreamSynchronize(s.st));
+        const char *h = static_cast<const char *>(s.host->ensure(ids_at()));
+        const uint64_t total = *reinterpret_cast<const uint64_t *>(h);
+        const Step &step = s.step;
+        if (total <= cap_)
+        {
+            output(s, 0, step.qn, total);
+            return;
+        }
+        const uint32_t *hc = reinterpret_cast<const uint32_t *>(h + 8);
+        std::vector<uint32_t> count(hc, hc + step.qn);
+        const size_t width = std::max<size_t>(4, cap_ / 4 * 4);
+        for (size_t qa = 0; qa < step.qn;)
+        {
+            if (count[qa] > cap_)
+            {
+                for (size_t ca = 0; ca < step.cn; ca += width)
+                    batch(s, qa, qa + 1, ca, std::min(step.cn, ca + width));
+                qa++;
+                continue;
+            }
+            size_t qb = qa, sum = 0;
+            while (qb < step.qn && sum + count[qb] <= cap_)
+                sum += count[qb++];
+            batch(s, qa, qb, 0, step.cn);
+            qa = qb;
+        }
+    }
+
+    void batch(Slot &s, size_t qa, size_t qb, size_t ca, size_t cb)
+    {
+        check_cancel(dev_.cfg);
+        filter(s, qa, qb, ca, cb, false);
+        uint64_t *h = static_cast<uint64_t *>(s.host->ensure(ids_at()));
+        VS_CUDA_CHECK(cudaMemcpyAsync(h, s.total.get(), 8, cudaMemcpyDeviceToHost, s.st));
+        VS_CUDA_CHECK(cudaStreamSynchronize(s.st));
+        if (*h > cap_)
+            throw Error(VS_INTERNAL, "range batch exceeds its candidate buffer");
+        output(s, qa, qb, *h);
+        finish(s);
+    }
+
+    // Exact check, sort, offsets, ids and distances of n candidates of queries [qa, qb) of the
+    // step, and their copy to the pinned buffer (stream-ordered; finish() hands them over).
+    void output(Slot &s, size_t qa, size_t qb, size_t n)
+    {
+        const Step &step = s.step;
+        const uint32_t row0 = static_cast<uint32_t>(step.c0);
+        launch_range_check(s.cand.get(), n, row0, Q_.view(step.q0), c_.rows(), m_, radius_,
+                           s.keys.get(), s.vals.get(), s.st);
+        sort_pairs_u64(*dev_.pool, s.keys.get(), s.sorted.get(), s.vals.get(), s.sorted_vals.get(),
+                       n, 32 + qbits_, s.st);
+        // The candidate and value buffers are free again: ids and distances go there.
+        int64_t *ids = reinterpret_cast<int64_t *>(s.cand.get());
+        float *dists = reinterpret_cast<float *>(s.vals.get());
+        const int nb = static_cast<int>(qb - qa);
+        launch_range_output(s.sorted.get(), s.sorted_vals.get(), n, static_cast<int>(qa), nb, row0,
+                            c_.ids.get(), s.offsets.get(), ids, dists, s.st);
+        char *h = static_cast<char *>(s.host->ensure(ids_at() + n * 12));
+        VS_CUDA_CHECK(cudaMemcpyAsync(h + counters_bytes(), s.offsets.get(), (nb + 1) * 8,
+                                      cudaMemcpyDeviceToHost, s.st));
+        if (n)
+        {
+            // n bounds the matches (the exact count is on the device): one copy, no round trip
+            VS_CUDA_CHECK(cudaMemcpyAsync(h + ids_at(), ids, n * 8, cudaMemcpyDeviceToHost, s.st));
+            VS_CUDA_CHECK(cudaMemcpyAsync(h + ids_at() + n * 8, dists, n * 4,
+                                          cudaMemcpyDeviceToHost, s.st));
+        }
+        s.pending = true;
+        s.out_q0 = step.q0 + qa;
+        s.out_nq = qb - qa;
+        s.out_n = n;
+    }
+
+    void finish(Slot &s)
+    {
+        if (!s.pending)
+            return;
+        s.pending = false;
+        VS_CUDA_CHECK(cudaStreamSynchronize(s.st));
+        const char *h = static_cast<const char *>(s.host->ensure(ids_at() + s.out_n * 12));
+        const int64_t *off = reinterpret_cast<const int64_t *>(h + counters_bytes());
+        const size_t nb = s.out_nq;
+        counts_.resize(nb);
+        for (size_t i = 0; i < nb; i++)
+            counts_[i] = off[i + 1] - off[i];
+        collector_->add(s.out_q0, nb, counts_.data(),
+                        reinterpret_cast<const int64_t *>(h + ids_at()),
+                        reinterpret_cast<const float *>(h + ids_at() + s.out_n * 8));
+    }
+
+    DeviceContext &dev_;
+    const CudaDataset &c_;
+    size_t nq_;
+    float radius_;
+    vs_metric m_;
+    RangeCollector *collector_;
+    QueryBatch Q_;
+    bool use_gemm_ = false;
+    int mode_ = MODE_RAW;
+    size_t tq_ = 1, tn_ = 0, ld_ = 0, cap_ = 0;
+    int qbits_ = 1;
+    DeviceArray<float> thr_;
+    Slot slots_[2];
+    std::vector<int64_t> counts_;
+};
+
+} // namespace
+
 void range_impl(DeviceContext &dev, const CudaDataset &c, const float *hq, size_t nq, float radius,
                 vs_metric m, RangeCollector *collector)
 {
-    const size_t n = c.size(), d = c.dim();
-    if (n == 0)
+    if (c.size() == 0)
     {
         std::vector<int64_t> zeros(nq, 0);
         collector->add(0, nq, zeros.data(), nullptr, nullptr);
         return;
     }
-    std::vector<int> which(nq);
-    std::iota(which.begin(), which.end(), 0);
-    QueryBatch Q = upload_queries(dev, hq, which, d);
-    const bool use_gemm = m != VS_METRIC_L1 && nq > static_cast<size_t>(dev.small_batch);
-    const int kind = use_gemm ? dev.gemm_kind() : APPROX_DIRECT_F32;
-    const int mode = use_gemm ? approx_mode(m) : MODE_RAW;
-    const double limit = range_base_limit(m, radius);
-    std::vector<double> thr(nq);
-    for (size_t i = 0; i < nq; i++)
-        thr[i] = range_approx_threshold(approx_error(kind, m, d, Q.host_norm[i], c.maxnorm),
-                                        limit);
-    DeviceArray<double> thr_d(*dev.pool, nq, dev.main);
-    VS_CUDA_CHECK(cudaMemcpyAsync(thr_d.get(), thr.data(), nq * sizeof(double),
-                                  cudaMemcpyHostToDevice, dev.main));
-    // Tiles of whole rows (tq queries x n values) when they fit, else column chunks; the
-    // candidate buffers (21 bytes per candidate) are sized separately, and the per-query
-    // candidate counts split a tile into batches that fit them.
-    const size_t avail = dev.pool->available();
-    const size_t tile_budget = std::min(dev.tile_bytes, avail / 4);
-    size_t tn = n, tq;
-    if (round_up(n, 4) * 4 <= tile_budget)
-        tq = std::max<size_t>(1, tile_budget / (round_up(n, 4) * 4));
-    else
-    {
-        tq = 1;
-        tn = use_gemm ? std::max<size_t>(4096, tile_budget / 4 / 4096 * 4096) : n;
-    }
-    tq = std::min({tq, nq, size_t{4096}});
-    const size_t ld = round_up(tn, 4);
-    if (tq * ld >= 0xFFFFFFF0ull)
-        tq = std::max<size_t>(1, 0xFFFFFFF0ull / ld - 1);
-    const size_t cap = std::max(ld, std::min(tq * ld, avail / 4 / 21));
-    DeviceArray<float> tile(*dev.pool, tq * ld, dev.main);
-    DeviceArray<uint32_t> cand(*dev.pool, cap, dev.main);
-    DeviceArray<uint64_t> packed(*dev.pool, cap, dev.main), packed_out(*dev.pool, cap, dev.main);
-    DeviceArray<uint8_t> flags(*dev.pool, cap, dev.main);
-    DeviceArray<int64_t> qcount(*dev.pool, tq, dev.main), counts(*dev.pool, tq, dev.main);
-    VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
-    StreamJoin join{dev.work, 2};
-    cudaStream_t st = dev.work[0];
-    std::vector<int64_t> h_qcount(tq);
-    for (size_t q0 = 0; q0 < nq; q0 += tq)
-    {
-        const size_t qn = std::min(tq, nq - q0);
-        for (size_t c0 = 0; c0 < n; c0 += tn)
-        {
-            check_cancel(dev.cfg);
-            const size_t cn = std::min(tn, n - c0);
-            if (use_gemm)
-                gemm(dev, 0, c, c0, cn, Q.x + q0 * d, qn, tile.get(), ld);
-            else
-                full_rows(dev, c, Q, q0, qn, m, tile.get(), ld, 0, st, true);
-            RangeTile rt{tile.get(), static_cast<int64_t>(ld), static_cast<uint32_t>(cn), mode,
-                         Q.sq + q0, Q.inv + q0, c.sq.get() + c0, c.inv.get() + c0,
-                         thr_d.get() + q0};
-            range_count(rt, static_cast<int>(qn), qcount.get(), st);
-            VS_CUDA_CHECK(cudaMemcpyAsync(h_qcount.data(), qcount.get(), qn * 8,
-                                          cudaMemcpyDeviceToHost, st));
-            VS_CUDA_CHECK(cudaStreamSynchronize(st));
-            for (size_t qa = 0; qa < qn;)
-            {
-                size_t qb = qa, ncand = 0;
-                while (qb < qn && ncand + static_cast<size_t>(h_qcount[qb]) <= cap)
-                    ncand += static_cast<size_t>(h_qcount[qb++]);
-                range_select(*dev.pool, rt, static_cast<int>(qa), static_cast<int>(qb), cand.get(), st);
-                DeviceQueries qv = Q.view(q0);
-                size_t nm = range_exact(*dev.pool, cand.get(), ncand, static_cast<uint32_t>(cn),
-                                        static_cast<uint32_t>(c0), qv, c.rows(), m, radius,
-                                        packed.get(), flags.get(), packed_out.get(), st);
-                // Emit into the (now free) packed / cand buffers; counts of queries [0, qb).
-                int64_t *e_ids = reinterpret_cast<int64_t *>(packed.get());
-                float *e_d = reinterpret_cast<float *>(cand.get());
-                launch_range_emit(packed_out.get(), nm, static_cast<uint32_t>(cn),
-                                  static_cast<uint32_t>(c0), c.ids.get(), static_cast<int>(qb),
-                                  counts.get(), e_ids, e_d, st);
-                char *h = static_cast<char *>(dev.pinned[0].ensure(qn * 8 + nm * 12 + 16));
-                int64_t *h_counts = reinterpret_cast<int64_t *>(h);
-                int64_t *h_ids = reinterpret_cast<int64_t *>(h + qn * 8);
-                float *h_d = reinterpret_cast<float *>(h + qn * 8 + nm * 8);
-                VS_CUDA_CHECK(cudaMemcpyAsync(h_counts, counts.get() + qa, (qb - qa) * 8,
-                                              cudaMemcpyDeviceToHost, st));
-                if (nm)
-                {
-                    VS_CUDA_CHECK(cudaMemcpyAsync(h_ids, e_ids, nm * 8, cudaMemcpyDeviceToHost, st));
-                    VS_CUDA_CHECK(cudaMemcpyAsync(h_d, e_d, nm * 4, cudaMemcpyDeviceToHost, st));
-                }
-                VS_CUDA_CHECK(cudaStreamSynchronize(st));
-                collector->add(q0 + qa, qb - qa, h_counts, h_ids, h_d);
-                qa = qb;
-            }
-        }
-    }
+    RangeRun run(dev, c, hq, nq, radius, m, collector);
+    run.run();
 }
 
 } // namespace vs::cuda

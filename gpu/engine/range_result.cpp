@@ -1,56 +1,105 @@
-// Range results of the engine's C front end: the Collector's chunks, their assembly into the
-// caller's CSR arrays, and vs_range_result_free.
+// Range results of the engine's C front end: the Collector's flat arrays, their delivery as the
+// caller's CSR arrays (taken over or copied), and vs_range_result_free.
 #include "engine/range_result.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace vs::api {
+
+Collector::~Collector()
+{
+    std::free(ids_);
+    std::free(dists_);
+}
 
 void Collector::add(size_t q0, size_t nq, const int64_t *counts, const int64_t *ids,
                     const float *dists)
 {
-    Chunk c;
-    c.q0 = q0;
-    c.counts.assign(counts, counts + nq);
     size_t total = 0;
     for (size_t i = 0; i < nq; i++)
-    {
-        per_query_[q0 + i] += static_cast<size_t>(counts[i]);
         total += static_cast<size_t>(counts[i]);
+    if (size_ + total > cap_)
+    {
+        // realloc of a large block remaps pages instead of copying them
+        const size_t want = std::max({size_ + total, cap_ * 2, size_t{1024}});
+        void *ni = std::realloc(ids_, want * sizeof(int64_t));
+        if (!ni)
+            throw std::bad_alloc();
+        ids_ = static_cast<int64_t *>(ni);
+        void *nd = std::realloc(dists_, want * sizeof(float));
+        if (!nd)
+            throw std::bad_alloc();
+        dists_ = static_cast<float *>(nd);
+        cap_ = want;
     }
-    c.ids.assign(ids, ids + total);
-    c.dists.assign(dists, dists + total);
-    chunks_.push_back(std::move(c));
+    chunks_.push_back(Chunk{q0, nq, size_, counts_.size()});
+    counts_.insert(counts_.end(), counts, counts + nq);
+    for (size_t i = 0; i < nq; i++)
+        per_query_[q0 + i] += static_cast<size_t>(counts[i]);
+    if (total)
+    {
+        std::memcpy(ids_ + size_, ids, total * sizeof(int64_t));
+        std::memcpy(dists_ + size_, dists, total * sizeof(float));
+        size_ += total;
+    }
+    if (nq)
+    {
+        if (q0 + 1 < next_query_)
+            in_order_ = false;
+        next_query_ = q0 + nq;
+    }
 }
 
-size_t Collector::total() const
+void Collector::assemble(const int64_t *offsets, int64_t *ids, float *dists) const
 {
-    size_t t = 0;
-    for (size_t v : per_query_)
-        t += v;
-    return t;
-}
-
-void Collector::assemble(const int64_t *offsets, int64_t *ids, float *dists)
-{
+    if (in_order_)
+    {
+        if (size_)
+        {
+            std::memcpy(ids, ids_, size_ * sizeof(int64_t));
+            std::memcpy(dists, dists_, size_ * sizeof(float));
+        }
+        return;
+    }
     std::vector<size_t> cursor(per_query_.size(), 0);
     for (const Chunk &c : chunks_)
     {
-        size_t at = 0;
-        for (size_t i = 0; i < c.counts.size(); i++)
+        size_t at = c.at;
+        for (size_t i = 0; i < c.nq; i++)
         {
-            size_t q = c.q0 + i, cnt = static_cast<size_t>(c.counts[i]);
+            size_t q = c.q0 + i, cnt = static_cast<size_t>(counts_[c.counts + i]);
             if (cnt)
             {
                 size_t dst = static_cast<size_t>(offsets[q]) + cursor[q];
-                std::memcpy(ids + dst, c.ids.data() + at, cnt * sizeof(int64_t));
-                std::memcpy(dists + dst, c.dists.data() + at, cnt * sizeof(float));
+                std::memcpy(ids + dst, ids_ + at, cnt * sizeof(int64_t));
+                std::memcpy(dists + dst, dists_ + at, cnt * sizeof(float));
                 cursor[q] += cnt;
             }
             at += cnt;
         }
     }
+}
+
+void Collector::release(int64_t **ids, float **dists)
+{
+    // shrink to the matches (at least one element: NULL means failure to the caller)
+    const size_t keep = std::max<size_t>(size_, 1);
+    void *ni = std::realloc(ids_, keep * sizeof(int64_t));
+    if (!ni)
+        throw std::bad_alloc();
+    ids_ = static_cast<int64_t *>(ni);
+    void *nd = std::realloc(dists_, keep * sizeof(float));
+    if (!nd)
+        throw std::bad_alloc();
+    dists_ = static_cast<float *>(nd);
+    *ids = ids_;
+    *dists = dists_;
+    ids_ = nullptr;
+    dists_ = nullptr;
+    size_ = cap_ = 0;
 }
 
 namespace {
@@ -81,16 +130,31 @@ vs_status deliver_range(vs_context *ctx, Collector &collector, size_t nq, vs_all
     out->offsets = static_cast<int64_t *>(call_alloc(alloc, alloc_arg, (nq + 1) * sizeof(int64_t)));
     if (!out->offsets)
         return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
-    out->ids = static_cast<int64_t *>(call_alloc(alloc, alloc_arg, total * sizeof(int64_t)));
-    if (!out->ids)
-        return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
-    out->distances = static_cast<float *>(call_alloc(alloc, alloc_arg, total * sizeof(float)));
-    if (!out->distances)
-        return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
     out->offsets[0] = 0;
     for (size_t i = 0; i < nq; i++)
         out->offsets[i + 1] = out->offsets[i] + static_cast<int64_t>(collector.per_query()[i]);
-    collector.assemble(out->offsets, out->ids, out->distances);
+    if (!alloc && collector.in_order())
+    {
+        try
+        {
+            collector.release(&out->ids, &out->distances);
+        }
+        catch (const std::bad_alloc &)
+        {
+            return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
+        }
+    }
+    else
+    {
+        out->ids = static_cast<int64_t *>(call_alloc(alloc, alloc_arg, total * sizeof(int64_t)));
+        if (!out->ids)
+            return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
+        out->distances =
+            static_cast<float *>(call_alloc(alloc, alloc_arg, total * sizeof(float)));
+        if (!out->distances)
+            return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
+        collector.assemble(out->offsets, out->ids, out->distances);
+    }
     ctx->last_error.clear();
     return VS_OK;
 }

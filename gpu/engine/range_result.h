@@ -12,29 +12,44 @@
 
 namespace vs::api {
 
-// Range matches kept as the chunks the backend delivers (one copy), assembled per query into
-// the caller's arrays at the end (a second copy).
+// Range matches appended as the backend delivers them to two flat malloc'd arrays (one copy,
+// made while the backend works on the next chunk).  When every chunk arrives in query order
+// (each starting at or after the previous chunk's last query: whole query tiles, or one query's
+// column chunks in row order), those arrays already are the CSR result and a malloc'd result
+// takes them over; otherwise (or for a caller's allocator) they are copied per query at the end.
 class Collector final : public RangeCollector
 {
 public:
     explicit Collector(size_t nq) : per_query_(nq, 0) {}
+    ~Collector() override;
+    Collector(const Collector &) = delete;
+    Collector &operator=(const Collector &) = delete;
     void add(size_t q0, size_t nq, const int64_t *counts, const int64_t *ids,
              const float *dists) override;
-    size_t total() const;
+    size_t total() const { return size_; }
+    const std::vector<size_t> &per_query() const { return per_query_; }
+    bool in_order() const { return in_order_; }
     // offsets[nq + 1] must be filled by the caller from per_query(); copies every chunk's
     // matches to ids / dists (chunks of one query arrive in row order).
-    void assemble(const int64_t *offsets, int64_t *ids, float *dists);
-    const std::vector<size_t> &per_query() const { return per_query_; }
+    void assemble(const int64_t *offsets, int64_t *ids, float *dists) const;
+    // The flat arrays (malloc'd, never NULL), given up by the collector; for in_order() only.
+    void release(int64_t **ids, float **dists);
 
 private:
     struct Chunk
     {
-        size_t q0 = 0;
-        std::vector<int64_t> counts, ids;
-        std::vector<float> dists;
+        size_t q0 = 0, nq = 0;
+        size_t at = 0;     // first match in the flat arrays
+        size_t counts = 0; // first count in counts_
     };
     std::vector<size_t> per_query_;
     std::vector<Chunk> chunks_;
+    std::vector<int64_t> counts_;
+    int64_t *ids_ = nullptr;
+    float *dists_ = nullptr;
+    size_t size_ = 0, cap_ = 0;
+    size_t next_query_ = 0; // end of the last chunk's queries
+    bool in_order_ = true;
 };
 
 // A range call's result argument: not NULL (else VS_INVALID_ARGUMENT), then zeroed.

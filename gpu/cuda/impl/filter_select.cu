@@ -32,7 +32,6 @@ constexpr int kSampleWarps = 4;
 constexpr int kFilterThreads = 256;
 constexpr int kFilterSegment = 16384; // columns per filter warp
 constexpr int kSortThreads = 512;
-constexpr int kMaxCap = 8192; // candidates sorted in one block's shared memory (64 KB)
 
 __device__ __forceinline__ uint32_t chunk_col(int j, int chunks, uint32_t tn)
 {
@@ -232,7 +231,7 @@ __global__ void __launch_bounds__(kSortThreads)
 
 } // namespace
 
-FilterPlan plan_filter(int kp, uint32_t tn, int max_chunks)
+FilterPlan plan_filter(int kp, uint32_t tn, int max_chunks, int max_cap)
 {
     FilterPlan p{};
     const int chunks = static_cast<int>(std::min<uint32_t>(max_chunks, tn / 256));
@@ -247,7 +246,8 @@ FilterPlan plan_filter(int kp, uint32_t tn, int max_chunks)
     int cap = 64;
     while (cap < kp || cap < expect * (1.0 + 6.0 / std::sqrt(static_cast<double>(rank))))
         cap <<= 1;
-    if (cap > kMaxCap || rank > static_cast<int>(S))
+    // rank <= 2048 keeps the sample's selectors within an sm_80 block's shared memory
+    if (cap > max_cap || rank > static_cast<int>(S) || rank > 2048)
         return p;
     p.on = true;
     p.chunks = chunks;
@@ -260,6 +260,14 @@ void launch_filter_select(const FilterArgs &a, cudaStream_t s)
 {
     if (a.tq == 0)
         return;
+    launch_filter_candidates(a, s);
+    launch_sort_candidates(a.count, a.cand, a.cap, a.kp, a.tq, a.state, s);
+}
+
+void launch_filter_candidates(const FilterArgs &a, cudaStream_t s)
+{
+    if (a.tq == 0)
+        return;
     const size_t smem = rank_smem_bytes(a.rank);
     set_smem(reinterpret_cast<const void *>(sample_kernel), smem);
     sample_kernel<<<a.tq, kSampleWarps * 32, smem, s>>>(a);
@@ -269,7 +277,6 @@ void launch_filter_select(const FilterArgs &a, cudaStream_t s)
     filter_kernel<<<static_cast<int>((warps * 32 + kFilterThreads - 1) / kFilterThreads),
                     kFilterThreads, 0, s>>>(a, P);
     VS_LAUNCH_CHECK();
-    launch_sort_candidates(a.count, a.cand, a.cap, a.kp, a.tq, a.state, s);
 }
 
 void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr,

@@ -90,8 +90,10 @@ struct FilterPlan
     int rank;   // the threshold is the rank-th smallest sample key
     int cap;    // candidate buffer per query (a power of two)
 };
-// Sample of at most max_chunks runs of 32 rows (columns) out of tn.
-FilterPlan plan_filter(int kp, uint32_t tn, int max_chunks);
+// Sample of at most max_chunks runs of 32 rows (columns) out of tn; off when the candidate
+// buffer would need more than max_cap keys per query.
+FilterPlan plan_filter(int kp, uint32_t tn, int max_chunks, int max_cap);
+constexpr int kFilterSortMax = 8192; // candidates sorted in one block's shared memory (64 KB)
 
 struct FilterArgs
 {
@@ -109,6 +111,9 @@ struct FilterArgs
     uint64_t *state;  // tq x kp: the K' smallest keys, sorted (all kNoKey: not found, fall back)
 };
 void launch_filter_select(const FilterArgs &a, cudaStream_t s);
+// Steps 1 and 2 only (the large-k path sorts in global memory): thr[q] = the sampled threshold,
+// count[q] keys below it at cand + q * cap (the first cap of them).
+void launch_filter_candidates(const FilterArgs &a, cudaStream_t s);
 // state[q] = the kp smallest of the count[q] keys at cand + q * cap, sorted, when kp <= count[q]
 // <= cap; else kp x kNoKey (not found).
 void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap, int kp, int nq,
@@ -131,6 +136,9 @@ struct FinalizeArgs
     int64_t seg;
     const uint64_t *approx; // nq x kp approximate candidate keys (null: exact, no certification)
     int kp;
+    // Instead of approx: every row outside query q's candidates has an approximate key >= bound[q]
+    // (certified against it); null: as approx says.
+    const uint64_t *bound;
     int nq, k;
     vs_metric metric;
     int kind; // ApproxKind of the approximate keys
@@ -169,10 +177,18 @@ void launch_rerank(const RerankArgs &a, cudaStream_t s);
 void launch_exact_all(DeviceQueries q, DeviceRows rows, vs_metric m, uint64_t *out,
                       cudaStream_t s);
 
-// Large k: the kp smallest approximate keys of each full row (unsorted) into cand (nq x kp).
+// Large k, for the queries whose filter missed (count[q] < k or > stride): the kp smallest
+// approximate keys of the full row (unsorted) at cand + q * stride, kNoKey up to stride, count[q]
+// = kp and bound[q] = the kp-th key's value (rows outside have keys at or above it).  Other
+// queries are left as they are.
 void launch_radix_select(const float *tile, int64_t ld, int nq, uint32_t n, int mode,
                          const float *xsq, const float *xinv, const float *ysq, const float *yinv,
-                         int kp, uint64_t *cand, cudaStream_t s);
+                         int kp, int k, int stride, uint32_t *count, uint64_t *bound,
+                         uint64_t *cand, cudaStream_t s);
+// Segments of the large-k candidates: begin[q] = q * stride, end[q] = begin[q] + min(count[q],
+// stride).
+void launch_segment_bounds(const uint32_t *count, int nq, int stride, int *begin, int *end,
+                           cudaStream_t s);
 
 // ---- fused direct scan (small batches, L1, fallback) ------------------------------------
 
@@ -216,33 +232,38 @@ bool stream_fits(int nb, int d, size_t smem_optin);
 void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint64_t *sample_keys,
                           uint64_t *state, cudaStream_t s);
 
-// ---- range -------------------------------------------------------------------------------
+// ---- range (range_kernels.cu) -----------------------------------------------------------
 
-// Range candidates: tile values whose approximate base value passes thr[q] (or is NaN).
-struct RangeTile
+// Candidates of queries [qa, qb) x columns [ca, cb) of a tile: approximate value <= thr[q] (or
+// NaN), as keys (q << 32 | column) in no particular order; the first `cap` are stored, *total
+// counts all of them, count[q] (when not null) each query's.
+struct RangeFilterArgs
 {
-    const float *tile;
-    int64_t ld;
-    uint32_t tn;
+    const float *tile; // tile[q * ld + c]
+    int64_t ld;        // a multiple of 4
     int mode;
     const float *xsq, *xinv; // per query of the tile
-    const float *ysq, *yinv; // per column of the tile
-    const double *thr;       // per query of the tile
+    const float *ysq, *yinv; // per column of the tile (padded to a multiple of 4)
+    const float *thr;        // per query of the tile
+    int qa, qb;
+    uint32_t ca, cb;         // ca a multiple of 4
+    uint32_t *count;
+    unsigned long long *total;
+    uint64_t *cand;
+    uint64_t cap;
 };
-// counts[q] (tq of them, overwritten) = candidates of query q.
-void range_count(const RangeTile &t, int tq, int64_t *counts, cudaStream_t s);
-// Flat indices q * tn + c of the candidates of queries [qa, qb), in order, into out.
-void range_select(DevicePool &pool, const RangeTile &t, int qa, int qb, uint32_t *out,
-                  cudaStream_t s);
-// Exact check of the candidates; returns the number of matches, packed (idx << 32 | dist bits)
-// in idx order into packed_out.
-size_t range_exact(DevicePool &pool, const uint32_t *cand, size_t ncand, uint32_t tn,
-                   uint32_t row0, DeviceQueries q, DeviceRows rows, vs_metric m, float radius,
-                   uint64_t *packed, uint8_t *flags, uint64_t *packed_out, cudaStream_t s);
-// counts[q] (tq, zeroed here), ids and distances of packed matches.
-void launch_range_emit(const uint64_t *packed, size_t nm, uint32_t tn, uint32_t row0,
-                       const int64_t *ids, int tq, int64_t *counts, int64_t *out_ids,
-                       float *out_d, cudaStream_t s);
+void launch_range_filter(const RangeFilterArgs &a, cudaStream_t s);
+// Exact distances of n candidate keys (q << 32 | column; dataset row row0 + column; query q of
+// q): keys[i] = the key if the distance is <= radius, else kNoKey; vals[i] = its float bits.
+void launch_range_check(const uint64_t *cand, size_t n, uint32_t row0, DeviceQueries q,
+                        DeviceRows rows, vs_metric m, float radius, uint64_t *keys, uint32_t *vals,
+                        cudaStream_t s);
+// From the n keys sorted ascending (matches of queries qa .. qa + nq - 1, then kNoKey):
+// offsets[j] (j <= nq) = where query qa + j starts, so offsets[nq] matches, written as
+// out_ids = ids[row0 + column] and out_d.
+void launch_range_output(const uint64_t *sorted, const uint32_t *vals, size_t n, int qa, int nq,
+                         uint32_t row0, const int64_t *ids, int64_t *offsets, int64_t *out_ids,
+                         float *out_d, cudaStream_t s);
 
 // ---- subsets -----------------------------------------------------------------------------
 
@@ -341,6 +362,9 @@ void segmented_sort_keys64(DevicePool &pool, const uint64_t *in, uint64_t *out, 
                            const int64_t *offsets, cudaStream_t s);
 void inclusive_sum(DevicePool &pool, const double *in, double *out, size_t n, cudaStream_t s);
 void sort_pairs_u32(DevicePool &pool, const uint32_t *kin, uint32_t *kout, const uint32_t *vin,
+                    uint32_t *vout, size_t n, int end_bit, cudaStream_t s);
+// 64-bit keys (bits [0, end_bit)) with 32-bit values (range matches).
+void sort_pairs_u64(DevicePool &pool, const uint64_t *kin, uint64_t *kout, const uint32_t *vin,
                     uint32_t *vout, size_t n, int end_bit, cudaStream_t s);
 // Indices i < n with flags[i] != 0, in order, into out; returns how many.
 size_t select_flagged_indices(DevicePool &pool, const uint8_t *flags, size_t n, uint32_t *out,

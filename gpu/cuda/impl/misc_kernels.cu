@@ -1,5 +1,5 @@
-// Small kernels: candidate subsets (id lookup, exact keys, unique counting and output), range
-// output, dataset row gathering, and the k-means steps (argmin over a GEMM tile, D^2 weights,
+// Small kernels: candidate subsets (id lookup, exact keys, unique counting and output), dataset
+// row gathering, and the k-means steps (argmin over a GEMM tile, D^2 weights,
 // deterministic per-cluster sums).
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/exact_warp.cuh"
@@ -135,22 +135,6 @@ __global__ void subset_write_kernel(const uint64_t *keys, const int64_t *offsets
             out_ids[out0 + i] = -1;
             out_d[out0 + i] = INFINITY;
         }
-}
-
-__global__ void range_emit_kernel(const uint64_t *packed, size_t nm, uint32_t tn, uint32_t row0,
-                                  const int64_t *ids, int64_t *counts, int64_t *out_ids,
-                                  float *out_d)
-{
-    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < nm;
-         i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    {
-        uint64_t p = packed[i];
-        uint32_t idx = static_cast<uint32_t>(p >> 32);
-        uint32_t q = idx / tn, c = idx % tn;
-        atomicAdd(reinterpret_cast<unsigned long long *>(&counts[q]), 1ull);
-        out_ids[i] = ids[row0 + c];
-        out_d[i] = bits_float(static_cast<uint32_t>(p));
-    }
 }
 
 __global__ void gather_rows_kernel(float *dst, const float *old, const float *fresh,
@@ -326,18 +310,6 @@ void launch_subset_write(const uint64_t *keys, const int64_t *offsets, int nq, b
         return;
     subset_write_kernel<<<nq, kSubThreads, 0, s>>>(keys, offsets, nq, range, k, out_off, ids,
                                                    out_ids, out_d);
-    VS_LAUNCH_CHECK();
-}
-
-void launch_range_emit(const uint64_t *packed, size_t nm, uint32_t tn, uint32_t row0,
-                       const int64_t *ids, int tq, int64_t *counts, int64_t *out_ids, float *out_d,
-                       cudaStream_t s)
-{
-    VS_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(int64_t) * tq, s));
-    if (nm == 0)
-        return;
-    range_emit_kernel<<<blocks_for(nm, 256), 256, 0, s>>>(packed, nm, tn, row0, ids, counts,
-                                                          out_ids, out_d);
     VS_LAUNCH_CHECK();
 }
 

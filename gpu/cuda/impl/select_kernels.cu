@@ -240,7 +240,12 @@ __global__ void finalize_kernel(FinalizeArgs a)
         s_count = 0;
     }
     __syncthreads();
-    if (a.approx)
+    if (a.bound)
+    {
+        if (threadIdx.x == 0)
+            s_max = a.bound[q];
+    }
+    else if (a.approx)
     {
         unsigned long long mx = 0;
         for (int i = threadIdx.x; i < a.kp; i += blockDim.x)
@@ -252,7 +257,7 @@ __global__ void finalize_kernel(FinalizeArgs a)
         atomicMax(&s_max, mx);
     }
     __syncthreads();
-    write_results(sorted, a.seg, a.k, q, a.approx != nullptr, s_max, a.metric, a.kind, a.d,
+    write_results(sorted, a.seg, a.k, q, a.approx != nullptr || a.bound != nullptr, s_max, a.metric, a.kind, a.d,
                   a.qnorm ? a.qnorm[q] : 0.0, a.maxnorm, a.ids, a.out_ids, a.out_d, a.out_counts,
                   a.out_ok, &s_count);
 }
@@ -319,14 +324,17 @@ constexpr int kRadixThreads = 512;
 
 __global__ void __launch_bounds__(kRadixThreads)
     radix_select_kernel(const float *tile, int64_t ld, uint32_t n, int mode, const float *xsq,
-                        const float *xinv, const float *ysq, const float *yinv, int kp,
-                        uint64_t *cand)
+                        const float *xinv, const float *ysq, const float *yinv, int kp, int k,
+                        int stride, uint32_t *count, uint64_t *bound, uint64_t *cand)
 {
     using Scan = cub::BlockScan<int, kRadixThreads>;
     __shared__ typename Scan::TempStorage scan_tmp;
     __shared__ unsigned hist[256];
     __shared__ unsigned s_digit, s_kk, s_less;
     const int q = blockIdx.x;
+    const uint32_t have = count[q];
+    if (have >= static_cast<uint32_t>(k) && have <= static_cast<uint32_t>(stride))
+        return; // the filter's candidates stand
     const float *row = tile + static_cast<size_t>(q) * ld;
     const float xs = xsq ? xsq[q] : 0.0f, xi = xinv ? xinv[q] : 0.0f;
     auto ukey = [&](uint32_t c) {
@@ -383,7 +391,7 @@ __global__ void __launch_bounds__(kRadixThreads)
     if (threadIdx.x == 0)
         s_less = 0;
     __syncthreads();
-    uint64_t *out = cand + static_cast<size_t>(q) * kp;
+    uint64_t *out = cand + static_cast<size_t>(q) * stride;
     uint32_t eq_base = 0;
     for (uint32_t c0 = 0; c0 < n; c0 += blockDim.x)
     {
@@ -403,6 +411,24 @@ __global__ void __launch_bounds__(kRadixThreads)
         eq_base += static_cast<uint32_t>(total);
         __syncthreads();
     }
+    for (int i = kp + threadIdx.x; i < stride; i += blockDim.x)
+        out[i] = kNoKey;
+    if (threadIdx.x == 0)
+    {
+        count[q] = static_cast<uint32_t>(kp);
+        bound[q] = static_cast<uint64_t>(T) << 32;
+    }
+}
+
+__global__ void segment_bounds_kernel(const uint32_t *count, int nq, int stride, int *begin,
+                                      int *end)
+{
+    const int q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= nq)
+        return;
+    const uint32_t c = count[q];
+    begin[q] = q * stride;
+    end[q] = q * stride + static_cast<int>(c < static_cast<uint32_t>(stride) ? c : stride);
 }
 
 int grid_for(size_t warps_needed, int threads)
@@ -482,12 +508,22 @@ void launch_rerank(const RerankArgs &a, cudaStream_t s)
 
 void launch_radix_select(const float *tile, int64_t ld, int nq, uint32_t n, int mode,
                          const float *xsq, const float *xinv, const float *ysq, const float *yinv,
-                         int kp, uint64_t *cand, cudaStream_t s)
+                         int kp, int k, int stride, uint32_t *count, uint64_t *bound,
+                         uint64_t *cand, cudaStream_t s)
 {
     if (nq == 0)
         return;
     radix_select_kernel<<<nq, kRadixThreads, 0, s>>>(tile, ld, n, mode, xsq, xinv, ysq, yinv, kp,
-                                                     cand);
+                                                     k, stride, count, bound, cand);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_segment_bounds(const uint32_t *count, int nq, int stride, int *begin, int *end,
+                           cudaStream_t s)
+{
+    if (nq == 0)
+        return;
+    segment_bounds_kernel<<<(nq + 127) / 128, 128, 0, s>>>(count, nq, stride, begin, end);
     VS_LAUNCH_CHECK();
 }
 
