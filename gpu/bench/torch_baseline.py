@@ -2,7 +2,9 @@
 """PyTorch baseline for the engine benchmark, on the same data (written by vsearch_engine_bench).
 
 Exact fp32 kNN the way a PyTorch user writes it: ||y||^2 - 2 q.y^T with torch.addmm (TF32 off),
-then torch.topk, in query chunks that fit the GPU; also torch.cdist + topk for the main case.
+then torch.topk, in query chunks that fit the GPU; also torch.cdist + topk for the main case, and
+range search as torch.cdist + (d <= r).nonzero() at the engine's two radii (~0.1% and ~1% of the
+set; results left on the GPU, and with their copy to the host).
 Data and queries resident on the GPU, CUDA-event timing, medians.  Also measures the two
 ceilings (device-to-device copy bandwidth, fp32 and TF32 GEMM rates), prints the floors, checks
 the engine's k=10 ids against PyTorch's (with a float64 tie check), and prints a side-by-side
@@ -55,6 +57,37 @@ def knn_cdist(x, q, k, chunk):
     return torch.cat(ids)
 
 
+def range_cdist(x, q, radius, chunk, to_host):
+    """Every (query, row) with distance <= radius: ids, query offsets and distances."""
+    ids, ds, counts = [], [], []
+    for i in range(0, q.shape[0], chunk):
+        dist = torch.cdist(q[i:i + chunk], x)
+        mask = dist <= radius
+        nz = mask.nonzero()
+        ids.append(nz[:, 1])
+        ds.append(dist[mask])
+        counts.append(mask.sum(1))
+    out = torch.cat(ids), torch.cat(ds), torch.cat(counts)
+    if to_host:
+        out = tuple(t.cpu() for t in out)
+    return out
+
+
+def range_radius(x, q, frac, engine_rows, nq):
+    """The engine's radius (its JSON note), else the same pooled quantile it computes: the
+    (frac * n * 100)-th smallest of 100 queries' 4 frac n nearest distances."""
+    key = "range nq=%d L2 ~%s%%" % (nq, ("%f" % (frac * 100))[:3])
+    note = engine_rows.get(key, {}).get("note", "")
+    if note.startswith("radius "):
+        return float(note.split()[1].rstrip(","))
+    n = x.shape[0]
+    kk = int(4 * frac * n)
+    d = torch.cdist(q[:100], x)
+    near = torch.topk(d, kk, dim=1, largest=False).values.flatten()
+    want = int(frac * n * 100)
+    return float(torch.kthvalue(near.cpu(), want).values)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -101,6 +134,14 @@ def main():
     res["knn1024"] = median_time(lambda: knn_mm(x, xn, q, 1024, chunk), 1, 3)
     nq_big = min(a.nq, 1000)
     res["knn10000"] = median_time(lambda: knn_mm(x, xn, q[:nq_big], 10000, chunk), 1, 1 if a.quick else 3)
+    eng_json = json.load(open(a.engine_json)) if os.path.exists(a.engine_json) else {"rows": []}
+    rows = {r["case"]: r for r in eng_json["rows"]}
+    range_found = {}
+    for frac, tag in ((0.001, "range01"), (0.01, "range1")):
+        r = range_radius(x, q, frac, rows, a.nq)
+        res[tag] = median_time(lambda: range_cdist(x, q, r, chunk, False), 1, 3)
+        res[tag + "_host"] = median_time(lambda: range_cdist(x, q, r, chunk, True), 1, 3)
+        range_found[tag] = (r, int(range_cdist(x, q, r, chunk, False)[0].numel()))
 
     # Agreement with the engine's k = 10 answer (float64 tie check on mismatches).
     agree = None
@@ -123,8 +164,6 @@ def main():
         agree = {"queries": a.nq, "identical": int(same.sum()), "differ": int(bad.numel()),
                  "engine_worse": real}
 
-    eng = json.load(open(a.engine_json)) if os.path.exists(a.engine_json) else {"rows": []}
-    rows = {r["case"]: r for r in eng["rows"]}
     n, d, nq = a.n, a.d, a.nq
     data_bytes = n * d * 4
     flops = 2.0 * nq * n * d
@@ -158,13 +197,17 @@ def main():
         ("knn nq=64 k=10 L2", "knn10_b64", "%.3f ms bytes" % floors["read_dataset_ms"]),
         ("knn nq=%d k=1024 L2" % nq, "knn1024", ""),
         ("knn nq=%d k=10000 L2" % nq_big, "knn10000", ""),
+        ("range nq=%d L2 ~0.1%%" % nq, "range01", "radius %.4f, %d results; %.3f ms with the copy to the host"
+         % (range_found["range01"][0], range_found["range01"][1], res["range01_host"] * 1e3)),
+        ("range nq=%d L2 ~1.0%%" % nq, "range1", "radius %.4f, %d results; %.3f ms with the copy to the host"
+         % (range_found["range1"][0], range_found["range1"][1], res["range1_host"] * 1e3)),
     ]
     print("\n%-26s %12s %12s %8s  %s" % ("case", "engine ms", "torch ms", "speedup", "floors"))
     for case, tk, fl in table:
         e, t = eng_ms(case), res[tk] * 1e3
         print("%-26s %12.3f %12.3f %7.2fx  %s" % (case, e, t, t / e if e == e else float("nan"), fl))
     print("%-26s %12s %12.3f" % ("(torch cdist k=10)", "", res["knn10_cdist"] * 1e3))
-    for r in eng["rows"]:
+    for r in eng_json["rows"]:
         if not any(r["case"] == c for c, _, _ in table):
             print("%-40s %12.3f ms  %s" % (r["case"], r["seconds"] * 1e3, r.get("note", "")))
 
