@@ -170,7 +170,6 @@ struct DeviceContext
     cublasHandle_t blas[2] = {nullptr, nullptr};
     PinnedBuffer pinned[2];
     size_t tile_bytes = 0;
-    size_t range_cap = 0; // range candidates per buffer (0: from the budget; tests make it small)
     int small_batch = 32;
     // Most queries of a batch the direct path takes at dimension d.  Wider rows leave the staged
     // rows kernel (d <= 128) for the lane-pair one, whose time grows faster with the batch: on an
@@ -183,6 +182,7 @@ struct DeviceContext
     size_t smem_optin = 48 << 10;
     size_t stats_gemm_failed = 0, stats_fp32_failed = 0, stats_exact = 0; // VSEARCH_CUDA_STATS
     std::vector<unsigned char> staging;
+    size_t range_cap = 0; // range candidates per buffer (0: from the budget; tests make it small)
 };
 
 } // namespace vs::cuda
