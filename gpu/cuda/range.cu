@@ -72,7 +72,8 @@ public:
         }
         // Per slot: a tile of whole rows (tq queries) when one fits, else column chunks of one
         // query (GEMM only; the direct scan writes whole rows); candidate buffers of `cap_` keys
-        // (about 48 bytes each with the sort's scratch).
+        // (about 48 bytes each with the sort's scratch; 2^26, 3 GiB, holds 26% of a 256 x 1M
+        // tile, and more only costs overflow batches).
         const size_t avail = dev.pool->available();
         const size_t budget = std::min(dev.tile_bytes, avail / 6);
         tn_ = n;
@@ -87,7 +88,7 @@ public:
         tq_ = std::min({tq_, nq, size_t{4096}});
         ld_ = round_up(tn_, 4);
         cap_ = dev.range_cap ? dev.range_cap
-                             : std::min<size_t>(size_t{1} << 30,
+                             : std::min<size_t>(size_t{1} << 26,
                                                 std::max<size_t>(size_t{1} << 16, avail / 6 / 48));
         cap_ = std::max<size_t>(4, std::min(cap_, tq_ * tn_));
         qbits_ = 1;

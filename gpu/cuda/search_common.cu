@@ -92,18 +92,20 @@ void scatter(TileOut &o, size_t qn, const std::vector<int> &which, size_t first,
     const int64_t *cnt = reinterpret_cast<const int64_t *>(h + o.o_cnt());
     const int *ok = reinterpret_cast<const int *>(h + o.o_ok());
     for (size_t i = 0; i < qn; i++)
-    {
-        int q = which[first + i];
         if (!ok[i])
+            failed->push_back(which[first + i]);
+    copy_parallel(qn, k * 12, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; i++)
         {
-            failed->push_back(q);
-            continue;
+            if (!ok[i])
+                continue;
+            const size_t q = static_cast<size_t>(which[first + i]);
+            std::memcpy(out_ids + q * k, ids + i * k, k * 8);
+            std::memcpy(out_d + q * k, dd + i * k, k * 4);
+            if (out_counts)
+                out_counts[q] = cnt[i];
         }
-        std::memcpy(out_ids + static_cast<size_t>(q) * k, ids + i * k, k * 8);
-        std::memcpy(out_d + static_cast<size_t>(q) * k, dd + i * k, k * 4);
-        if (out_counts)
-            out_counts[q] = cnt[i];
-    }
+    });
 }
 
 // Re-rank candidates exactly, sort, certify and write one tile's outputs (stream s).

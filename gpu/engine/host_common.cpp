@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <thread>
 
 namespace vs {
 
@@ -90,6 +91,34 @@ void check_cancel(const BackendConfig &config)
 {
     if (config.cancel && config.cancel(config.cancel_arg))
         throw Error(VS_CANCELLED, "cancelled");
+}
+
+void copy_parallel(size_t n, size_t item_bytes, const std::function<void(size_t, size_t)> &copy)
+{
+    constexpr size_t kPerThread = size_t{4} << 20;
+    const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t nt = std::min<size_t>({8, hw, n * item_bytes / kPerThread});
+    if (nt <= 1)
+    {
+        copy(0, n);
+        return;
+    }
+    std::vector<std::thread> helpers;
+    helpers.reserve(nt - 1);
+    try
+    {
+        for (size_t t = 1; t < nt; t++)
+            helpers.emplace_back(copy, n * t / nt, n * (t + 1) / nt);
+    }
+    catch (...)
+    {
+        for (std::thread &h : helpers)
+            h.join();
+        throw;
+    }
+    copy(0, n / nt);
+    for (std::thread &h : helpers)
+        h.join();
 }
 
 std::vector<size_t> kmeans_sample(size_t n, size_t sample_size, Rng &rng)

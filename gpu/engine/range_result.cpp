@@ -2,6 +2,8 @@
 // caller's CSR arrays (taken over or copied), and vs_range_result_free.
 #include "engine/range_result.h"
 
+#include "engine/host_common.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -41,8 +43,12 @@ void Collector::add(size_t q0, size_t nq, const int64_t *counts, const int64_t *
         per_query_[q0 + i] += static_cast<size_t>(counts[i]);
     if (total)
     {
-        std::memcpy(ids_ + size_, ids, total * sizeof(int64_t));
-        std::memcpy(dists_ + size_, dists, total * sizeof(float));
+        int64_t *to_ids = ids_ + size_;
+        float *to_d = dists_ + size_;
+        copy_parallel(total, 12, [&](size_t b, size_t e) {
+            std::memcpy(to_ids + b, ids + b, (e - b) * sizeof(int64_t));
+            std::memcpy(to_d + b, dists + b, (e - b) * sizeof(float));
+        });
         size_ += total;
     }
     if (nq)
@@ -57,11 +63,10 @@ void Collector::assemble(const int64_t *offsets, int64_t *ids, float *dists) con
 {
     if (in_order_)
     {
-        if (size_)
-        {
-            std::memcpy(ids, ids_, size_ * sizeof(int64_t));
-            std::memcpy(dists, dists_, size_ * sizeof(float));
-        }
+        copy_parallel(size_, 12, [&](size_t b, size_t e) {
+            std::memcpy(ids + b, ids_ + b, (e - b) * sizeof(int64_t));
+            std::memcpy(dists + b, dists_ + b, (e - b) * sizeof(float));
+        });
         return;
     }
     std::vector<size_t> cursor(per_query_.size(), 0);

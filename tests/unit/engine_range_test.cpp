@@ -6,6 +6,8 @@
 // tiles).  CUDA contexts are skipped where no device or library exists.
 #include "engine_testing.h"
 
+#include "engine/host_common.h"
+
 #include <cmath>
 #include <cstdlib>
 
@@ -281,6 +283,24 @@ TEST(EngineRangeReference, CpuExactDistancesMatchDoubleBruteForce)
                                    dists.data(), static_cast<int64_t>(n));
             ASSERT_TRUE(r) << vt::metric_name(m) << " query " << i << ": " << r.message();
         }
+    }
+}
+
+// copy_parallel (range appends, kNN scatters): every item copied once, whatever the split.
+TEST(EngineRangeReference, ParallelCopyCoversEveryItem)
+{
+    for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3} << 20})
+    {
+        std::vector<int64_t> src(n), dst(n, -1);
+        for (size_t i = 0; i < n; i++)
+            src[i] = static_cast<int64_t>(i * 2654435761u);
+        vs::copy_parallel(n, 8, [&](size_t b, size_t e) {
+            ASSERT_LE(b, e);
+            ASSERT_LE(e, n);
+            for (size_t i = b; i < e; i++)
+                dst[i] = dst[i] == -1 ? src[i] : -2; // -2: copied twice
+        });
+        EXPECT_EQ(src, dst) << "n=" << n;
     }
 }
 
