@@ -12,25 +12,24 @@
 
 #include <math.h>
 
-#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xlog.h"
 #include "catalog/index.h"
 #include "catalog/pg_class.h"
-#include "common/jsonapi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
-#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 
 #include "indexcheck.h"
 #include "indexkind.h"
+#include "pgcompat.h"
 #include "search.h"
 
 void
@@ -252,7 +251,7 @@ vsearch_index_check(PG_FUNCTION_ARGS)
 				 errhint("vsearch_index_check takes an index of access method %s.",
 						 vs_kind_names("or"))));
 	/* before any lock: another user's index must not be locked against its writers */
-	if (!pg_class_ownercheck(indexoid, GetUserId()))
+	if (!VsRelationOwnerCheck(indexoid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_INDEX, get_rel_name(indexoid));
 	heap = table_open(heapoid, AccessShareLock);
 	index = index_open(indexoid, lockmode);
@@ -261,6 +260,13 @@ vsearch_index_check(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("index \"%s\" changed its table while being locked",
 						RelationGetRelationName(index))));
+	if (index->rd_rel->relkind == RELKIND_PARTITIONED_INDEX)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("index \"%s\" is a partitioned index", RelationGetRelationName(index)),
+				 errhint("Check the index of each partition: SELECT vsearch_index_check(indexrelid) "
+						 "FROM pg_partition_tree('%s') JOIN pg_index ON indexrelid = relid "
+						 "WHERE isleaf;", RelationGetRelationName(index))));
 	kind = vs_kind_of_index(index);
 	if (kind == NULL)
 		ereport(ERROR,

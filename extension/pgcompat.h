@@ -12,4 +12,12 @@ typedef RelFileNode VsRelFileLocator;
 #define VsRelationGetLocator(rel) ((rel)->rd_node)
 #endif
 
+/* Is the user the owner of the relation (or a superuser)? */
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_class.h"
+#define VsRelationOwnerCheck(relid, roleid) object_ownercheck(RelationRelationId, (relid), (roleid))
+#else
+#define VsRelationOwnerCheck(relid, roleid) pg_class_ownercheck((relid), (roleid))
+#endif
+
 #endif							/* VSEARCH_PGCOMPAT_H */

@@ -81,6 +81,14 @@ SELECT * FROM chk_all(true);
 SELECT vsearch_index_check('chk');
 SELECT vsearch_index_check('chk_pkey');
 SELECT vsearch_index_check(NULL);
+CREATE TABLE chk_parts (id int, v vector(2)) PARTITION BY RANGE (id);
+CREATE TABLE chk_parts_1 PARTITION OF chk_parts FOR VALUES FROM (0) TO (10);
+CREATE INDEX chk_parts_idx ON chk_parts USING vs_flat (v);
+INSERT INTO chk_parts VALUES (1, '[1,2]'), (2, NULL);
+SELECT vsearch_index_check('chk_parts_idx');
+SELECT vsearch_index_check(indexrelid, true)->>'entries'
+FROM pg_partition_tree('chk_parts_idx') JOIN pg_index ON indexrelid = relid WHERE isleaf;
+DROP TABLE chk_parts;
 
 -- only the owner (or a superuser)
 CREATE ROLE chk_other;
