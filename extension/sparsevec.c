@@ -18,6 +18,7 @@
 #include "common/shortest_dec.h"
 #include "fmgr.h"
 #include "libpq/pqformat.h"
+#include "miscadmin.h"
 #include "parser/scansup.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -195,7 +196,9 @@ sparsevec_in(PG_FUNCTION_ARGS)
 	for (const char *q = literal; *q != '\0'; q++)
 		if (*q == ',')
 			capacity++;
-	elements = (SparseElement *) palloc(sizeof(SparseElement) * capacity);
+	/* zeros take room here too: a long literal of zeros may need more than MaxAllocSize */
+	elements = (SparseElement *) palloc_extended(sizeof(SparseElement) * (Size) capacity,
+												 MCXT_ALLOC_HUGE);
 
 	if (*p != '{')
 		sparsevec_syntax_error(literal, "Sparse vector contents must start with \"{\".");
@@ -205,6 +208,8 @@ sparsevec_in(PG_FUNCTION_ARGS)
 		{
 			SparseElement *e = &elements[count++];
 
+			if ((count & 0xFFFF) == 0)
+				CHECK_FOR_INTERRUPTS();	/* a literal may list millions of zeros */
 			if (!parse_integer(p, &end, &e->index))
 				sparsevec_syntax_error(literal, "Each element must start with an integer index.");
 			p = skip_space(end);
