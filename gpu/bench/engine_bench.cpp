@@ -710,6 +710,7 @@ int main(int argc, char **argv)
     }
     // Range at radii returning about 0.1% and 1% of the set: the radius is the pooled quantile of
     // 100 queries' nearest distances (so the mean count per query is about frac * n).
+    std::vector<float> range_radii;
     for (double frac : {0.001, 0.01})
     {
         const size_t cal = 100, kk = static_cast<size_t>(4 * frac * n);
@@ -720,6 +721,7 @@ int main(int argc, char **argv)
         size_t want = static_cast<size_t>(frac * n * cal);
         std::nth_element(pooled.begin(), pooled.begin() + (want - 1), pooled.end());
         float radius = pooled[want - 1];
+        range_radii.push_back(radius);
         size_t total = 0;
         double t = timeit(1, quick ? 2 : 3, [&] {
             vs_range_result r;
@@ -743,6 +745,13 @@ int main(int argc, char **argv)
             knn(b, 10, VS_METRIC_L2, oid, od);
         knn(nq, 1024, VS_METRIC_L2, oid, od);
         knn(std::min<size_t>(nq, 1000), 10000, VS_METRIC_L2, oid, od);
+        for (float radius : range_radii)
+        {
+            vs_range_result r;
+            check(vs_range(ctx, ds, q.data(), nq, radius, VS_METRIC_L2, nullptr, nullptr, nullptr, &r),
+                  ctx, "range");
+            vs_range_result_free(&r);
+        }
         unsetenv("VSEARCH_CUDA_PROFILE");
         struct Variant
         {

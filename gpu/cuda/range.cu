@@ -115,6 +115,7 @@ public:
             s.offsets = DeviceArray<int64_t>(*dev.pool, tq_ + 1, dev.main);
         }
         VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
+        prof_.mark("setup", dev.main);
     }
 
     void run()
@@ -142,6 +143,7 @@ public:
         }
         finish(slots_[T % 2]);
         finish(slots_[(T - 1) % 2]);
+        prof_.print("range", nq_, steps.size());
     }
 
 private:
@@ -159,8 +161,10 @@ private:
                  s.tile.get(), ld_);
         else
             full_rows(dev_, c_, Q_, step.q0, step.qn, m_, s.tile.get(), ld_, s.index, s.st, true);
+        prof_.mark("approx", s.st);
         VS_CUDA_CHECK(cudaMemsetAsync(s.count.get(), 0, step.qn * 4, s.st));
         filter(s, 0, step.qn, 0, step.cn, true);
+        prof_.mark("filter", s.st);
         // grows on a slot's first step only (ids_at() is fixed per call), never under a pending
         // output
         char *h = static_cast<char *>(s.host->ensure(ids_at()));
@@ -247,8 +251,10 @@ private:
         const uint32_t row0 = static_cast<uint32_t>(step.c0);
         launch_range_check(s.cand.get(), n, row0, Q_.view(step.q0), c_.rows(), m_, radius_,
                            s.keys.get(), s.vals.get(), s.st);
+        prof_.mark("check", s.st);
         sort_pairs_u64(*dev_.pool, s.keys.get(), s.sorted.get(), s.vals.get(), s.sorted_vals.get(),
                        n, 32 + qbits_, s.st);
+        prof_.mark("sort", s.st);
         // The candidate and value buffers are free again: ids and distances go there.
         int64_t *ids = reinterpret_cast<int64_t *>(s.cand.get());
         float *dists = reinterpret_cast<float *>(s.vals.get());
@@ -277,6 +283,7 @@ private:
             return;
         s.pending = false;
         VS_CUDA_CHECK(cudaStreamSynchronize(s.st));
+        prof_.mark("output", s.st);
         const char *h = static_cast<const char *>(s.host->ensure(ids_at() + s.out_n * 12));
         const int64_t *off = reinterpret_cast<const int64_t *>(h + counters_bytes());
         const size_t nb = s.out_nq;
@@ -286,6 +293,7 @@ private:
         collector_->add(s.out_q0, nb, counts_.data(),
                         reinterpret_cast<const int64_t *>(h + ids_at()),
                         reinterpret_cast<const float *>(h + ids_at() + s.out_n * 8));
+        prof_.mark("append", s.st);
     }
 
     DeviceContext &dev_;
@@ -302,6 +310,7 @@ private:
     DeviceArray<float> thr_;
     Slot slots_[2];
     std::vector<int64_t> counts_;
+    Profile prof_; // VSEARCH_CUDA_PROFILE=1 (serialises the slots); "k" = steps
 };
 
 } // namespace
