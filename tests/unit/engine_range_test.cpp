@@ -253,6 +253,56 @@ TEST_P(EngineRange, LargeKIsExact)
     }
 }
 
+// A compact case of both (the one compute-sanitizer runs, gpu/bench/run-on-device): range with
+// every buffer overflowing on "cuda_small" (about a third of the set per query), and k = 3 000
+// over 6 000 rows (K' = 4 500: the filter with a global sort), on the GEMM and direct paths.
+TEST_P(EngineRange, CompactRangeAndLargeK)
+{
+    RANGE_CONTEXT_OR_SKIP(ctx, GetParam());
+    const size_t n = 6000, d = 8, k = 3000;
+    vt::Data D = vt::make_data(n, d, 1851, 0.1);
+    vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+    for (size_t nq : {size_t{40}, size_t{5}})
+    {
+        std::vector<float> q = vt::make_queries(D, nq, 1852 + nq);
+        for (vs_metric m : {VS_METRIC_L2, VS_METRIC_COSINE})
+        {
+            auto exact = cpu_exact_all(D, q, nq, m);
+            std::vector<std::vector<vt::RefHit>> ref(nq);
+            for (size_t i = 0; i < nq; i++)
+                ref[i] = vt::ref_sorted(D, &q[i * d], m);
+            const float radius = exact[0][n / 3].dist;
+            vs_range_result res;
+            ASSERT_EQ(vs_range(ctx.get(), ds.get(), q.data(), nq, radius, m, nullptr, nullptr,
+                               nullptr, &res),
+                      VS_OK)
+                << vs_last_error(ctx.get());
+            for (size_t i = 0; i < nq; i++)
+            {
+                auto r = check_exact_range(exact[i], ref[i], radius, res.ids + res.offsets[i],
+                                           res.distances + res.offsets[i],
+                                           static_cast<size_t>(res.offsets[i + 1] - res.offsets[i]));
+                ASSERT_TRUE(r) << GetParam() << " " << vt::metric_name(m) << " nq=" << nq
+                               << " query " << i << ": " << r.message();
+            }
+            vs_range_result_free(&res);
+            std::vector<int64_t> ids(nq * k, vt::kPoisonId);
+            std::vector<float> dists(nq * k, vt::poison_float());
+            ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), nq, k, m, nullptr, ids.data(),
+                             dists.data(), nullptr),
+                      VS_OK)
+                << vs_last_error(ctx.get());
+            for (size_t i = 0; i < nq; i++)
+                for (size_t j = 0; j < k; j++)
+                    ASSERT_TRUE(ids[i * k + j] == exact[i][j].id &&
+                                std::memcmp(&dists[i * k + j], &exact[i][j].dist, 4) == 0)
+                        << GetParam() << " " << vt::metric_name(m) << " nq=" << nq << " query "
+                        << i << " rank " << j << ": id " << ids[i * k + j] << ", exact id "
+                        << exact[i][j].id;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, EngineRange,
                          ::testing::Values(std::string("cpu"), std::string("cuda"),
                                            std::string("cuda_small")),
