@@ -5,9 +5,11 @@
 // either proves that no other row can enter the top k or sends the query to an exhaustive exact
 // scan.  Range: rows whose approximate distance is within the radius plus the error bound are
 // re-checked exactly.  Subsets: exact distances of the (deduplicated) candidates.  Index families
-// live in files of their own (IVF-PQ: cpu_ivfpq.cpp), which the accessors (ivfpq()) return.
+// live in files of their own (IVF-PQ: cpu_ivfpq.cpp, graphs: cpu_graph.cpp), which the accessors
+// (ivfpq(), graph()) return.
 #include "cpu/cpu_backend.h"
 
+#include "cpu/cpu_graph.h"
 #include "cpu/cpu_ivfpq.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
@@ -130,6 +132,7 @@ public:
         if (threads_ < 1)
             threads_ = 1;
         ivfpq_ = make_cpu_ivfpq(cfg_, threads_);
+        graph_ = make_cpu_graph(cfg_, threads_);
     }
 
     vs_backend_kind kind() const noexcept override { return VS_BACKEND_CPU; }
@@ -258,6 +261,7 @@ public:
     }
 
     IvfpqBackend *ivfpq() noexcept override { return ivfpq_.get(); }
+    GraphBackend *graph() noexcept override { return graph_.get(); }
 
 private:
     // ---- kNN ------------------------------------------------------------------------------
@@ -561,6 +565,7 @@ private:
     BackendConfig cfg_;
     int threads_;
     std::unique_ptr<IvfpqBackend> ivfpq_; // cpu_ivfpq.cpp
+    std::unique_ptr<GraphBackend> graph_; // cpu_graph.cpp
 };
 
 } // namespace

@@ -1,5 +1,6 @@
 // Beam search on a proximity graph in host arrays (vsearch/graph.h): the reference of the vs_graph
-// index's search and of a GPU kernel for it.
+// index's search, run by the CPU backend's graph objects (cpu_graph.cpp) and matched by the CUDA
+// kernel (cuda/graph_cuda.cu).
 #include "vsearch/graph.h"
 
 #include <algorithm>
@@ -80,16 +81,13 @@ void search_one(const vs_graph_arrays &g, const vs_graph_search_params &p, const
     for (size_t s = 0; s < p.nstarts; s++)
     {
         const uint32_t v = p.starts[s];
-        if (v >= g.n || visited[v])
+        if (v >= g.n || visited[v] || !is_live(v))
             continue;
         const Item it = visit(v);
         cand.push(it);
-        if (is_live(v))
-        {
-            beam.push(it);
-            if (beam.size() > ef)
-                beam.pop();
-        }
+        beam.push(it);
+        if (beam.size() > ef)
+            beam.pop();
     }
     while (!cand.empty())
     {
@@ -101,18 +99,15 @@ void search_one(const vs_graph_arrays &g, const vs_graph_search_params &p, const
         for (size_t i = 0; i < g.degree; i++)
         {
             const uint32_t v = nb[i];
-            if (v == VS_GRAPH_NONE || v >= g.n || visited[v])
+            if (v == VS_GRAPH_NONE || v >= g.n || visited[v] || !is_live(v))
                 continue;
             const Item it = visit(v);
             if (beam.size() >= ef && !nearer(it, beam.top()))
                 continue;
             cand.push(it);
-            if (is_live(v))
-            {
-                beam.push(it);
-                if (beam.size() > ef)
-                    beam.pop();
-            }
+            beam.push(it);
+            if (beam.size() > ef)
+                beam.pop();
         }
     }
 

@@ -1,7 +1,9 @@
 // Several devices behind one context (engine/multi_backend.h): device threads, datasets replicated
-// or sharded, exact merges of per-device answers, IVF-PQ objects placed whole, device loss.
+// or sharded, exact merges of per-device answers, IVF-PQ and graph objects placed whole, device
+// loss.
 #include "engine/multi_backend.h"
 
+#include "engine/graph_backend.h"
 #include "engine/ivfpq_backend.h"
 
 #include <algorithm>
@@ -253,13 +255,51 @@ private:
     MultiBackendImpl &b_;
 };
 
+// ---- graphs: each object whole on one device -------------------------------------------------
+
+class MultiGraph final : public Graph
+{
+public:
+    ~MultiGraph() override;
+    MultiBackendImpl *owner = nullptr;
+    int dev = 0;
+    Graph *inner = nullptr; // owned; deleted on its device's thread
+    void sync()
+    {
+        n_ = inner->size();
+        dim_ = inner->dim();
+        degree_ = inner->degree();
+    }
+};
+
+const MultiGraph &as_multi_graph(const Graph *g)
+{
+    auto *m = dynamic_cast<const MultiGraph *>(g);
+    if (!m)
+        throw Error(VS_INVALID_ARGUMENT, "graph object belongs to another backend");
+    return *m;
+}
+
+class MultiGraphBackend final : public GraphBackend
+{
+public:
+    explicit MultiGraphBackend(MultiBackendImpl &b) : b_(b) {}
+    Status create(const vs_graph_arrays &arrays, Graph **out) noexcept override;
+    Status search(const Graph *g, const vs_graph_search_params &params, const float *queries,
+                  size_t nq, size_t k, int64_t *out_ids, float *out_dists,
+                  int64_t *out_counts) noexcept override;
+
+private:
+    MultiBackendImpl &b_;
+};
+
 // ---- the backend ----------------------------------------------------------------------------
 
 class MultiBackendImpl final : public MultiBackend
 {
 public:
     MultiBackendImpl(const BackendConfig &base, const MultiConfig &mc)
-        : base_(base), mc_(mc), ivfpq_(*this)
+        : base_(base), mc_(mc), ivfpq_(*this), graph_(*this)
     {
         if (mc_.shard_min_bytes == 0)
             mc_.shard_min_bytes = size_t{1} << 30;
@@ -605,7 +645,15 @@ public:
         return &ivfpq_;
     }
 
-    // ---- shared with MultiIvfpqBackend ----
+    GraphBackend *graph() noexcept override
+    {
+        for (const Device &d : devs_)
+            if (d.backend && !d.backend->graph())
+                return nullptr;
+        return &graph_;
+    }
+
+    // ---- shared with MultiIvfpqBackend and MultiGraphBackend ----
 
     // Runs f on device i's thread and waits, polling the caller's cancel callback meanwhile.
     template <typename F> Status run_one(size_t i, F &&f)
@@ -856,6 +904,13 @@ public:
         m.inner = nullptr;
         devs_[d].ivfpq_objects--;
     }
+    void graph_destroyed(MultiGraph &m)
+    {
+        size_t d = static_cast<size_t>(m.dev);
+        Graph *inner = m.inner;
+        on_thread(d, [inner] { delete inner; });
+        m.inner = nullptr;
+    }
 
 private:
     static constexpr size_t kSplitMin = 256; // fewer queries: one device reads the data once
@@ -863,6 +918,7 @@ private:
     MultiConfig mc_;
     CancelState cancel_;
     MultiIvfpqBackend ivfpq_;
+    MultiGraphBackend graph_;
     size_t next_ = 0;
 };
 
@@ -957,6 +1013,46 @@ Status MultiIvfpqBackend::range(const Ivfpq *ivf, const float *queries, size_t n
         Status st = b_.call(d, [&] {
             return b_.devs_[d].backend->ivfpq()->range(m.inner, queries, nq, probe_first, nprobe,
                                                        radius, collector);
+        });
+        if (!st.ok())
+            throw Error(st.code, st.message);
+    });
+}
+
+// ---- MultiGraphBackend ----------------------------------------------------------------------
+
+MultiGraph::~MultiGraph()
+{
+    if (owner)
+        owner->graph_destroyed(*this);
+}
+
+Status MultiGraphBackend::create(const vs_graph_arrays &arrays, Graph **out) noexcept
+{
+    return guarded([&] {
+        size_t d = b_.least_used();
+        std::unique_ptr<MultiGraph> m(new MultiGraph);
+        m->dev = static_cast<int>(d);
+        Status st = b_.call(d, [&] { return b_.devs_[d].backend->graph()->create(arrays, &m->inner); });
+        if (!st.ok())
+            throw Error(st.code, st.message);
+        m->sync();
+        m->owner = &b_;
+        *out = m.release();
+    });
+}
+
+Status MultiGraphBackend::search(const Graph *g, const vs_graph_search_params &params,
+                                 const float *queries, size_t nq, size_t k, int64_t *out_ids,
+                                 float *out_dists, int64_t *out_counts) noexcept
+{
+    return guarded([&] {
+        const MultiGraph &m = as_multi_graph(g);
+        size_t d = static_cast<size_t>(m.dev);
+        b_.check_device(d);
+        Status st = b_.call(d, [&] {
+            return b_.devs_[d].backend->graph()->search(m.inner, params, queries, nq, k, out_ids,
+                                                        out_dists, out_counts);
         });
         if (!st.ok())
             throw Error(st.code, st.message);

@@ -1,9 +1,14 @@
 // Beam search on a proximity graph (vsearch/graph.h) against independent references: with a beam
 // as wide as the graph the search is exhaustive over what the starts reach, so it must return
-// exactly vs_knn's answer (ids and distances, bit for bit) over the result nodes, for every
-// metric, with nodes that are not results traversed but never returned; with a narrow beam on a
-// kNN graph built here by brute force in double precision, recall@10 stays above a floor; the
-// padding, the start nodes, NaN distances, determinism and the argument checks.
+// exactly vs_knn's answer (ids and distances, bit for bit) over the live nodes, for every metric,
+// with the nodes that are not live skipped; with a narrow beam on a kNN graph built here by brute
+// force in double precision, recall@10 stays above a floor; the padding, the start nodes, NaN
+// distances, determinism and the argument checks.  Then graph objects (vs_graph_create /
+// vs_graph_knn) on every backend: the CPU object, two CPU contexts (the twin of several GPUs),
+// and where a GPU exists the CUDA kernel, one and two contexts: their answers equal the reference
+// search's bit for bit (so CUDA and CPU reach the same recall), sorted, with valid ids and no
+// duplicates, at beam widths from 10 (the kernel's visited set is reset many times) to the whole
+// graph.
 #include "vsearch/graph.h"
 
 #include "engine_testing.h"
@@ -12,7 +17,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace {
@@ -100,7 +109,20 @@ TestGraph knn_graph(std::vector<float> vectors, size_t n, size_t dim, size_t K)
     return t;
 }
 
-// vs_knn over the result nodes of a graph (the reference answer), on the CPU engine.
+// Points the ring slot (2K) of every live node at the next live node, so that the live nodes stay
+// reachable through live nodes alone (nodes that are not live are skipped).
+void relink_ring(TestGraph &t, size_t K)
+{
+    std::vector<size_t> live;
+    for (size_t i = 0; i < t.n; i++)
+        if (t.live[i])
+            live.push_back(i);
+    for (size_t j = 0; j < live.size(); j++)
+        t.neighbors[live[j] * t.degree + 2 * K] =
+            static_cast<uint32_t>(live[(j + 1) % live.size()]);
+}
+
+// vs_knn over the live nodes of a graph (the reference answer), on the CPU engine.
 void reference_knn(const TestGraph &t, vs_metric metric, const std::vector<float> &queries,
                    size_t nq, size_t k, std::vector<int64_t> &ids, std::vector<float> &dists,
                    std::vector<int64_t> &counts)
@@ -137,11 +159,16 @@ TEST(Graph, ExhaustiveBeamEqualsExactKnnForEveryMetric)
     std::mt19937_64 rng(7);
     const size_t n = 600, dim = 12, nq = 20, k = 15;
     TestGraph t = knn_graph(random_vectors(rng, n, dim, true), n, dim, 8);
-    for (size_t i = 0; i < n; i += 3)
-        t.live[i] = 0; // traversed, never returned
+    size_t nlive = 0;
+    for (size_t i = 0; i < n; i++)
+    {
+        t.live[i] = i % 3 != 0; // skipped: never measured, expanded or returned
+        nlive += t.live[i];
+    }
+    relink_ring(t, 8);
     std::vector<float> queries = random_vectors(rng, nq, dim, true);
     std::fill(queries.begin(), queries.begin() + dim, 0.0f); // a zero query: cosine NaN
-    const uint32_t start = 0;
+    const uint32_t start = 1;
     for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE})
     {
         SCOPED_TRACE(vt::metric_name(m));
@@ -156,7 +183,7 @@ TEST(Graph, ExhaustiveBeamEqualsExactKnnForEveryMetric)
         ASSERT_EQ(vs_graph_search(&g, &p, queries.data(), nq, k, ids.data(), dists.data(),
                                   counts.data(), &nd),
                   VS_OK);
-        EXPECT_EQ(nd, nq * n); // every node once per query (none twice)
+        EXPECT_EQ(nd, nq * nlive); // every live node once per query (none twice)
         for (size_t q = 0; q < nq; q++)
         {
             EXPECT_EQ(counts[q], rcount[q]) << "query " << q;
@@ -226,11 +253,12 @@ TEST(Graph, PaddingStartsAndDeterminism)
     const size_t n = 50, dim = 4, k = 8;
     TestGraph t = knn_graph(random_vectors(rng, n, dim, false), n, dim, 4);
     for (size_t i = 5; i < n; i++)
-        t.live[i] = 0; // 5 result nodes
+        t.live[i] = 0; // 5 live nodes
+    relink_ring(t, 4);
     std::vector<float> q = random_vectors(rng, 1, dim, false);
     vs_graph_arrays g = t.arrays();
-    const uint32_t starts[] = {VS_GRAPH_NONE, 1000, 20}; // two out of range: ignored
-    vs_graph_search_params p{VS_METRIC_L2, 100, starts, 3};
+    const uint32_t starts[] = {VS_GRAPH_NONE, 1000, 20, 2}; // out of range or not live: ignored
+    vs_graph_search_params p{VS_METRIC_L2, 100, starts, 4};
     int64_t ids[k], ids2[k], count = -1;
     float d[k], d2[k];
     ASSERT_EQ(vs_graph_search(&g, &p, q.data(), 1, k, ids, d, &count, nullptr), VS_OK);
@@ -282,5 +310,271 @@ TEST(Graph, ArgumentChecks)
     EXPECT_EQ(ids[1], t.ids[1]);
     EXPECT_EQ(ids[2], t.ids[2]);
 }
+
+// ---- graph objects on every backend ---------------------------------------------------------
+
+// "cpu", "cuda": one context; "cpu2", "cuda2": two engine contexts behind one (MultiBackend; the
+// CUDA one on GPUs 0 and 1 when VSEARCH_TEST_DEVICES=2, else twice on GPU 0).
+vt::ContextPtr graph_context(const std::string &name, std::string *why)
+{
+    if (name == "cpu" || name == "cuda")
+        return vt::make_context(name, why);
+    const bool cuda = name == "cuda2";
+    const char *two = std::getenv("VSEARCH_TEST_DEVICES");
+    int devices[2] = {0, cuda && !(two && two[0] == '2') ? 0 : 1};
+    vs_context_options o;
+    vs_context_options_init(&o);
+    o.backend = cuda ? VS_BACKEND_CUDA : VS_BACKEND_CPU;
+    o.cuda_library = vt::cuda_library();
+    o.devices = devices;
+    o.ndevices = 2;
+    o.num_threads = 2;
+    vs_context *ctx = nullptr;
+    char err[512] = {0};
+    if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
+    {
+        *why = err;
+        return nullptr;
+    }
+    return vt::ContextPtr(ctx);
+}
+
+struct GraphDeleter
+{
+    vs_context *ctx;
+    void operator()(vs_graph *g) const { vs_graph_destroy(ctx, g); }
+};
+using GraphPtr = std::unique_ptr<vs_graph, GraphDeleter>;
+
+struct Answer
+{
+    std::vector<int64_t> ids, counts;
+    std::vector<float> dists;
+};
+
+Answer reference_answer(const TestGraph &t, const vs_graph_search_params &p,
+                        const std::vector<float> &queries, size_t nq, size_t k)
+{
+    Answer a;
+    a.ids.assign(nq * k, 0);
+    a.dists.assign(nq * k, 0);
+    a.counts.assign(nq, 0);
+    vs_graph_arrays g = t.arrays();
+    EXPECT_EQ(vs_graph_search(&g, &p, queries.data(), nq, k, a.ids.data(), a.dists.data(),
+                              a.counts.data(), nullptr),
+              VS_OK);
+    return a;
+}
+
+// Sorted by (distance, id) with NaN last, ids of live nodes, no duplicates, padding after count.
+void check_answer(const TestGraph &t, const Answer &a, size_t nq, size_t k)
+{
+    std::map<int64_t, size_t> node_of;
+    for (size_t i = 0; i < t.n; i++)
+        node_of[t.ids[i]] = i;
+    for (size_t q = 0; q < nq; q++)
+    {
+        ASSERT_GE(a.counts[q], 0);
+        ASSERT_LE(a.counts[q], (int64_t) k);
+        std::set<int64_t> seen;
+        for (size_t i = 0; i < k; i++)
+        {
+            const int64_t id = a.ids[q * k + i];
+            const float d = a.dists[q * k + i];
+            if ((int64_t) i >= a.counts[q])
+            {
+                EXPECT_EQ(id, -1);
+                EXPECT_TRUE(std::isinf(d) && d > 0);
+                continue;
+            }
+            auto it = node_of.find(id);
+            ASSERT_NE(it, node_of.end()) << "query " << q << ": unknown id " << id;
+            EXPECT_TRUE(t.live[it->second]) << "query " << q << ": node " << it->second;
+            EXPECT_TRUE(seen.insert(id).second) << "query " << q << ": id " << id << " twice";
+            if (i > 0)
+            {
+                const float p = a.dists[q * k + i - 1];
+                const bool ordered = std::isnan(d) ? (!std::isnan(p) || a.ids[q * k + i - 1] < id)
+                                                   : (!std::isnan(p) && (p < d || (p == d && a.ids[q * k + i - 1] < id)));
+                EXPECT_TRUE(ordered) << "query " << q << " rank " << i;
+            }
+        }
+    }
+}
+
+double recall(const Answer &a, const std::vector<int64_t> &truth, size_t nq, size_t k)
+{
+    size_t hit = 0;
+    for (size_t q = 0; q < nq; q++)
+        for (size_t i = 0; i < k; i++)
+            hit += std::count(truth.begin() + q * k, truth.begin() + (q + 1) * k, a.ids[q * k + i]);
+    return (double) hit / (double) (nq * k);
+}
+
+class GraphObject : public testing::TestWithParam<std::string>
+{
+};
+
+// A graph like a vs_graph index's: a kNN graph with reverse edges, a tenth of the nodes free
+// (not live), 20 start nodes; every metric, beam widths 10 .. n, 120 queries (a zero query among
+// them).  The object's answers equal the reference search's, bit for bit.
+TEST_P(GraphObject, EqualsReferenceSearch)
+{
+    std::string why;
+    vt::ContextPtr ctx = graph_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    std::mt19937_64 rng(23);
+    const size_t n = 1500, nq = 120, k = 10;
+    for (size_t dim : {16, 100})
+    {
+        SCOPED_TRACE("dim " + std::to_string(dim));
+        TestGraph t = knn_graph(random_vectors(rng, n, dim, true), n, dim, 12);
+        for (size_t i = 7; i < n; i += 10)
+            t.live[i] = 0;
+        relink_ring(t, 12);
+        std::vector<float> queries = random_vectors(rng, nq, dim, true);
+        std::fill(queries.begin() + 5 * dim, queries.begin() + 6 * dim, 0.0f);
+        std::vector<uint32_t> starts;
+        for (uint32_t s = 0; s < 20; s++)
+            starts.push_back(s * 3); // 21 is not live: skipped
+        vs_graph_arrays arrays = t.arrays();
+        vs_graph *raw = nullptr;
+        ASSERT_EQ(vs_graph_create(ctx.get(), &arrays, &raw), VS_OK) << vs_last_error(ctx.get());
+        GraphPtr g(raw, GraphDeleter{ctx.get()});
+        EXPECT_EQ(vs_graph_size(g.get()), n);
+        for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE})
+            for (size_t ef : {size_t{10}, size_t{40}, size_t{300}, n})
+            {
+                SCOPED_TRACE(std::string(vt::metric_name(m)) + " ef " + std::to_string(ef));
+                vs_graph_search_params p{m, ef, starts.data(), starts.size()};
+                Answer ref = reference_answer(t, p, queries, nq, k);
+                Answer got;
+                got.ids.assign(nq * k, 7);
+                got.dists.assign(nq * k, -3.0f);
+                got.counts.assign(nq, -1);
+                ASSERT_EQ(vs_graph_knn(ctx.get(), g.get(), &p, queries.data(), nq, k,
+                                       got.ids.data(), got.dists.data(), got.counts.data()),
+                          VS_OK)
+                    << vs_last_error(ctx.get());
+                check_answer(t, got, nq, k);
+                size_t differ = 0;
+                for (size_t i = 0; i < nq * k; i++)
+                    differ += got.ids[i] != ref.ids[i] || !same_float(got.dists[i], ref.dists[i]);
+                for (size_t q = 0; q < nq; q++)
+                    differ += got.counts[q] != ref.counts[q];
+                EXPECT_EQ(differ, 0u);
+            }
+    }
+}
+
+TEST_P(GraphObject, RecallMatchesReference)
+{
+    std::string why;
+    vt::ContextPtr ctx = graph_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    std::mt19937_64 rng(5);
+    const size_t n = 4000, dim = 32, nq = 500, k = 10;
+    TestGraph t = knn_graph(random_vectors(rng, n, dim, false), n, dim, 12);
+    std::vector<float> queries = random_vectors(rng, nq, dim, false);
+    std::vector<int64_t> truth, tcount;
+    std::vector<float> tdist;
+    reference_knn(t, VS_METRIC_L2, queries, nq, k, truth, tdist, tcount);
+    std::vector<uint32_t> starts{0, 1000, 2000, 3000};
+    vs_graph_arrays arrays = t.arrays(false);
+    vs_graph *raw = nullptr;
+    ASSERT_EQ(vs_graph_create(ctx.get(), &arrays, &raw), VS_OK) << vs_last_error(ctx.get());
+    GraphPtr g(raw, GraphDeleter{ctx.get()});
+    double prev = 0;
+    for (size_t ef : {10, 20, 40, 80})
+    {
+        vs_graph_search_params p{VS_METRIC_L2, ef, starts.data(), starts.size()};
+        Answer ref = reference_answer(t, p, queries, nq, k);
+        Answer got;
+        got.ids.assign(nq * k, 0);
+        got.dists.assign(nq * k, 0);
+        got.counts.assign(nq, 0);
+        ASSERT_EQ(vs_graph_knn(ctx.get(), g.get(), &p, queries.data(), nq, k, got.ids.data(),
+                               got.dists.data(), got.counts.data()),
+                  VS_OK);
+        const double r_ref = recall(ref, truth, nq, k), r_got = recall(got, truth, nq, k);
+        RecordProperty(GetParam() + "_recall_ef" + std::to_string(ef), std::to_string(r_got));
+        EXPECT_NEAR(r_got, r_ref, 0.01) << "ef " << ef;
+        // measured on the CPU: 0.559, 0.724, 0.870, 0.955
+        EXPECT_GE(r_got, ef == 10 ? 0.5 : ef == 20 ? 0.65 : ef == 40 ? 0.8 : 0.9) << "ef " << ef;
+        EXPECT_GE(r_got + 1e-9, prev) << "a wider beam found fewer";
+        prev = r_got;
+    }
+}
+
+TEST_P(GraphObject, ArgumentsAndLimits)
+{
+    std::string why;
+    vt::ContextPtr ctx = graph_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    TestGraph t = knn_graph(std::vector<float>(40 * 3, 0.5f), 40, 3, 2);
+    vs_graph_arrays arrays = t.arrays();
+    vs_graph *raw = nullptr;
+    EXPECT_EQ(vs_graph_create(ctx.get(), nullptr, &raw), VS_INVALID_ARGUMENT);
+    vs_graph_arrays bad = arrays;
+    bad.degree = 0;
+    EXPECT_EQ(vs_graph_create(ctx.get(), &bad, &raw), VS_INVALID_ARGUMENT);
+    bad = arrays;
+    bad.vectors = nullptr;
+    EXPECT_EQ(vs_graph_create(ctx.get(), &bad, &raw), VS_INVALID_ARGUMENT);
+    ASSERT_EQ(vs_graph_create(ctx.get(), &arrays, &raw), VS_OK);
+    GraphPtr g(raw, GraphDeleter{ctx.get()});
+    const uint32_t start = 0;
+    float q[3] = {0.5f, 0.5f, 0.5f}, d[4];
+    int64_t ids[4], count = -1;
+    vs_graph_search_params p{VS_METRIC_L2, 8, &start, 1};
+    EXPECT_EQ(vs_graph_knn(ctx.get(), g.get(), &p, q, 1, 0, ids, d, nullptr), VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_graph_knn(ctx.get(), g.get(), nullptr, q, 1, 4, ids, d, nullptr),
+              VS_INVALID_ARGUMENT);
+    vs_graph_search_params l1 = p;
+    l1.metric = VS_METRIC_L1;
+    EXPECT_EQ(vs_graph_knn(ctx.get(), g.get(), &l1, q, 1, 4, ids, d, nullptr), VS_INVALID_ARGUMENT);
+    vs_graph_search_params nostarts = p;
+    nostarts.starts = nullptr;
+    EXPECT_EQ(vs_graph_knn(ctx.get(), g.get(), &nostarts, q, 1, 4, ids, d, nullptr),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_graph_knn(ctx.get(), nullptr, &p, q, 1, 4, ids, d, nullptr), VS_INVALID_ARGUMENT);
+    // identical vectors: ties by id; ef below k searches with k
+    vs_graph_search_params narrow = p;
+    narrow.ef = 1;
+    ASSERT_EQ(vs_graph_knn(ctx.get(), g.get(), &narrow, q, 1, 4, ids, d, &count), VS_OK);
+    EXPECT_EQ(count, 4);
+    for (int i = 0; i < 4; i++)
+    {
+        EXPECT_EQ(ids[i], t.ids[i]);
+        EXPECT_EQ(d[i], 0.0f);
+    }
+    // a width the GPU kernel cannot hold in shared memory is refused there, answered elsewhere
+    vs_graph_search_params wide = p;
+    wide.ef = size_t{1} << 22;
+    const vs_status st = vs_graph_knn(ctx.get(), g.get(), &wide, q, 1, 4, ids, d, &count);
+    if (GetParam().rfind("cuda", 0) == 0)
+        EXPECT_EQ(st, VS_UNSUPPORTED);
+    else
+        EXPECT_EQ(st, VS_OK);
+    // the documented width fits the kernel with the index's largest degree and 2000 dimensions
+    std::mt19937_64 rng(9);
+    TestGraph big = knn_graph(random_vectors(rng, 300, 2000, false), 300, 2000, 127);
+    vs_graph_arrays barrays = big.arrays();
+    ASSERT_EQ(big.degree, 256u);
+    vs_graph *braw = nullptr;
+    ASSERT_EQ(vs_graph_create(ctx.get(), &barrays, &braw), VS_OK);
+    GraphPtr bg(braw, GraphDeleter{ctx.get()});
+    vs_graph_search_params widest{VS_METRIC_L2SQ, VS_GRAPH_GPU_MAX_EF, &start, 1};
+    std::vector<float> bq(big.vectors.begin(), big.vectors.begin() + 2000);
+    EXPECT_EQ(vs_graph_knn(ctx.get(), bg.get(), &widest, bq.data(), 1, 4, ids, d, &count), VS_OK)
+        << vs_last_error(ctx.get());
+    EXPECT_EQ(count, 4);
+    EXPECT_EQ(ids[0], big.ids[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GraphObject, testing::Values("cpu", "cpu2", "cuda", "cuda2"));
 
 } // namespace

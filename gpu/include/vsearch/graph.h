@@ -6,15 +6,25 @@
  * `degree` neighbour slots, whether it is a result) and gets, per query, the k best nodes the
  * search reaches.
  *
- * The search, per query: every start node is a candidate; the beam keeps the best `ef` result
- * nodes seen (at least k); pop the nearest unexpanded candidate, stop when it is farther than the
- * worst of a full beam, else compute the distance of each neighbour not visited yet and keep it as
- * a candidate when the beam is not full or it beats the beam's worst.  Nodes that are not results
- * (live[i] == 0: a deleted row) are traversed but never returned.  Distances are the engine's
- * exact ones (vs_exact_distance_f32 rounded to float, as vs_knn returns them), for navigation too,
- * so that a CPU and a GPU search of the same graph return the same ids and distances; ties go to
- * the smaller node number.  With ef at least the number of result nodes, the search visits every
- * node reachable from the starts and returns exactly vs_knn's answer over them.
+ * The search, per query: every start node is a candidate; the beam keeps the best `ef` nodes
+ * seen (at least k); pop the nearest unexpanded candidate, stop when it is farther than the worst
+ * of a full beam, else compute the distance of each neighbour not visited yet and keep it as a
+ * candidate when the beam is not full or it beats the beam's worst.  Nodes with live[i] == 0 (the
+ * free slots of a vs_graph index, removed by VACUUM) are skipped: never measured, traversed or
+ * returned.  Distances are the engine's exact ones (vs_exact_distance_f32 rounded to float, as
+ * vs_knn returns them), for navigation too, so that a CPU and a GPU search of the same graph
+ * return the same ids and distances; ties go to the smaller node number.  With ef at least the
+ * number of live nodes, the search visits every live node reachable from the starts through live
+ * nodes and returns exactly vs_knn's answer over them.
+ *
+ * Since every candidate the search could still expand lies in the beam, the search is the same as
+ * SONG's formulation: expand the nearest unexpanded node of the beam until none is left; a node
+ * not in the beam needs no visited mark (it lost to the beam's worst once, and the worst only
+ * improves), which is what lets the GPU kernel keep its visited set small.
+ *
+ * vs_graph_search runs on host arrays without a context (the reference); a vs_graph object
+ * (vs_graph_create) holds a copy of the graph in a context's backend (device memory on CUDA) and
+ * vs_graph_knn runs the same search there in batches (CUDA: one thread block per query).
  */
 #ifndef VSEARCH_GRAPH_H
 #define VSEARCH_GRAPH_H
@@ -39,7 +49,7 @@ typedef struct vs_graph_arrays
     size_t degree;
     const float *vectors;       /* n x dim, row-major */
     const uint32_t *neighbors;  /* n x degree; VS_GRAPH_NONE, or a node number < n */
-    const uint8_t *live;        /* n: nonzero when the node may be returned; NULL: every node */
+    const uint8_t *live;        /* n: zero for a node to skip (a free slot); NULL: every node */
     const int64_t *ids;         /* n: what results report; NULL: the node numbers */
 } vs_graph_arrays;
 
@@ -60,6 +70,32 @@ typedef struct vs_graph_search_params
 int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_search_params *params,
                     const float *queries, size_t nq, size_t k, int64_t *out_ids,
                     float *out_distances, int64_t *out_counts, uint64_t *ndist);
+
+/* ---- graph objects in a context ------------------------------------------------------------ */
+
+typedef struct vs_graph vs_graph;
+
+/*
+ * A graph object with a copy of the arrays (vectors, neighbours, live flags, ids; ids NULL: node
+ * numbers) in the context's backend.  VS_INVALID_ARGUMENT (dim or degree 0, n >= VS_GRAPH_NONE, a
+ * NULL array), VS_OUT_OF_MEMORY (host or device budget).
+ */
+vs_status vs_graph_create(vs_context *ctx, const vs_graph_arrays *graph,
+                          vs_graph **out) VS_NOEXCEPT;
+void vs_graph_destroy(vs_context *ctx, vs_graph *g) VS_NOEXCEPT;
+/* Nodes of the graph (live or not). */
+size_t vs_graph_size(const vs_graph *g) VS_NOEXCEPT;
+
+/*
+ * vs_graph_search on the object, in the context's backend: the same answers (ids and distances
+ * bit for bit) on every backend.  The CUDA backend keeps a query's beam and visited set in
+ * shared memory: an ef or degree too large for it is VS_UNSUPPORTED (ef up to
+ * VS_GRAPH_GPU_MAX_EF fits with any degree up to 256 and dim up to 4096).
+ */
+#define VS_GRAPH_GPU_MAX_EF 1024
+vs_status vs_graph_knn(vs_context *ctx, const vs_graph *g, const vs_graph_search_params *params,
+                       const float *queries, size_t nq, size_t k, int64_t *out_ids,
+                       float *out_distances, int64_t *out_counts) VS_NOEXCEPT;
 
 #ifdef __cplusplus
 }

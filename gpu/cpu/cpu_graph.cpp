@@ -1,0 +1,103 @@
+// Graph objects on the CPU: host copies of the arrays, searched by vs_graph_search (graph.cpp) on
+// blocks of queries handed to the backend's threads.  The answers do not depend on the thread
+// count (each query is searched on its own).
+#include "cpu/cpu_graph.h"
+
+#include "cpu/parallel.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace vs {
+namespace {
+
+class CpuGraph final : public Graph
+{
+public:
+    explicit CpuGraph(const vs_graph_arrays &a)
+    {
+        n_ = a.n;
+        dim_ = a.dim;
+        degree_ = a.degree;
+        vectors_.assign(a.vectors, a.vectors + a.n * a.dim);
+        neighbors_.assign(a.neighbors, a.neighbors + a.n * a.degree);
+        if (a.live)
+            live_.assign(a.live, a.live + a.n);
+        if (a.ids)
+            ids_.assign(a.ids, a.ids + a.n);
+    }
+
+    vs_graph_arrays arrays() const
+    {
+        vs_graph_arrays a{};
+        a.n = n_;
+        a.dim = dim_;
+        a.degree = degree_;
+        a.vectors = vectors_.data();
+        a.neighbors = neighbors_.data();
+        a.live = live_.empty() ? nullptr : live_.data();
+        a.ids = ids_.empty() ? nullptr : ids_.data();
+        return a;
+    }
+
+private:
+    std::vector<float> vectors_;
+    std::vector<uint32_t> neighbors_;
+    std::vector<uint8_t> live_;
+    std::vector<int64_t> ids_;
+};
+
+const CpuGraph &as_cpu_graph(const Graph *g)
+{
+    auto *c = dynamic_cast<const CpuGraph *>(g);
+    if (!c)
+        throw Error(VS_INVALID_ARGUMENT, "graph object belongs to another backend");
+    return *c;
+}
+
+class CpuGraphBackend final : public GraphBackend
+{
+public:
+    CpuGraphBackend(const BackendConfig &config, int threads) : cfg_(config), threads_(threads) {}
+
+    Status create(const vs_graph_arrays &arrays, Graph **out) noexcept override
+    {
+        return guarded([&] { *out = new CpuGraph(arrays); });
+    }
+
+    Status search(const Graph *g, const vs_graph_search_params &params, const float *queries,
+                  size_t nq, size_t k, int64_t *out_ids, float *out_dists,
+                  int64_t *out_counts) noexcept override
+    {
+        return guarded([&] {
+            const CpuGraph &cg = as_cpu_graph(g);
+            const vs_graph_arrays a = cg.arrays();
+            // blocks of queries: each search clears a visited map of n bytes once per block
+            const size_t blocks = std::min(nq, static_cast<size_t>(std::max(threads_, 1)) * 4);
+            const size_t per = blocks ? (nq + blocks - 1) / blocks : 0;
+            parallel_for(blocks, threads_, cfg_, [&](size_t b) {
+                const size_t q0 = b * per, q1 = std::min(nq, q0 + per);
+                if (q0 >= q1)
+                    return;
+                int st = vs_graph_search(&a, &params, queries + q0 * a.dim, q1 - q0, k,
+                                         out_ids + q0 * k, out_dists + q0 * k,
+                                         out_counts ? out_counts + q0 : nullptr, nullptr);
+                if (st != VS_OK)
+                    throw Error(static_cast<vs_status>(st), "graph search failed");
+            });
+        });
+    }
+
+private:
+    const BackendConfig &cfg_;
+    int threads_;
+};
+
+} // namespace
+
+std::unique_ptr<GraphBackend> make_cpu_graph(const BackendConfig &config, int threads)
+{
+    return std::unique_ptr<GraphBackend>(new CpuGraphBackend(config, threads));
+}
+
+} // namespace vs

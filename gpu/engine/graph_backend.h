@@ -1,0 +1,46 @@
+// The proximity-graph family behind vsearch/graph.h: its object type (Graph: a fixed-degree
+// graph and its vectors on the backend) and the abstract interface a backend implements for it
+// (GraphBackend, returned by Backend::graph()).  Implementations: gpu/cpu/cpu_graph.cpp (the beam
+// search of cpu/graph.cpp, the reference) and gpu/cuda/graph_cuda.cu (one thread block per
+// query); front end: gpu/engine/graph_api.cpp.  Every virtual call is noexcept and returns a
+// Status (it crosses the dlopen boundary of vsearch_cuda.so).
+#ifndef VSEARCH_ENGINE_GRAPH_BACKEND_H
+#define VSEARCH_ENGINE_GRAPH_BACKEND_H
+
+#include "engine/backend.h"
+#include "vsearch/graph.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vs {
+
+// A graph object (graph.h): n nodes of dim floats and degree neighbour slots.
+class Graph
+{
+public:
+    virtual ~Graph() = default;
+    size_t size() const { return n_; }
+    size_t dim() const { return dim_; }
+    size_t degree() const { return degree_; }
+
+protected:
+    size_t n_ = 0, dim_ = 0, degree_ = 0;
+};
+
+// Owned by its Backend, which returns it from graph().  The front end validates the arrays and
+// the search parameters (metric L2SQ / L2 / IP / COSINE, ef >= k >= 1, starts not NULL when
+// nstarts > 0).
+class GraphBackend
+{
+public:
+    virtual ~GraphBackend() = default;
+    virtual Status create(const vs_graph_arrays &arrays, Graph **out) noexcept = 0;
+    virtual Status search(const Graph *g, const vs_graph_search_params &params,
+                          const float *queries, size_t nq, size_t k, int64_t *out_ids,
+                          float *out_dists, int64_t *out_counts) noexcept = 0;
+};
+
+} // namespace vs
+
+#endif
