@@ -21,8 +21,10 @@
  * change under the buffer's exclusive lock with Generic WAL, the build included.
  *
  * Files: graphutils.c (the index kind, options, settings, pages), graphsearch.c (reading nodes,
- * beam search, rank-based pruning), graphbuild.c, graphinsert.c, graphvacuum.c, graphscan.c,
- * graphcost.c.  What every access method shares is in amutils.h.
+ * beam search, rank-based pruning), graphobject.c (the engine object the GPU worker searches, and
+ * asking the worker for a beam search), graphbuild.c, graphinsert.c, graphvacuum.c, graphscan.c,
+ * graphbatch.c, graphworker.c (the worker's side: requests, build steps), graphcost.c.  What every
+ * access method shares is in amutils.h.
  */
 #ifndef VSEARCH_GRAPH_H
 #define VSEARCH_GRAPH_H
@@ -41,6 +43,7 @@
 #include "amutils.h"
 #include "search.h"
 #include "vector.h"
+#include "vsearch/graph.h"
 
 #define VS_GRAPH_KIND			3	/* the index kind's id (indexkind.h) */
 
@@ -93,6 +96,20 @@ typedef struct VsGraphBuildParams
 	uint64		total;			/* rows of the build */
 	uint64		first;			/* VS_GRAPH_LOAD: the first row's number */
 } VsGraphBuildParams;
+
+/*
+ * A search request's parameter block (VsKindParams of a VS_OP_KNN request): the beam width.  The
+ * worker's answer is the beam's best k nodes by exact distance in rank units, with node numbers
+ * as ids; the backend reads each node's heap tid (graphobject.c).
+ */
+typedef struct VsGraphSearchParams
+{
+	uint32		ef;				/* 1 .. VS_GRAPH_MAX_WORKER_EF, at least the request's k */
+	uint32		unused;			/* zero */
+} VsGraphSearchParams;
+
+/* The widest beam sent to the worker (the GPU kernel's limit); wider rounds run in the backend. */
+#define VS_GRAPH_MAX_WORKER_EF	VS_GRAPH_GPU_MAX_EF
 
 /* Most bytes of rows, or of an answer, in one build step. */
 #define VS_GRAPH_MAX_STEP_BYTES	((Size) 256 * 1024 * 1024)
@@ -233,6 +250,18 @@ extern int	vs_graph_prune(const uint32 *cands, int ncands, const uint32 *cand_nb
 						   int nbr_width, int degree, uint32 *out);
 extern void vs_graph_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									  double radius, VsRangeResult *out);
+
+/* graphobject.c: the engine object (the worker's searches), and asking the worker */
+extern void *vs_graph_load(const struct VsLoadEnv *env, void *obj, const VsIndexRef *ref,
+						   Size *bytes, uint64 *generation);
+extern void vs_graph_destroy_object(struct vs_context *engine, void *obj);
+extern int	vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKindParams *params,
+								const float *queries, Size nq, Size k, int64 *ids,
+								float *distances, int64 *counts);
+extern bool vs_graph_check_search(const struct VsRequest *req, char *why, Size whylen);
+extern void vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts,
+								 int nstarts, const float *queries, int nq, int ef,
+								 VsGraphHit *out, int *counts);
 
 /* graphworker.c: the worker's build steps, and asking for them (CREATE INDEX) */
 extern bool vs_graph_check_request(const struct VsRequest *req, char *why, Size whylen);

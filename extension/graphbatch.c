@@ -5,7 +5,10 @@
  * vsearch.graph_ef, then 4x as wide, ..., and a pass over every node once the width reaches the
  * index's rows; each round's new rows in exact order, checked for visibility one by one, until k
  * visible rows.  So the rows are those of `ORDER BY col <op> q LIMIT k` through the index, in its
- * order.  The queries run one after the other in this backend.
+ * order.  The first rounds of up to VS_GRAPH_BATCH_HITS / graph_ef queries are one request to the
+ * GPU worker when it serves (one batch of its beam search kernel; vs_graph_search_hits); the wider
+ * rounds of a query that needs them follow query by query (to the worker while the width is
+ * within its limit), and the pass over every node and the row checks run here.
  */
 #include "postgres.h"
 
@@ -14,6 +17,9 @@
 
 #include "batch.h"
 #include "graph.h"
+
+/* Most hits of the first rounds of one chunk of queries (one worker request). */
+#define VS_GRAPH_BATCH_HITS		(1 << 20)
 
 /* Takes hits (sorted) not seen before, checking each row, until the answer has k rows. */
 static void
@@ -43,6 +49,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	uint64		nnodes = VsGraphRefNodes(&bc->ref);
 	uint64		live = Max(bc->ref.ntuples, 1);
 	uint32		dim = bc->ref.dim;
+	int			ef1 = Max(vs_graph_ef, 1);
 	VsGraphReader r;
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_graph batch",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -52,59 +59,72 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	VsGraphMetaPageData meta;
 	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
 	int			nstarts;
+	int			chunk = Max(1, Min(bc->nq, VS_GRAPH_BATCH_HITS / ef1));
+	VsGraphHit *first = palloc_extended(sizeof(VsGraphHit) * chunk * ef1, MCXT_ALLOC_HUGE);
+	int		   *nfirst = palloc(sizeof(int) * chunk);
 
 	vs_graph_read_meta(bc->index, &meta);
 	nstarts = vs_graph_starts(&meta, starts);
 
 	vs_graph_reader_init(&r, &bc->ref, bc->index, dim, VsGraphRefDegree(&bc->ref), nnodes);
-	for (int q = 0; q < bc->nq; q++)
+	for (int q0 = 0; q0 < bc->nq; q0 += chunk)
 	{
-		const float *query = bc->queries + (Size) q * dim;
-		int64		ef = Max(vs_graph_ef, 1);
+		int			nc = Min(chunk, bc->nq - q0);
 
-		memset(seen, 0, (Size) (nnodes + 7) / 8 + 1);
-		bc->answers[q].n = 0;
-		for (;;)
+		/* the first round of a chunk of queries: one worker request when it serves */
+		vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, bc->queries + (Size) q0 * dim,
+							 nc, ef1, first, nfirst);
+		for (int q = q0; q < q0 + nc; q++)
 		{
-			VsGraphHit *hits;
-			int			nh;
+			const float *query = bc->queries + (Size) q * dim;
+			int64		ef = (int64) ef1 * 4;
 
 			CHECK_FOR_INTERRUPTS();
+			memset(seen, 0, (Size) (nnodes + 7) / 8 + 1);
+			bc->answers[q].n = 0;
 			bc->rounds++;
-			if ((uint64) ef >= live && ef > Max(vs_graph_ef, 1))
+			take(bc, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], seen);
+			while (bc->answers[q].n < k)
 			{
-				/* as wide as the index: every node, in exact order */
-				hits = palloc_extended(sizeof(VsGraphHit) * Max(nnodes, 1), MCXT_ALLOC_HUGE);
-				nh = 0;
-				for (uint64 n = 0; n < nnodes; n++)
-				{
-					VsGraphNodeCopy nc;
+				VsGraphHit *hits;
+				int			nh;
 
-					if ((n & 1023) == 0)
-						CHECK_FOR_INTERRUPTS();
-					if ((seen[n / 8] & (1 << (n % 8))) ||
-						!vs_graph_read_node(&r, (uint32) n, &nc, x, NULL) ||
-						!(nc.flags & VS_GRAPH_NODE_LIVE))
-						continue;
-					hits[nh].node = (uint32) n;
-					hits[nh].id = vs_tid_to_id(&nc.tid);
-					hits[nh].d = vs_graph_distance(bc->ref.metric, query, x, dim);
-					nh++;
+				CHECK_FOR_INTERRUPTS();
+				bc->rounds++;
+				if ((uint64) ef >= live)
+				{
+					/* as wide as the index: every node, in exact order */
+					hits = palloc_extended(sizeof(VsGraphHit) * Max(nnodes, 1), MCXT_ALLOC_HUGE);
+					nh = 0;
+					for (uint64 n = 0; n < nnodes; n++)
+					{
+						VsGraphNodeCopy ncopy;
+
+						if ((n & 1023) == 0)
+							CHECK_FOR_INTERRUPTS();
+						if ((seen[n / 8] & (1 << (n % 8))) ||
+							!vs_graph_read_node(&r, (uint32) n, &ncopy, x, NULL) ||
+							!(ncopy.flags & VS_GRAPH_NODE_LIVE))
+							continue;
+						hits[nh].node = (uint32) n;
+						hits[nh].id = vs_tid_to_id(&ncopy.tid);
+						hits[nh].d = vs_graph_distance(bc->ref.metric, query, x, dim);
+						nh++;
+					}
+					if (nh > 1)
+						qsort(hits, nh, sizeof(VsGraphHit), vs_graph_cmp_hit);
+					take(bc, q, k, hits, nh, seen);
+					pfree(hits);
+					break;
 				}
-				if (nh > 1)
-					qsort(hits, nh, sizeof(VsGraphHit), vs_graph_cmp_hit);
+				ef = Min(ef, (int64) 0x7FFFFFFF / (int64) sizeof(VsGraphHit));
+				hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
+				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef, hits,
+									 &nh);
 				take(bc, q, k, hits, nh, seen);
 				pfree(hits);
-				break;
+				ef *= 4;
 			}
-			ef = Min(ef, (int64) 0x7FFFFFFF / (int64) sizeof(VsGraphHit));
-			hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
-			nh = vs_graph_beam_search(&r, bc->ref.metric, starts, nstarts, query, (int) ef, hits);
-			take(bc, q, k, hits, nh, seen);
-			pfree(hits);
-			if (bc->answers[q].n >= k)
-				break;
-			ef *= 4;
 		}
 	}
 	vs_graph_reader_end(&r);

@@ -14,7 +14,9 @@
  *   total   = startup + [drained] rows * distance_cost + pages * seq_page_cost
  *             + rows returned * cpu_index_tuple_cost
  *
- * distance_cost = vs_distance_cost(dim): the search runs in this backend, never in the worker.
+ * distance_cost = vs_distance_cost(dim); a beam search's distances are multiplied by
+ * vs_search_distance_cost(index) (less while the GPU worker serves, which runs the beam searches
+ * of width up to VS_GRAPH_MAX_WORKER_EF); the pass over every node runs in this backend.
  */
 #include "postgres.h"
 
@@ -57,9 +59,13 @@ vs_graph_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	}
 	else
 	{
+		double		search_cost = distance_cost;
+
+		if (vs_graph_ef <= VS_GRAPH_MAX_WORKER_EF)
+			search_cost *= vs_search_distance_cost(index->indexoid);
 		visits = Min(c.rows, Max(vs_graph_ef, 1) * degree * 0.5 + degree +
 					 Min((double) VS_GRAPH_MAX_SEEDS, 2.0 * sqrt(c.rows)));
-		startup = visits * (distance_cost + cpu_operator_cost) +
+		startup = visits * (search_cost + cpu_operator_cost) +
 			Min(visits, pages) * c.seq_page_cost;
 		total = startup + c.rows * distance_cost + pages * c.seq_page_cost;
 	}

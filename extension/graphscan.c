@@ -1,9 +1,11 @@
 /*
- * vs_graph: index scans (amgettuple, amgetbitmap), in the backend over the buffer cache.
+ * vs_graph: index scans (amgettuple, amgetbitmap).
  *
  * ORDER BY col <op> q
- *   The scan works in rounds.  Round r is a beam search (graphsearch.c) of width
- *   vsearch.graph_ef x 4^r from the entry node; its results not returned before come back in exact
+ *   The scan works in rounds.  Round r is a beam search of width vsearch.graph_ef x 4^r from the
+ *   start nodes, in the GPU worker when it serves and the width is within its limit, else in this
+ *   backend over the buffer cache (vs_graph_search_hits, graphobject.c); its results not returned
+ *   before come back in exact
  *   ascending order, each with the SQL operator's own value (xs_recheckorderby = false).  When the
  *   executor wants more rows than a round gave (a filter rejected rows, rows were dead), the next,
  *   wider round runs; once the width reaches the index's rows, the last round is a pass over every
@@ -273,8 +275,8 @@ next_round(IndexScanDesc scan)
 
 			ef = Min(ef, (int64) 0x7FFFFFFF / (int64) sizeof(VsGraphHit));
 			hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
-			nh = vs_graph_beam_search(&so->reader, so->base.ref.metric, so->starts, so->nstarts,
-									  so->keys.queries[0], (int) ef, hits);
+			vs_graph_search_hits(&so->reader, so->base.ref.metric, so->starts, so->nstarts,
+								 so->keys.queries[0], 1, (int) ef, hits, &nh);
 			for (int i = 0; i < nh; i++)
 			{
 				uint32		n = hits[i].node;

@@ -1,5 +1,6 @@
 /*
- * vs_graph: the GPU worker's side of the index kind (indexkind.h): checking requests, and the build
+ * vs_graph: the GPU worker's side of the index kind (indexkind.h): checking requests (a search's
+ * parameters are graphobject.c's), and the build
  * steps of CREATE INDEX that the worker runs (VS_OP_BUILD), so that the build's exact kNN graph --
  * O(rows^2 x dim), all but a little of a CPU build's time -- is computed by the worker's engine
  * (on the GPU: the exact kNN as GEMM tiles).  The rest of the build (pruning, reverse edges, pages)
@@ -51,10 +52,7 @@ vs_graph_check_request(const VsRequest *r, char *why, Size whylen)
 	VsGraphBuildParams p;
 
 	if (r->op != VS_OP_BUILD)
-	{
-		snprintf(why, whylen, "vs_graph searches run in the backend, not in the worker");
-		return false;
-	}
+		return vs_graph_check_search(r, why, whylen);
 	memcpy(&p, &r->params, sizeof(p));
 	if (r->metric != VS_METRIC_L2 && r->metric != VS_METRIC_L2SQ && r->metric != VS_METRIC_IP &&
 		r->metric != VS_METRIC_COSINE)

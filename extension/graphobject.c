@@ -1,0 +1,284 @@
+/*
+ * vs_graph: the engine object the GPU worker searches (the index kind's load / destroy / knn /
+ * check of a search request), and the backend's side of it, vs_graph_search_hits.
+ *
+ * The object is the engine's vs_graph (vsearch/graph.h): every node slot's vector and neighbour
+ * list, copied from the node pages, with free slots (and slots of unwritten pages) marked not live
+ * so that the engine's search skips them as graphsearch.c's does, and the start nodes of the
+ * metapage.  Node numbers are the object's ids: the worker answers node numbers, and the backend
+ * reads each answered node's heap tid from its page (a few buffer reads per search, the search
+ * itself having run in the worker).  There is no refresh in place: a newer generation is read
+ * again (inserts and VACUUM change adjacency lists anywhere in the graph).
+ *
+ * A search request carries the beam width (VsGraphSearchParams); the worker runs vs_graph_knn
+ * with it on its object (on the GPU: one thread block per query), which is graphsearch.c's beam
+ * search but for its navigation distance (the engine navigates by the exact distance, the backend
+ * by the SIMD float one, within a few ulps of it): both return the beam's best rows with exact
+ * distances in rank units.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/memutils.h"
+
+#include "graph.h"
+#include "indexkind.h"
+#include "worker.h"
+#include "worker_internal.h"
+
+/* What the worker's cache holds for an index. */
+typedef struct VsGraphObject
+{
+	vs_graph   *graph;
+	vs_metric	metric;			/* the index's (results in its rank units) */
+	int			nstarts;
+	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
+} VsGraphObject;
+
+/* Accounted bytes of an object of n nodes. */
+static Size
+object_bytes(uint64 n, uint32 dim, uint32 degree)
+{
+	return (Size) n * (sizeof(float) * dim + sizeof(uint32) * degree + 1) + sizeof(VsGraphObject);
+}
+
+void *
+vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
+			  uint64 *generation)
+{
+	Relation	rel;
+	BufferAccessStrategy bas;
+	Buffer		buf;
+	VsGraphMetaPageData meta;
+	VsGraphObject *o;
+	vs_graph_arrays arrays;
+	float	   *vectors;
+	uint32	   *nbrs;
+	uint8	   *live;
+	int			per_page;
+	BlockNumber nblocks;
+	Size		need;
+	int			rc;
+
+	if (obj != NULL)
+		return NULL;			/* no refresh in place: read the index again */
+	rel = vs_index_open_for_read(ref);
+	bas = GetAccessStrategy(BAS_BULKREAD);
+	buf = vs_index_read_block(ref, rel, VS_GRAPH_METAPAGE_BLKNO, bas);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	memcpy(&meta, vs_graph_page_meta(BufferGetPage(buf)), sizeof(meta));
+	UnlockReleaseBuffer(buf);
+	if (meta.dim == 0 || meta.dim != ref->dim || meta.metric != (uint32) ref->metric ||
+		meta.degree < VS_GRAPH_MIN_DEGREE || meta.degree > VS_GRAPH_MAX_DEGREE ||
+		meta.nnodes >= VS_GRAPH_NO_NODE)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index %u is not a vs_graph index of dimension %u and metric %u",
+						ref->indexrelid, ref->dim, (uint32) ref->metric)));
+	need = object_bytes(meta.nnodes, meta.dim, meta.degree);
+	if (env->limit > 0 && need > env->limit)
+		vs_load_too_large(env, ref->indexrelid, need);
+
+	/* every slot: free ones and those of pages not written yet stay not live, without edges */
+	vectors = palloc_extended(sizeof(float) * Max(meta.nnodes, 1) * meta.dim,
+							  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	nbrs = palloc_extended(sizeof(uint32) * Max(meta.nnodes, 1) * meta.degree, MCXT_ALLOC_HUGE);
+	memset(nbrs, 0xFF, sizeof(uint32) * Max(meta.nnodes, 1) * meta.degree);
+	live = palloc_extended(Max(meta.nnodes, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	per_page = VsGraphNodesPerPage(meta.dim, meta.degree);
+	nblocks = (BlockNumber) ((meta.nnodes + per_page - 1) / per_page);
+	for (BlockNumber b = 0; b < nblocks; b++)
+	{
+		Page		page;
+
+		if ((b & 63) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (env->progress)
+				env->progress();
+		}
+		buf = vs_index_read_block(ref, rel, VS_GRAPH_FIRST_NODE_BLKNO + b, bas);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (VsGraphIsNodePage(page))
+		{
+			int			nitems = VsGraphPageGetOpaque(page)->nitems;
+
+			for (int i = 0; i < nitems && i < per_page; i++)
+			{
+				uint64		node = (uint64) b * per_page + i;
+				VsGraphNode *n = VsGraphPageGetNode(page, meta.dim, meta.degree, i);
+
+				if (node >= meta.nnodes || !(n->flags & VS_GRAPH_NODE_LIVE))
+					continue;
+				live[node] = 1;
+				memcpy(vectors + node * meta.dim, n->x, sizeof(float) * meta.dim);
+				memcpy(nbrs + node * meta.degree, VsGraphNodeNbrs(n, meta.dim),
+					   sizeof(uint32) * meta.degree);
+			}
+		}
+		UnlockReleaseBuffer(buf);
+	}
+	FreeAccessStrategy(bas);
+	vs_index_close_for_read(rel);
+
+	o = MemoryContextAllocZero(env->cxt, sizeof(VsGraphObject));
+	o->metric = (vs_metric) meta.metric;
+	o->nstarts = vs_graph_starts(&meta, o->starts);
+	memset(&arrays, 0, sizeof(arrays));
+	arrays.n = meta.nnodes;
+	arrays.dim = meta.dim;
+	arrays.degree = meta.degree;
+	arrays.vectors = vectors;
+	arrays.neighbors = nbrs;
+	arrays.live = live;
+	arrays.ids = NULL;			/* node numbers */
+	if (env->reserve)
+		(void) env->reserve(env->arg, need);
+	for (;;)
+	{
+		rc = vs_graph_create(env->engine, &arrays, &o->graph);
+		if (rc == VS_OUT_OF_MEMORY && env->evict_one && env->evict_one(env->arg))
+			continue;
+		break;
+	}
+	if (rc != VS_OK)
+		ereport(ERROR,
+				(errcode(rc == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+				 errmsg("loading index %u failed: %s: %s", ref->indexrelid,
+						vs_status_name((vs_status) rc), vs_last_error(env->engine))));
+	pfree(vectors);
+	pfree(nbrs);
+	pfree(live);
+	*bytes = need;
+	*generation = meta.generation;
+	return o;
+}
+
+void
+vs_graph_destroy_object(struct vs_context *engine, void *obj)
+{
+	VsGraphObject *o = (VsGraphObject *) obj;
+
+	if (o->graph != NULL)
+		vs_graph_destroy(engine, o->graph);
+}
+
+int
+vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKindParams *params,
+					const float *queries, Size nq, Size k, int64 *ids, float *distances,
+					int64 *counts)
+{
+	VsGraphObject *o = (VsGraphObject *) obj;
+	VsGraphSearchParams p;
+	vs_graph_search_params sp;
+
+	memcpy(&p, params, sizeof(p));
+	sp.metric = vs_rank_metric(o->metric);
+	sp.ef = p.ef;
+	sp.starts = o->starts;
+	sp.nstarts = o->nstarts;
+	return vs_graph_knn(engine, o->graph, &sp, queries, nq, k, (int64_t *) ids, distances,
+						(int64_t *) counts);
+}
+
+/* A search request: a kNN request (range searches run in the backend) with a valid width. */
+bool
+vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
+{
+	VsGraphSearchParams p;
+
+	memcpy(&p, &r->params, sizeof(p));
+	if (r->op != VS_OP_KNN)
+		snprintf(why, whylen, "vs_graph range searches run in the backend, not in the worker");
+	else if (r->metric != VS_METRIC_L2 && r->metric != VS_METRIC_IP &&
+			 r->metric != VS_METRIC_COSINE)
+		snprintf(why, whylen, "vs_graph does not support metric %u", r->metric);
+	else if (p.ef < 1 || p.ef > VS_GRAPH_MAX_WORKER_EF || r->k > p.ef || p.unused != 0)
+		snprintf(why, whylen, "vs_graph search width %u out of range (k %u, at most %d)", p.ef,
+				 r->k, VS_GRAPH_MAX_WORKER_EF);
+	else
+	{
+		for (int i = sizeof(p); i < VS_KIND_PARAMS_SIZE; i++)
+		{
+			if (((const char *) &r->params)[i] != 0)
+			{
+				snprintf(why, whylen, "vs_graph search parameters have stray bytes");
+				return false;
+			}
+		}
+		return true;
+	}
+	return false;
+}
+
+/*
+ * nq beam searches of width ef (a scan round, a batch's first round): in the GPU worker when it
+ * serves and ef is within its limit, as one request, else graphsearch.c's in this backend, one
+ * query after the other.  Query i's hits go to out + i x ef and counts[i] says how many: as
+ * vs_graph_beam_search, the best ef live nodes found, in the engine's order, with exact distances
+ * in rank units and their tids.  A node the worker answered that is no longer live when its page
+ * is read (VACUUM freed it meanwhile) is left out.
+ */
+void
+vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
+					 const float *queries, int nq, int ef, VsGraphHit *out, int *counts)
+{
+	VsGraphSearchParams p;
+	VsKindParams params;
+	int64	   *ids;
+	float	   *dists;
+	int64	   *found;
+
+	if (ef >= 1 && ef <= VS_GRAPH_MAX_WORKER_EF && nstarts > 0 && nq > 0)
+	{
+		memset(&params, 0, sizeof(params));
+		memset(&p, 0, sizeof(p));
+		p.ef = (uint32) ef;
+		memcpy(&params, &p, sizeof(p));
+		ids = palloc_extended(sizeof(int64) * nq * ef, MCXT_ALLOC_HUGE);
+		dists = palloc_extended(sizeof(float) * nq * ef, MCXT_ALLOC_HUGE);
+		found = palloc(sizeof(int64) * nq);
+		if (vs_worker_knn(&r->ref, &params, queries, nq, ef, ids, dists, found))
+		{
+			for (int q = 0; q < nq; q++)
+			{
+				VsGraphHit *h = out + (Size) q * ef;
+				int			n = 0;
+
+				for (int64 i = 0; i < found[q]; i++)
+				{
+					int64		node = ids[(Size) q * ef + i];
+					VsGraphNodeCopy nc;
+
+					if (node < 0 || node >= VS_GRAPH_NO_NODE)
+						elog(ERROR, "vsearch worker: vs_graph answer names node " INT64_FORMAT,
+							 node);
+					if (!vs_graph_read_node(r, (uint32) node, &nc, NULL, NULL) ||
+						!(nc.flags & VS_GRAPH_NODE_LIVE))
+						continue;
+					h[n].node = (uint32) node;
+					h[n].d = dists[(Size) q * ef + i];
+					h[n].id = vs_tid_to_id(&nc.tid);
+					n++;
+				}
+				if (n > 1)
+					qsort(h, n, sizeof(VsGraphHit), vs_graph_cmp_hit);
+				counts[q] = n;
+			}
+			pfree(ids);
+			pfree(dists);
+			pfree(found);
+			return;
+		}
+		pfree(ids);
+		pfree(dists);
+		pfree(found);
+	}
+	for (int q = 0; q < nq; q++)
+		counts[q] = vs_graph_beam_search(r, metric, starts, nstarts,
+										 queries + (Size) q * r->dim, ef, out + (Size) q * ef);
+}
