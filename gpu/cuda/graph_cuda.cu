@@ -92,15 +92,17 @@ __device__ __forceinline__ bool visit(uint32_t *table, uint32_t mask, uint32_t v
     }
 }
 
-// Results before: (distance, id) ascending, NaN after every number, -0 == +0.
-__device__ __forceinline__ bool result_before(float da, int64_t ia, float db, int64_t ib)
+// Results before: (distance, id) ascending, NaN after every number, -0 == +0; then the beam
+// position, so that ranks are distinct even where a caller's ids repeat.
+__device__ __forceinline__ bool result_before(float da, int64_t ia, int pa, float db, int64_t ib,
+                                              int pb)
 {
     const bool na = da != da, nb = db != db;
     if (na != nb)
         return nb;
     if (!na && da != db)
         return da < db;
-    return ia < ib;
+    return ia != ib ? ia < ib : pa < pb;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -274,7 +276,7 @@ __global__ void __launch_bounds__(kThreads)
     {
         int rank = 0;
         for (int j = 0; j < nb; j++)
-            rank += result_before(dist[j], ids[j], dist[i], ids[i]);
+            rank += result_before(dist[j], ids[j], j, dist[i], ids[i], i);
         if (rank < k)
         {
             out_ids[out + rank] = ids[i];

@@ -26,8 +26,8 @@
  * (vs_graph_create) holds a copy of the graph in a context's backend (device memory on CUDA) and
  * vs_graph_knn runs the same search there in batches (CUDA: one thread block per query).
  */
-#ifndef VSEARCH_GRAPH_H
-#define VSEARCH_GRAPH_H
+#ifndef VSEARCH_ENGINE_GRAPH_H
+#define VSEARCH_ENGINE_GRAPH_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -101,4 +101,4 @@ vs_status vs_graph_knn(vs_context *ctx, const vs_graph *g, const vs_graph_search
 }
 #endif
 
-#endif /* VSEARCH_GRAPH_H */
+#endif /* VSEARCH_ENGINE_GRAPH_H */
