@@ -4,10 +4,11 @@
 //
 //   vsearch_engine_bench [--backend cuda|cpu] [--n 1000000] [--d 128] [--nq 10000]
 //                        [--data DIR] [--quick] [--skip-kmeans-cpu] [--out results.json]
-//                        [--mode exact|ivfpq] [--nlist 1024] [--m 32] [--nbits 8]
+//                        [--mode exact|ivfpq|graph] [--nlist 1024] [--m 32] [--nbits 8]
 //                        [--clustered | --gaussian] [--fvecs DIR]
 //                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
 //                        [--devices 0,1 [--placement replicated|sharded]]
+//                        [--degree 32] [--efs 16,32,64,128,256,512]
 //
 // --devices LIST: one context over these devices (engine/multi_backend.h) with the placement
 // (default sharded); with --ks each k is also run once on a single-device context (device 0) and
@@ -38,9 +39,19 @@
 // point: recall@10 against vs_knn's exact top 10 and the whole batch's QPS (median of 3 runs,
 // search + re-rank).
 //
+// --mode graph: the batched beam search of graph objects (vsearch/graph.h) on a seeded Gaussian
+// mixture (as --clustered) or DIR/base.fvecs + query.fvecs (--fvecs DIR).  The graph is built
+// here, untimed, from the exact kNN of every row (vs_knn on the context): each row's degree / 2
+// nearest rows, then up to degree / 2 reverse edges (rows that chose it), then more of its own
+// nearest; the start nodes are the rows nearest to 2 sqrt(n) (at most 1024) k-means centroids, as
+// the index's seeds.  Per beam width of --efs: the whole batch's QPS
+// at k = 10 (median of 3 runs) and recall@10 against vs_knn; on a CUDA context the first 1000
+// queries are also searched by a CPU context and compared bit for bit ("identical to the CPU").
+//
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
 #include "vsearch/engine.h"
+#include "vsearch/graph.h"
 #include "vsearch/ivfpq.h"
 
 #include <algorithm>
@@ -476,6 +487,158 @@ std::vector<size_t> parse_list(const std::string &s)
     return v;
 }
 
+// The graph of --mode graph over x (n x d): kNN lists with reverse edges, degree slots per row.
+std::vector<uint32_t> bench_graph(vs_context *ctx, const std::vector<float> &x, size_t n, size_t d,
+                                  size_t degree)
+{
+    const size_t kk = std::min(n, degree + 1), half = degree / 2;
+    std::vector<int64_t> nn(n * kk);
+    {
+        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
+        std::vector<float> nd(n * kk);
+        const size_t chunk = 16384;
+        for (size_t q0 = 0; q0 < n; q0 += chunk)
+        {
+            const size_t c = std::min(chunk, n - q0);
+            check(vs_knn(ctx, ds, x.data() + q0 * d, c, kk, VS_METRIC_L2, nullptr,
+                         nn.data() + q0 * kk, nd.data() + q0 * kk, nullptr),
+                  ctx, "knn (graph)");
+        }
+        vs_dataset_destroy(ctx, ds);
+    }
+    std::vector<uint32_t> g(n * degree, VS_GRAPH_NONE);
+    std::vector<size_t> fill(n, 0);
+    auto add = [&](size_t i, int64_t j) {
+        if (j < 0 || static_cast<size_t>(j) == i || fill[i] >= degree)
+            return;
+        for (size_t s = 0; s < fill[i]; s++)
+            if (g[i * degree + s] == static_cast<uint32_t>(j))
+                return;
+        g[i * degree + fill[i]++] = static_cast<uint32_t>(j);
+    };
+    for (size_t i = 0; i < n; i++) // the nearest half
+        for (size_t r = 0; r < kk && fill[i] < half; r++)
+            add(i, nn[i * kk + r]);
+    for (size_t i = 0; i < n; i++) // reverse edges
+        for (size_t r = 0; r < kk; r++)
+        {
+            const int64_t j = nn[i * kk + r];
+            if (j >= 0 && static_cast<size_t>(j) != i && fill[j] < degree)
+                add(static_cast<size_t>(j), static_cast<int64_t>(i));
+        }
+    for (size_t i = 0; i < n; i++) // the rest of its own list
+        for (size_t r = 0; r < kk; r++)
+            add(i, nn[i * kk + r]);
+    return g;
+}
+
+std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<float> q, size_t d,
+                             size_t degree, const std::vector<size_t> &efs, bool on_cuda)
+{
+    std::vector<Row> rows;
+    const size_t n = x.size() / d, nq = q.size() / d, k = 10;
+    double t0 = now();
+    std::vector<uint32_t> nbrs = bench_graph(ctx, x, n, d, degree);
+    std::printf("graph: %zu nodes, degree %zu, built from the exact kNN in %.2f s (untimed)\n", n,
+                degree, now() - t0);
+    std::vector<int64_t> truth(nq * k);
+    {
+        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
+        std::vector<float> td(nq * k);
+        check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, nullptr, truth.data(), td.data(), nullptr),
+              ctx, "knn");
+        vs_dataset_destroy(ctx, ds);
+    }
+    vs_graph_arrays a{};
+    a.n = n;
+    a.dim = d;
+    a.degree = degree;
+    a.vectors = x.data();
+    a.neighbors = nbrs.data();
+    // start nodes as the index places its seeds: the rows nearest to 2 sqrt(n) (at most 1024)
+    // k-means centroids (a sample of 64 rows per centroid, 10 iterations)
+    std::vector<uint32_t> starts;
+    {
+        vs_kmeans_params kp;
+        vs_kmeans_params_init(&kp);
+        kp.k = std::min<size_t>({n, 1024, static_cast<size_t>(2 * std::sqrt(double(n))) + 1});
+        kp.iterations = 10;
+        kp.seed = 7;
+        kp.sample_size = std::min(n, 64 * kp.k);
+        kp.metric = VS_METRIC_L2;
+        std::vector<float> cent(kp.k * d);
+        check(vs_kmeans(ctx, x.data(), n, d, &kp, cent.data(), nullptr), ctx, "kmeans (starts)");
+        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
+        std::vector<int64_t> near(kp.k);
+        std::vector<float> nd(kp.k);
+        check(vs_knn(ctx, ds, cent.data(), kp.k, 1, VS_METRIC_L2, nullptr, near.data(), nd.data(),
+                     nullptr),
+              ctx, "knn (starts)");
+        vs_dataset_destroy(ctx, ds);
+        for (int64_t v : near)
+            if (v >= 0 && std::find(starts.begin(), starts.end(), static_cast<uint32_t>(v)) == starts.end())
+                starts.push_back(static_cast<uint32_t>(v));
+    }
+    vs_graph *g = nullptr;
+    t0 = now();
+    check(vs_graph_create(ctx, &a, &g), ctx, "graph_create");
+    std::printf("graph_create: %.3f s\n", now() - t0);
+    vs_context *cpu = nullptr;
+    vs_graph *gc = nullptr;
+    if (on_cuda)
+    {
+        vs_context_options o;
+        vs_context_options_init(&o);
+        o.backend = VS_BACKEND_CPU;
+        char err[256];
+        check(vs_context_create(&o, &cpu, err, sizeof err), nullptr, "cpu context");
+        check(vs_graph_create(cpu, &a, &gc), cpu, "graph_create (cpu)");
+    }
+    std::vector<int64_t> ids(nq * k);
+    std::vector<float> dist(nq * k);
+    for (size_t ef : efs)
+    {
+        vs_graph_search_params p{VS_METRIC_L2, ef, starts.data(), starts.size()};
+        const double sec = timeit(1, 3, [&] {
+            check(vs_graph_knn(ctx, g, &p, q.data(), nq, k, ids.data(), dist.data(), nullptr), ctx,
+                  "graph_knn");
+        });
+        size_t hit = 0;
+        for (size_t i = 0; i < nq; i++)
+            for (size_t r = 0; r < k; r++)
+                hit += std::count(truth.begin() + i * k, truth.begin() + (i + 1) * k, ids[i * k + r]);
+        const double recall = double(hit) / double(nq * k);
+        char note[160];
+        std::snprintf(note, sizeof note, "recall@10 %.4f", recall);
+        std::string same;
+        if (gc)
+        {
+            const size_t nc = std::min<size_t>(nq, 1000);
+            std::vector<int64_t> cid(nc * k);
+            std::vector<float> cd(nc * k);
+            check(vs_graph_knn(cpu, gc, &p, q.data(), nc, k, cid.data(), cd.data(), nullptr), cpu,
+                  "graph_knn (cpu)");
+            bool eq = std::equal(cid.begin(), cid.end(), ids.begin()) &&
+                      std::memcmp(cd.data(), dist.data(), nc * k * sizeof(float)) == 0;
+            same = eq ? ", identical to the CPU: yes" : ", identical to the CPU: NO";
+        }
+        std::printf("graph ef %4zu: %.4f s, %.0f QPS, %s%s\n", ef, sec, nq / sec, note, same.c_str());
+        std::fflush(stdout);
+        Row r{"graph ef=" + std::to_string(ef), sec, nq / sec, note + same};
+        char js[96];
+        std::snprintf(js, sizeof js, "\"ef\": %zu, \"recall10\": %.4f", ef, recall);
+        r.json = js;
+        rows.push_back(r);
+    }
+    if (gc)
+    {
+        vs_graph_destroy(cpu, gc);
+        vs_context_destroy(cpu);
+    }
+    vs_graph_destroy(ctx, g);
+    return rows;
+}
+
 int main(int argc, char **argv)
 {
     std::string backend = "cuda", dir = "", out_json = "", mode = "exact", fvecs = "";
@@ -484,6 +647,8 @@ int main(int argc, char **argv)
     bool quick = false, kmeans_cpu = true;
     IvfpqData ivfpq_data = IvfpqData::Legacy;
     std::vector<size_t> probes{1, 2, 4, 8, 16, 32, 64}, reranks{0, 50, 100, 200}, ks;
+    std::vector<size_t> efs{16, 32, 64, 128, 256, 512};
+    size_t degree = 32;
     std::vector<int> devices;
     vs_placement placement = VS_PLACEMENT_SHARDED;
     for (int i = 1; i < argc; i++)
@@ -526,6 +691,10 @@ int main(int argc, char **argv)
             reranks = parse_list(next());
         else if (a == "--ks")
             ks = parse_list(next());
+        else if (a == "--efs")
+            efs = parse_list(next());
+        else if (a == "--degree")
+            degree = std::stoull(next());
         else if (a == "--devices")
             for (size_t v : parse_list(next()))
                 devices.push_back(static_cast<int>(v));
@@ -573,6 +742,31 @@ int main(int argc, char **argv)
         q.resize(nq * d);
         std::printf("data: %s (%zu x %zu, %zu queries)\n", fvecs.c_str(), n, d, nq);
         report(ivfpq_sweep(ctx, x, q, d, shape, probes, reranks), out_json, info.device_name, n, d, nq);
+        vs_context_destroy(ctx);
+        return 0;
+    }
+    if (mode == "graph")
+    {
+        std::vector<float> x, q;
+        if (!fvecs.empty())
+        {
+            x = read_fvecs(fvecs + "/base.fvecs", &d);
+            q = read_fvecs(fvecs + "/query.fvecs", &d);
+            q.resize(std::min(nq, q.size() / d) * d);
+        }
+        else
+        {
+            x = mixture(n + nq, d, std::max<size_t>(1, static_cast<size_t>(std::lround(std::sqrt(double(n))))), 42);
+            q.assign(x.begin() + n * d, x.end());
+            x.resize(n * d);
+        }
+        n = x.size() / d;
+        nq = q.size() / d;
+        std::printf("data: %s (%zu x %zu, %zu queries)\n", fvecs.empty() ? "mixture" : fvecs.c_str(),
+                    n, d, nq);
+        report(graph_bench(ctx, std::move(x), std::move(q), d, degree, efs,
+                           info.backend == VS_BACKEND_CUDA),
+               out_json, info.device_name, n, d, nq);
         vs_context_destroy(ctx);
         return 0;
     }
