@@ -124,6 +124,7 @@ vs_graph_check(VsCheck *c)
 	vs_check_report(c, "degree", meta.degree);
 	vs_check_report(c, "nodes", (int64) meta.nnodes);
 	vs_check_report(c, "free_nodes", (int64) nfree);
+	vs_check_report(c, "metapage_free_nodes", (int64) meta.nfree);
 	vs_check_report(c, "edges", edges);
 	vs_check_report(c, "edges_to_free_nodes", edges_to_free);
 	vs_check_report(c, "metapage_entries", (int64) meta.ntuples);

@@ -10,10 +10,12 @@
  *      ranked by exact distance and cut to `degree` by rank-based pruning with their own lists
  *      (graphsearch.c); one record per repaired node.
  *
- * Then the metapage: fewer rows, more free slots (inserts reuse them), a new entry if the old one
- * went (its first live neighbour, else the first live node), a new generation.  Between the passes
- * a concurrent search may miss rows reachable only through freed nodes (fewer results, never
- * wrong ones).
+ * Then the metapage: the live and free counts, a new entry if the old one went (its first live
+ * neighbour, else the first live node), a new generation.  Between the passes a concurrent search
+ * may miss rows reachable only through freed nodes (fewer results, never wrong ones).  A VACUUM
+ * interrupted there (a crash) leaves free slots the metapage does not count and lists that name
+ * them: the next VACUUM sees more free slots than counted and repairs those lists too (found by
+ * vsearch_index_check's edges_to_free_nodes, tests/graph_crash).
  */
 #include "postgres.h"
 
@@ -136,6 +138,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	VsGraphMetaPageData meta;
 	uint64		removed = 0;
 	uint64		remaining = 0;
+	uint64		already_free = 0;	/* free slots before this VACUUM */
 	uint32		first_freed = VS_GRAPH_NO_NODE;
 	uint8	   *freed = NULL;
 	int			per_page;
@@ -179,6 +182,16 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 			any |= dead[i];
 			if ((n->flags & VS_GRAPH_NODE_LIVE) && !dead[i])
 				remaining++;
+			if (n->flags & VS_GRAPH_NODE_FREE)
+			{
+				uint32		node = b * (uint32) per_page + i;
+
+				/* freed earlier: a list naming it is repaired like one naming a node freed now */
+				freed[node] = 1;
+				already_free++;
+				if (first_freed == VS_GRAPH_NO_NODE || node < first_freed)
+					first_freed = node;
+			}
 		}
 		if (any)
 		{
@@ -194,7 +207,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 				VsGraphPageGetNode(page, meta.dim, meta.degree, i)->flags = VS_GRAPH_NODE_FREE;
 				freed[node] = 1;
 				removed++;
-				if (first_freed == VS_GRAPH_NO_NODE)
+				if (first_freed == VS_GRAPH_NO_NODE || node < first_freed)
 					first_freed = node;
 			}
 			GenericXLogFinish(xlog);
@@ -202,7 +215,12 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		UnlockReleaseBuffer(buf);
 	}
 
-	if (removed > 0)
+	/*
+	 * Every VACUUM that completes leaves the metapage counting every free slot; more free slots
+	 * than it counts mean an earlier VACUUM was interrupted (a crash) between freeing nodes and
+	 * repairing the lists that name them: this one repairs them, and sets the counts.
+	 */
+	if (removed > 0 || already_free > meta.nfree)
 	{
 		VsIndexRef	ref;
 		VsGraphReader r;
@@ -267,8 +285,8 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		(void) vs_graph_page_meta(BufferGetPage(metabuf));
 		xlog = GenericXLogStart(index);
 		m = VsGraphPageGetMeta(GenericXLogRegisterBuffer(xlog, metabuf, 0));
-		m->ntuples = m->ntuples >= removed ? m->ntuples - removed : 0;
-		m->nfree += removed;
+		m->ntuples = remaining;
+		m->nfree = already_free + removed;
 		if (first_freed < m->free_hint)
 			m->free_hint = first_freed;
 		m->entry = entry;
