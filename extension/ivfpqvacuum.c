@@ -201,6 +201,7 @@ vs_ivfpq_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		VsIvfpqMetaPage meta;
 		VsIvfpqListEntry *entry = NULL;
 		BlockNumber last;
+		uint64		counted;		/* the chain's count before */
 		ChainResult res;
 
 		vacuum_delay_point();
@@ -209,7 +210,10 @@ vs_ivfpq_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		meta = vs_ivfpq_page_meta(BufferGetPage(metabuf));
 		if (is_pending)
+		{
 			last = meta->pending_last;
+			counted = meta->npending;
+		}
 		else
 		{
 			dirbuf = ReadBufferExtended(index, MAIN_FORKNUM,
@@ -219,6 +223,7 @@ vs_ivfpq_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 			entry = (VsIvfpqListEntry *) PageGetContents(BufferGetPage(dirbuf)) +
 				l % VS_IVFPQ_DIR_PER_PAGE;
 			last = entry->last;
+			counted = entry->count;
 		}
 
 		vacuum_chain(index, info->strategy, last, is_pending ? VS_IVFPQ_PENDING_LIST : l,
@@ -245,7 +250,12 @@ vs_ivfpq_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 				if (BlockNumberIsValid(res.new_last))
 					entry->last = res.new_last;
 			}
-			meta->ntuples = meta->ntuples >= res.removed ? meta->ntuples - res.removed : 0;
+			/*
+			 * The row count moves with the chain's count, so that it stays their sum even when the
+			 * count no longer matched the pages (a VACUUM interrupted while compacting).
+			 */
+			meta->ntuples = meta->ntuples + res.live >= counted ?
+				meta->ntuples + res.live - counted : 0;
 			meta->generation++;
 			GenericXLogFinish(xlog);
 		}
