@@ -91,9 +91,13 @@ public:
                              : std::min<size_t>(size_t{1} << 26,
                                                 std::max<size_t>(size_t{1} << 16, avail / 6 / 48));
         cap_ = std::max<size_t>(4, std::min(cap_, tq_ * tn_));
+        // Keys q << cbits | column: the sort reads qbits + cbits bits (29 for 256 x 1M tiles).
         qbits_ = 1;
         while ((size_t{1} << qbits_) <= tq_)
             qbits_++;
+        cbits_ = 1;
+        while ((size_t{1} << cbits_) < tn_)
+            cbits_++;
         thr_ = DeviceArray<float>(*dev.pool, nq, dev.main);
         VS_CUDA_CHECK(cudaMemcpyAsync(thr_.get(), thr.data(), nq * sizeof(float),
                                       cudaMemcpyHostToDevice, dev.main));
@@ -190,6 +194,7 @@ private:
         a.qb = static_cast<int>(qb);
         a.ca = static_cast<uint32_t>(ca);
         a.cb = static_cast<uint32_t>(cb);
+        a.cbits = cbits_;
         a.count = counts ? s.count.get() : nullptr;
         a.total = s.total.get();
         a.cand = s.cand.get();
@@ -249,18 +254,18 @@ private:
     {
         const Step &step = s.step;
         const uint32_t row0 = static_cast<uint32_t>(step.c0);
-        launch_range_check(s.cand.get(), n, row0, Q_.view(step.q0), c_.rows(), m_, radius_,
-                           s.keys.get(), s.vals.get(), s.st);
+        launch_range_check(s.cand.get(), n, cbits_, row0, Q_.view(step.q0), c_.rows(), m_,
+                           radius_, s.keys.get(), s.vals.get(), s.st);
         prof_.mark("check", s.st);
         sort_pairs_u64(*dev_.pool, s.keys.get(), s.sorted.get(), s.vals.get(), s.sorted_vals.get(),
-                       n, 32 + qbits_, s.st);
+                       n, qbits_ + cbits_, s.st);
         prof_.mark("sort", s.st);
         // The candidate and value buffers are free again: ids and distances go there.
         int64_t *ids = reinterpret_cast<int64_t *>(s.cand.get());
         float *dists = reinterpret_cast<float *>(s.vals.get());
         const int nb = static_cast<int>(qb - qa);
-        launch_range_output(s.sorted.get(), s.sorted_vals.get(), n, static_cast<int>(qa), nb, row0,
-                            c_.ids.get(), s.offsets.get(), ids, dists, s.st);
+        launch_range_output(s.sorted.get(), s.sorted_vals.get(), n, cbits_, static_cast<int>(qa),
+                            nb, row0, c_.ids.get(), s.offsets.get(), ids, dists, s.st);
         char *h = static_cast<char *>(s.host->ensure(ids_at() + n * 12));
         VS_CUDA_CHECK(cudaMemcpyAsync(h + counters_bytes(), s.offsets.get(), (nb + 1) * 8,
                                       cudaMemcpyDeviceToHost, s.st));
@@ -306,7 +311,7 @@ private:
     bool use_gemm_ = false;
     int mode_ = MODE_RAW;
     size_t tq_ = 1, tn_ = 0, ld_ = 0, cap_ = 0;
-    int qbits_ = 1;
+    int qbits_ = 1, cbits_ = 1;
     DeviceArray<float> thr_;
     Slot slots_[2];
     std::vector<int64_t> counts_;

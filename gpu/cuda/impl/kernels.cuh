@@ -235,8 +235,8 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
 // ---- range (range_kernels.cu) -----------------------------------------------------------
 
 // Candidates of queries [qa, qb) x columns [ca, cb) of a tile: approximate value <= thr[q] (or
-// NaN), as keys (q << 32 | column) in no particular order; the first `cap` are stored, *total
-// counts all of them, count[q] (when not null) each query's.
+// NaN), as keys (q << cbits | column; columns < 2^cbits) in no particular order; the first `cap`
+// are stored, *total counts all of them, count[q] (when not null) each query's.
 struct RangeFilterArgs
 {
     const float *tile; // tile[q * ld + c]
@@ -247,23 +247,24 @@ struct RangeFilterArgs
     const float *thr;        // per query of the tile
     int qa, qb;
     uint32_t ca, cb;         // ca a multiple of 4
+    int cbits;
     uint32_t *count;
     unsigned long long *total;
     uint64_t *cand;
     uint64_t cap;
 };
 void launch_range_filter(const RangeFilterArgs &a, cudaStream_t s);
-// Exact distances of n candidate keys (q << 32 | column; dataset row row0 + column; query q of
-// q): keys[i] = the key if the distance is <= radius, else kNoKey; vals[i] = its float bits.
-void launch_range_check(const uint64_t *cand, size_t n, uint32_t row0, DeviceQueries q,
+// Exact distances of n candidate keys (q << cbits | column; dataset row row0 + column; query q
+// of q): keys[i] = the key if the distance is <= radius, else kNoKey; vals[i] = its float bits.
+void launch_range_check(const uint64_t *cand, size_t n, int cbits, uint32_t row0, DeviceQueries q,
                         DeviceRows rows, vs_metric m, float radius, uint64_t *keys, uint32_t *vals,
                         cudaStream_t s);
 // From the n keys sorted ascending (matches of queries qa .. qa + nq - 1, then kNoKey):
 // offsets[j] (j <= nq) = where query qa + j starts, so offsets[nq] matches, written as
 // out_ids = ids[row0 + column] and out_d.
-void launch_range_output(const uint64_t *sorted, const uint32_t *vals, size_t n, int qa, int nq,
-                         uint32_t row0, const int64_t *ids, int64_t *offsets, int64_t *out_ids,
-                         float *out_d, cudaStream_t s);
+void launch_range_output(const uint64_t *sorted, const uint32_t *vals, size_t n, int cbits, int qa,
+                         int nq, uint32_t row0, const int64_t *ids, int64_t *offsets,
+                         int64_t *out_ids, float *out_d, cudaStream_t s);
 
 // ---- subsets -----------------------------------------------------------------------------
 

@@ -16,8 +16,9 @@ constexpr uint32_t kRangeSegment = 8192; // columns per warp (a multiple of 512)
 
 // Warp per (query, segment of columns): 4 float4 loads per lane in flight (512 columns a step);
 // the lanes' hits are counted, a warp prefix sum places them, lane 31 reserves the step's slots
-// with one atomic, and the keys (query << 32 | column) go to the candidate buffer, the first
-// `cap` of them (the total keeps counting, so the caller sees an overflow).
+// with one atomic, and the keys (query << cbits | column: the sort reads only the bits in use)
+// go to the candidate buffer, the first `cap` of them (the total keeps counting, so the caller
+// sees an overflow).
 __global__ void __launch_bounds__(kRangeThreads) range_filter_kernel(RangeFilterArgs a, int P)
 {
     const int lane = threadIdx.x & 31;
@@ -30,7 +31,7 @@ __global__ void __launch_bounds__(kRangeThreads) range_filter_kernel(RangeFilter
     const float *row = a.tile + static_cast<size_t>(q) * a.ld;
     const float xs = a.xsq ? a.xsq[q] : 0.0f, xi = a.xinv ? a.xinv[q] : 0.0f;
     const float thr = a.thr[q];
-    const uint64_t qkey = static_cast<uint64_t>(q) << 32;
+    const uint64_t qkey = static_cast<uint64_t>(q) << a.cbits;
     uint32_t found = 0;
     for (uint32_t base = c_begin; base < c_end; base += 512)
     {
@@ -96,19 +97,21 @@ __global__ void __launch_bounds__(kRangeThreads) range_filter_kernel(RangeFilter
         atomicAdd(a.count + q, found);
 }
 
-// Warp per candidate: the exact distance; a match keeps its key (query << 32 | column), anything
-// else becomes kNoKey (sorted after every match); the distance's bits ride along.
-__global__ void range_check_kernel(const uint64_t *cand, size_t n, uint32_t row0, DeviceQueries Q,
-                                   DeviceRows R, vs_metric m, float radius, uint64_t *keys,
-                                   uint32_t *vals)
+// Warp per candidate: the exact distance; a match keeps its key (query << cbits | column),
+// anything else becomes kNoKey (sorted after every match); the distance's bits ride along.
+__global__ void range_check_kernel(const uint64_t *cand, size_t n, int cbits, uint32_t row0,
+                                   DeviceQueries Q, DeviceRows R, vs_metric m, float radius,
+                                   uint64_t *keys, uint32_t *vals)
 {
+    const uint64_t cmask = (uint64_t{1} << cbits) - 1;
     const int lane = threadIdx.x & 31;
     const size_t nwarps = static_cast<size_t>(gridDim.x) * (blockDim.x >> 5);
     for (size_t i = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; i < n;
          i += nwarps)
     {
         const uint64_t key = cand[i];
-        const uint32_t q = static_cast<uint32_t>(key >> 32), r = row0 + static_cast<uint32_t>(key);
+        const uint32_t q = static_cast<uint32_t>(key >> cbits);
+        const uint32_t r = row0 + static_cast<uint32_t>(key & cmask);
         const double b = warp_exact_base(m, Q.x + static_cast<size_t>(q) * R.d,
                                          R.x + static_cast<size_t>(r) * R.d, R.d, lane);
         const float out = base_to_output(m, b);
@@ -121,13 +124,13 @@ __global__ void range_check_kernel(const uint64_t *cand, size_t n, uint32_t row0
 }
 
 // offsets[j] = first position of query qa + j in the sorted keys (j <= nq): a binary search each.
-__global__ void range_bounds_kernel(const uint64_t *sorted, size_t n, int qa, int nq,
+__global__ void range_bounds_kernel(const uint64_t *sorted, size_t n, int cbits, int qa, int nq,
                                     int64_t *offsets)
 {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j > nq)
         return;
-    const uint64_t want = static_cast<uint64_t>(qa + j) << 32;
+    const uint64_t want = static_cast<uint64_t>(qa + j) << cbits;
     size_t lo = 0, hi = n;
     while (lo < hi)
     {
@@ -142,14 +145,15 @@ __global__ void range_bounds_kernel(const uint64_t *sorted, size_t n, int qa, in
 
 // The first offsets[nq] sorted matches as dataset ids and distances.
 __global__ void range_emit_kernel(const uint64_t *sorted, const uint32_t *vals, size_t n,
-                                  const int64_t *offsets, int nq, uint32_t row0,
+                                  int cbits, const int64_t *offsets, int nq, uint32_t row0,
                                   const int64_t *ids, int64_t *out_ids, float *out_d)
 {
+    const uint64_t cmask = (uint64_t{1} << cbits) - 1;
     const size_t m = static_cast<size_t>(offsets[nq]);
     for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m && i < n;
          i += static_cast<size_t>(gridDim.x) * blockDim.x)
     {
-        out_ids[i] = ids[row0 + static_cast<uint32_t>(sorted[i])];
+        out_ids[i] = ids[row0 + static_cast<uint32_t>(sorted[i] & cmask)];
         out_d[i] = bits_float(vals[i]);
     }
 }
@@ -173,27 +177,27 @@ void launch_range_filter(const RangeFilterArgs &a, cudaStream_t s)
     VS_LAUNCH_CHECK();
 }
 
-void launch_range_check(const uint64_t *cand, size_t n, uint32_t row0, DeviceQueries q,
+void launch_range_check(const uint64_t *cand, size_t n, int cbits, uint32_t row0, DeviceQueries q,
                         DeviceRows rows, vs_metric m, float radius, uint64_t *keys, uint32_t *vals,
                         cudaStream_t s)
 {
     if (n == 0)
         return;
-    range_check_kernel<<<blocks_for(n * 32, 256), 256, 0, s>>>(cand, n, row0, q, rows, m, radius,
-                                                              keys, vals);
+    range_check_kernel<<<blocks_for(n * 32, 256), 256, 0, s>>>(cand, n, cbits, row0, q, rows, m,
+                                                              radius, keys, vals);
     VS_LAUNCH_CHECK();
 }
 
-void launch_range_output(const uint64_t *sorted, const uint32_t *vals, size_t n, int qa, int nq,
-                         uint32_t row0, const int64_t *ids, int64_t *offsets, int64_t *out_ids,
-                         float *out_d, cudaStream_t s)
+void launch_range_output(const uint64_t *sorted, const uint32_t *vals, size_t n, int cbits, int qa,
+                         int nq, uint32_t row0, const int64_t *ids, int64_t *offsets,
+                         int64_t *out_ids, float *out_d, cudaStream_t s)
 {
-    range_bounds_kernel<<<(nq + 1 + 127) / 128, 128, 0, s>>>(sorted, n, qa, nq, offsets);
+    range_bounds_kernel<<<(nq + 1 + 127) / 128, 128, 0, s>>>(sorted, n, cbits, qa, nq, offsets);
     VS_LAUNCH_CHECK();
     if (n == 0)
         return;
-    range_emit_kernel<<<blocks_for(n, 256), 256, 0, s>>>(sorted, vals, n, offsets, nq, row0, ids,
-                                                        out_ids, out_d);
+    range_emit_kernel<<<blocks_for(n, 256), 256, 0, s>>>(sorted, vals, n, cbits, offsets, nq, row0,
+                                                        ids, out_ids, out_d);
     VS_LAUNCH_CHECK();
 }
 
