@@ -257,7 +257,8 @@ __global__ void finalize_kernel(FinalizeArgs a)
         atomicMax(&s_max, mx);
     }
     __syncthreads();
-    write_results(sorted, a.seg, a.k, q, a.approx != nullptr || a.bound != nullptr, s_max, a.metric, a.kind, a.d,
+    const bool certify = a.approx != nullptr || a.bound != nullptr;
+    write_results(sorted, a.seg, a.k, q, certify, s_max, a.metric, a.kind, a.d,
                   a.qnorm ? a.qnorm[q] : 0.0, a.maxnorm, a.ids, a.out_ids, a.out_d, a.out_counts,
                   a.out_ok, &s_count);
 }
