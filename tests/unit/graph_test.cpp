@@ -575,6 +575,7 @@ TEST_P(GraphObject, ArgumentsAndLimits)
     EXPECT_EQ(ids[0], big.ids[0]);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, GraphObject, testing::Values("cpu", "cpu2", "cuda", "cuda2"));
+INSTANTIATE_TEST_SUITE_P(All, GraphObject, testing::Values("cpu", "cpu2", "cuda", "cuda2"),
+                         [](const testing::TestParamInfo<std::string> &i) { return i.param; });
 
 } // namespace
