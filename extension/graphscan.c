@@ -5,12 +5,12 @@
  *   The scan works in rounds.  Round r is a beam search of width vsearch.graph_ef x 4^r from the
  *   start nodes, in the GPU worker when it serves and the width is within its limit, else in this
  *   backend over the buffer cache (vs_graph_search_hits, graphobject.c); its results not returned
- *   before come back in exact
- *   ascending order, each with the SQL operator's own value (xs_recheckorderby = false).  When the
- *   executor wants more rows than a round gave (a filter rejected rows, rows were dead), the next,
- *   wider round runs; once the width reaches the index's rows, the last round is a pass over every
- *   node, so the scan never stops early and a drained scan returns every row.  Across rounds the
- *   order is not monotone: that, and the rows a round's beam misses, is the approximation.
+ *   before come back in exact ascending order, each with the SQL operator's own value
+ *   (xs_recheckorderby = false).  When the executor wants more rows than a round gave (a filter
+ *   rejected rows, rows were dead), the next, wider round runs; once the width reaches the index's
+ *   rows, the last round is a pass over every node, so the scan never stops early and a drained
+ *   scan returns every row.  Across rounds the order is not monotone: that, and the rows a round's
+ *   beam misses, is the approximation.
  *
  * WHERE col <<op>> sphere(c, r)
  *   A pass over every node with the exact distance: the rows within every radius, exactly (the

@@ -1,11 +1,11 @@
 /*
  * vs_graph: the GPU worker's side of the index kind (indexkind.h): checking requests (a search's
- * parameters are graphobject.c's), and the build
- * steps of CREATE INDEX that the worker runs (VS_OP_BUILD), so that the build's exact kNN graph --
- * O(rows^2 x dim), all but a little of a CPU build's time -- is computed by the worker's engine
- * (on the GPU: the exact kNN as GEMM tiles).  The rest of the build (pruning, reverse edges, pages)
- * stays in the backend; the engine's kNN answers are the same on every backend (ids and
- * distances, ties by id), so the index is the same as a backend-only build's.
+ * parameters are graphobject.c's), and the build steps of CREATE INDEX that the worker runs
+ * (VS_OP_BUILD), so that the build's exact kNN graph -- O(rows^2 x dim), all but a little of a
+ * CPU build's time -- is computed by the worker's engine (on the GPU: the exact kNN as GEMM
+ * tiles).  The rest of the build (pruning, reverse edges, pages) stays in the backend; the
+ * engine's kNN answers are the same on every backend (ids and distances, ties by id), so the
+ * index is the same as a backend-only build's.
  *
  *   VS_GRAPH_LOAD  the request's rows are rows [first, first + n) of the build; the worker adds
  *                  them to a dataset of its engine kept for the build (ids = row numbers), which

@@ -1033,7 +1033,8 @@ Status MultiGraphBackend::create(const vs_graph_arrays &arrays, Graph **out) noe
         size_t d = b_.least_used();
         std::unique_ptr<MultiGraph> m(new MultiGraph);
         m->dev = static_cast<int>(d);
-        Status st = b_.call(d, [&] { return b_.devs_[d].backend->graph()->create(arrays, &m->inner); });
+        Status st = b_.call(
+            d, [&] { return b_.devs_[d].backend->graph()->create(arrays, &m->inner); });
         if (!st.ok())
             throw Error(st.code, st.message);
         m->sync();

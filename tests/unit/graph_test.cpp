@@ -394,8 +394,10 @@ void check_answer(const TestGraph &t, const Answer &a, size_t nq, size_t k)
             if (i > 0)
             {
                 const float p = a.dists[q * k + i - 1];
-                const bool ordered = std::isnan(d) ? (!std::isnan(p) || a.ids[q * k + i - 1] < id)
-                                                   : (!std::isnan(p) && (p < d || (p == d && a.ids[q * k + i - 1] < id)));
+                const int64_t pid = a.ids[q * k + i - 1];
+                const bool ordered = std::isnan(d)
+                                         ? (!std::isnan(p) || pid < id)
+                                         : (!std::isnan(p) && (p < d || (p == d && pid < id)));
                 EXPECT_TRUE(ordered) << "query " << q << " rank " << i;
             }
         }
