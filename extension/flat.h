@@ -125,6 +125,7 @@ typedef struct VsFlatMark
 	uint64		epoch;
 	BlockNumber block;			/* last data page read (VS_FLAT_METAPAGE_BLKNO: none) */
 	int			nitems;			/* items read on it */
+	ItemPointerData last_tid;	/* heap tid of the last of them (checked before resuming) */
 } VsFlatMark;
 
 /* flatutils.c */

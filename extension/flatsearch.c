@@ -5,8 +5,11 @@
  * keyed 64-bit hash of each row's vector and the mark where the last read of the pages stopped.
  * The same code keeps it in a backend (CPU engine) and in the GPU worker (device):
  *   - first load: every item;
- *   - refresh while the metapage's epoch has not moved (no VACUUM compaction since the mark): only
- *     the items appended after the mark (inserts only append);
+ *   - refresh while the metapage's epoch has not moved (no VACUUM compaction since the mark) and
+ *     the mark's page still holds the heap tid it recorded at the mark's position: only the items
+ *     appended after the mark (inserts only append).  The tid check covers a mark taken while a
+ *     VACUUM was compacting (its epoch already moved, so the epoch alone cannot show that the
+ *     mark's page was compacted afterwards);
  *   - refresh after a compaction: every item again, and the dataset changes only where the index
  *     did: rows whose id is gone or whose vector hash differs are removed (VACUUM removed the
  *     entry, or the heap TID was reused by a new row), new ones added.
@@ -29,6 +32,22 @@
 
 /* Chunks handed to the consumer: about this many bytes of vectors (at least one page). */
 #define VS_READ_CHUNK_BYTES (4 * 1024 * 1024)
+
+/*
+ * Are the items a catch-up read skips on the mark's page still where they were?  A VACUUM that
+ * compacted the page after the mark was taken shifted later rows below the skip; the epoch cannot
+ * show one that had already moved it when the mark was taken.
+ */
+static bool
+mark_holds(Page page, uint32 dim, int nitems, const VsFlatMark *mark)
+{
+	ItemPointerData tid;
+
+	if (nitems < mark->nitems)
+		return false;
+	tid = VsFlatPageGetItem(page, dim, mark->nitems - 1)->heap_tid;
+	return ItemPointerEquals(&tid, (ItemPointer) &mark->last_tid);
+}
 
 /*
  * Reads a vs_flat index through the buffer manager: all of it (from == NULL), or only the items
@@ -68,6 +87,10 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 	to->epoch = meta.epoch;
 	to->block = from ? from->block : VS_FLAT_METAPAGE_BLKNO;
 	to->nitems = from ? from->nitems : 0;
+	if (from)
+		to->last_tid = from->last_tid;
+	else
+		ItemPointerSetInvalid(&to->last_tid);
 	if (from != NULL &&
 		(meta.epoch != from->epoch ||
 		 (from->block != VS_FLAT_METAPAGE_BLKNO && meta.last_block < from->block)))
@@ -104,6 +127,12 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 		{
 			int			nitems = Min(VsFlatPageGetOpaque(page)->nitems, per_page);
 
+			if (skip > 0 && !mark_holds(page, dim, nitems, from))
+			{
+				UnlockReleaseBuffer(buf);
+				ok = false;
+				goto done;
+			}
 			for (int i = skip; i < nitems; i++)
 			{
 				VsFlatItem *item = VsFlatPageGetItem(page, dim, i);
@@ -114,6 +143,8 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 			}
 			to->block = blkno;
 			to->nitems = Max(nitems, skip);
+			if (to->nitems > 0)
+				to->last_tid = VsFlatPageGetItem(page, dim, to->nitems - 1)->heap_tid;
 		}
 		UnlockReleaseBuffer(buf);
 	}

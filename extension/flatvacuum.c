@@ -4,9 +4,9 @@
  * Bulk delete visits every data page once, removes the items whose heap tid the callback reports
  * dead and compacts the page in place (one Generic WAL record per changed page); items never move
  * to another page, so a concurrent reader never sees one twice.  Before the first page changes,
- * the metapage's epoch moves (bump_epoch): a reader catching up from a position on a page
- * (search.c) rechecks the epoch after its read, so it never trusts a position that compaction
- * shifted under it.  The metapage then gets the new row count and generation.  Empty pages stay
+ * the metapage's epoch moves (bump_epoch), and again at the end: a reader catching up from a
+ * position on a page (flatsearch.c) rechecks the epoch after its read and the heap tid at the
+ * position before it, so it never trusts a position that compaction shifted under it.  The metapage then gets the new row count and generation.  Empty pages stay
  * in the index (inserts only append at the end); REINDEX returns the space.
  */
 #include "postgres.h"
