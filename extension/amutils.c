@@ -12,6 +12,7 @@
 #include "parser/parsetree.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "utils/float.h"
 #include "utils/spccache.h"
 #include "utils/timestamp.h"
 
@@ -224,11 +225,11 @@ vs_cost_begin(PlannerInfo *root, IndexPath *path, double loop_count, VsCostBase 
 	*indexCorrelation = 0.0;	/* heap rows come in distance order: random */
 	*indexPages = index->pages;
 
-	/* A scan with neither a range nor an ORDER BY would return every row: never worth it. */
+	/* Neither a range nor an ORDER BY: a scan of every row, which cannot run (amutils.h). */
 	if (!c->ordered && c->nranges == 0)
 	{
-		*indexStartupCost = disable_cost;
-		*indexTotalCost = disable_cost;
+		*indexStartupCost = get_float8_infinity();
+		*indexTotalCost = get_float8_infinity();
 		*indexSelectivity = 1.0;
 		return false;
 	}

@@ -68,9 +68,12 @@ extern IndexBulkDeleteResult *vs_vacuumcleanup(IndexVacuumInfo *info,
 											   IndexBulkDeleteResult *stats);
 
 /*
- * amcostestimate: what every kind's estimate starts from.  vs_cost_begin returns false, with the
- * outputs set to disable_cost, for a scan that would return every row (neither ORDER BY nor a
- * range qual); otherwise it sets the selectivity of the range quals and fills *c.
+ * amcostestimate: what every kind's estimate starts from.  vs_cost_begin returns false, with
+ * infinite costs, for a scan with neither an ORDER BY distance nor a range qual (the planner
+ * offers one for `SELECT count(*)`, as an index-only scan, and for a partial index whose predicate
+ * the query implies): NULL keys are not indexed, so such a scan cannot return every row, and it
+ * must lose even to a seq scan that enable_seqscan = off charges disable_cost (vs_scan_keys
+ * refuses it should it run).  Otherwise it sets the selectivity of the range quals and fills *c.
  */
 typedef struct VsCostBase
 {
@@ -114,7 +117,7 @@ extern void vs_scan_end(IndexScanDesc scan);
  * The scan keys as floats (in the scan's context): range quals (centers and radii) and ORDER BY
  * query vectors.  Reads the index's reference into the base first.  A NULL key (or a sphere with a
  * NULL part) matches no row: empty is set.  Invalid radii and query vectors of another dimension
- * are ERRORs.
+ * are ERRORs, and so is a scan with no key at all (vs_scan_require_keys).
  */
 typedef struct VsScanKeys
 {
@@ -127,6 +130,13 @@ typedef struct VsScanKeys
 } VsScanKeys;
 
 extern void vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys);
+
+/*
+ * ERROR (0A000) for a scan with neither a range qual nor an ORDER BY distance: a vsearch index
+ * holds no entry for a NULL key, so it cannot answer "every row" (the cost estimate keeps the
+ * planner from choosing such a scan, index-only scans included).
+ */
+extern void vs_scan_require_keys(IndexScanDesc scan);
 
 /*
  * The rows found by every range qual (the kind's range_candidates, one search per qual), sorted;

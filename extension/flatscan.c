@@ -63,7 +63,7 @@ typedef struct FlatScanOpaqueData
 	float		last_dist;
 	int64		last_id;
 
-	/* candidates: rows passing every range qual, ascending ids (or every row, no quals) */
+	/* candidates: rows passing every range qual, ascending ids */
 	bool		has_range;
 	bool		have_cand;
 	int64	   *cand;
@@ -133,30 +133,6 @@ is_candidate(FlatScanOpaque so, int64 id)
 	return bsearch(&id, so->cand, so->ncand, sizeof(int64), vs_cmp_int64) != NULL;
 }
 
-typedef struct IdCollector
-{
-	int64	   *ids;
-	int64		n;
-	int64		cap;
-} IdCollector;
-
-static void
-collect_ids(void *arg, const float *vectors, const int64 *ids, size_t n)
-{
-	IdCollector *c = (IdCollector *) arg;
-
-	if (c->n + (int64) n > c->cap)
-	{
-		int64		cap = Max(c->cap * 2, c->n + (int64) n);
-
-		c->ids = c->ids ? repalloc_huge(c->ids, sizeof(int64) * cap)
-			: palloc_extended(sizeof(int64) * cap, MCXT_ALLOC_HUGE);
-		c->cap = cap;
-	}
-	memcpy(c->ids + c->n, ids, sizeof(int64) * n);
-	c->n += n;
-}
-
 /* Range quals -> candidates; first use of the scan keys, ERRORs for invalid ones. */
 static void
 scan_start(IndexScanDesc scan)
@@ -180,18 +156,6 @@ scan_start(IndexScanDesc scan)
 	if (so->has_range && !vs_scan_range_rows(&so->base.ref, &keys, &so->cand, &so->ncand))
 		so->base.done = true;
 	so->have_cand = so->has_range;
-
-	if (!so->ordered && !so->has_range)
-	{
-		/* no quals and no ORDER BY (the planner avoids this): every row */
-		IdCollector c = {0};
-		VsFlatMark	mark;
-
-		(void) vs_flat_read_items(&so->base.ref, NULL, &mark, collect_ids, &c);
-		so->cand = c.ids;
-		so->ncand = vs_sort_ids(c.ids, c.n);
-		so->have_cand = true;
-	}
 	MemoryContextSwitchTo(old);
 }
 

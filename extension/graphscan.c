@@ -234,13 +234,6 @@ scan_start(IndexScanDesc scan)
 		if (!vs_scan_range_rows(&so->base.ref, &so->keys, &so->cand_ids, &so->ncand_ids))
 			so->base.done = true;
 	}
-	else if (!so->ordered)
-	{
-		/* neither (the planner avoids this): every row */
-		sweep(so);
-		so->ordered = true;
-		so->last_round = true;
-	}
 	MemoryContextSwitchTo(old);
 }
 

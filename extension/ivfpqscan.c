@@ -302,22 +302,6 @@ scan_start(IndexScanDesc scan)
 		rerank(scan, so->cand_ids, so->ncand_ids);
 		so->last_round = true;
 	}
-	else if (!so->has_range && !so->ordered)
-	{
-		/* neither (the planner avoids this): every entry */
-		VsIvfpqContents contents;
-
-		vs_ivfpq_read_index(&so->base.ref, false, NULL, &contents);
-		so->cand_ids = palloc_extended(sizeof(int64) * Max(contents.n + contents.npending, 1),
-									   MCXT_ALLOC_HUGE);
-		if (contents.n > 0)
-			memcpy(so->cand_ids, contents.ids, sizeof(int64) * contents.n);
-		if (contents.npending > 0)
-			memcpy(so->cand_ids + contents.n, contents.pending_ids,
-				   sizeof(int64) * contents.npending);
-		so->ncand_ids = vs_sort_ids(so->cand_ids, contents.n + contents.npending);
-		so->has_range = true;	/* return them like range candidates */
-	}
 	if (so->ordered && !so->has_range)
 	{
 		HASHCTL		ctl;

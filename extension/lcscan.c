@@ -126,6 +126,7 @@ scan_start(IndexScanDesc scan)
 	bool		empty = false;
 	bool		have_query = false;
 
+	vs_scan_require_keys(scan);
 	so->base.started = true;
 	vs_index_ref(scan->indexRelation, &so->base.ref);
 	so->text = (int) so->base.ref.metric == VS_METRIC_LEVENSHTEIN;
@@ -219,8 +220,6 @@ scan_start(IndexScanDesc scan)
 		}
 	}
 	vs_search_trim_cache();
-	if (!so->ordered && !so->has_range)
-		so->base.done = true;	/* neither (the planner never asks): nothing to search for */
 	MemoryContextSwitchTo(old);
 }
 

@@ -70,13 +70,29 @@ query_floats(const VsIndexRef *ref, Vector *vec)
 }
 
 void
+vs_scan_require_keys(IndexScanDesc scan)
+{
+	const VsIndexKind *kind = vs_kind_of_index(scan->indexRelation);
+
+	if (scan->numberOfKeys == 0 && scan->numberOfOrderBys == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s index \"%s\" cannot be scanned without an ORDER BY distance or a range condition",
+						kind ? kind->name : "vsearch", RelationGetRelationName(scan->indexRelation)),
+				 errdetail("Rows whose key is NULL have no entry in the index."),
+				 errhint("Scan the table instead.")));
+}
+
+void
 vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys)
 {
 	VsScanBase *so = (VsScanBase *) scan->opaque;
-	MemoryContext old = MemoryContextSwitchTo(so->cxt);
+	MemoryContext old;
 	Vector	  **centers = NULL;
 	bool		sparse = vs_index_is_sparsevec(scan->indexRelation);
 
+	vs_scan_require_keys(scan);
+	old = MemoryContextSwitchTo(so->cxt);
 	so->started = true;
 	vs_index_ref(scan->indexRelation, &so->ref);
 	memset(keys, 0, sizeof(*keys));
