@@ -133,6 +133,7 @@ flat_read_ref(Relation index, VsIndexRef *ref)
 const VsIndexKind vs_flat_kind = {
 	.id = VS_FLAT_KIND,
 	.name = "vs_flat",
+	.page_id = VS_FLAT_PAGE_ID,
 	.uses_maintenance_work_mem = false,
 	.build = vs_flat_build,
 	.buildempty = vs_flat_buildempty,

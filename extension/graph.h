@@ -48,8 +48,12 @@
 #define VS_GRAPH_KIND			3	/* the index kind's id (indexkind.h) */
 
 #define VS_GRAPH_MAGIC			0x56534752	/* "VSGR" */
-#define VS_GRAPH_VERSION		1
-#define VS_GRAPH_PAGE_ID		0xFF93
+/*
+ * Version 2: the page id changed from 0xFF93, which vs_lc's pages also carried (a page of one
+ * could pass for the other's); a version-1 index is refused with a hint to REINDEX it.
+ */
+#define VS_GRAPH_VERSION		2
+#define VS_GRAPH_PAGE_ID		0xFF95
 
 #define VS_GRAPH_METAPAGE_BLKNO	0
 #define VS_GRAPH_FIRST_NODE_BLKNO 1

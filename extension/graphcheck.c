@@ -28,9 +28,10 @@ vs_graph_check(VsCheck *c)
 	int64		edges_to_free = 0;
 	uint16	   *flags;
 
+	/* the version first: a version-1 index's pages carry vs_lc's page id (graph.h) */
+	vs_check_meta(c, vs_check_read(c, VS_GRAPH_METAPAGE_BLKNO), VS_GRAPH_MAGIC, VS_GRAPH_VERSION);
 	page = vs_check_page(c, VS_GRAPH_METAPAGE_BLKNO, sizeof(VsGraphPageOpaqueData),
 						 VS_GRAPH_PAGE_ID);
-	vs_check_meta(c, page, VS_GRAPH_MAGIC, VS_GRAPH_VERSION);
 	memcpy(&meta, vs_graph_page_meta(page), sizeof(meta));
 	if (VsGraphPageGetOpaque(page)->flags != VS_GRAPH_META)
 		vs_check_fail(c, 0, "the metapage is not flagged as one");

@@ -235,6 +235,7 @@ graph_read_ref(Relation index, VsIndexRef *ref)
 const VsIndexKind vs_graph_kind = {
 	.id = VS_GRAPH_KIND,
 	.name = "vs_graph",
+	.page_id = VS_GRAPH_PAGE_ID,
 	.uses_maintenance_work_mem = false,
 	.build = vs_graph_build,
 	.buildempty = vs_graph_buildempty,

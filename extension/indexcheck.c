@@ -77,6 +77,7 @@ Page
 vs_check_page(VsCheck *c, BlockNumber blkno, Size opaque_size, uint16 page_id)
 {
 	PageHeader	hdr;
+	uint16		found_id;
 
 	CHECK_FOR_INTERRUPTS();
 	if (blkno >= c->nblocks)
@@ -94,9 +95,19 @@ vs_check_page(VsCheck *c, BlockNumber blkno, Size opaque_size, uint16 page_id)
 		hdr->pd_upper > hdr->pd_special || hdr->pd_special > BLCKSZ)
 		vs_check_fail(c, blkno, "bad page header (lower %u, upper %u, special %u)",
 					  hdr->pd_lower, hdr->pd_upper, hdr->pd_special);
-	if (PageGetSpecialSize(c->page) != MAXALIGN(opaque_size) ||
-		*(uint16 *) ((char *) c->page + BLCKSZ - sizeof(uint16)) != page_id)
-		vs_check_fail(c, blkno, "not a page of this access method");
+	found_id = *(uint16 *) ((char *) c->page + BLCKSZ - sizeof(uint16));
+	if (found_id != page_id)
+	{
+		const VsIndexKind *other = vs_kind_by_page_id(found_id);
+
+		if (other != NULL)
+			vs_check_fail(c, blkno, "a %s page, not a page of this access method", other->name);
+		vs_check_fail(c, blkno, "not a page of this access method (page id %04X, not %04X)",
+					  found_id, page_id);
+	}
+	if (PageGetSpecialSize(c->page) != MAXALIGN(opaque_size))
+		vs_check_fail(c, blkno, "not a page of this access method (special space of %u bytes)",
+					  (unsigned) PageGetSpecialSize(c->page));
 	return c->page;
 }
 

@@ -31,6 +31,15 @@ vs_kind_by_id(uint32 id)
 	return NULL;
 }
 
+const VsIndexKind *
+vs_kind_by_page_id(uint16 page_id)
+{
+	for (int i = 0; i < lengthof(kinds); i++)
+		if (kinds[i]->page_id == page_id)
+			return kinds[i];
+	return NULL;
+}
+
 /* An index is of a kind when its access method builds with the kind's build function. */
 const VsIndexKind *
 vs_kind_of_index(Relation index)

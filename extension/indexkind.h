@@ -52,6 +52,7 @@ typedef struct VsIndexKind
 {
 	uint32		id;				/* names the kind in worker requests; never reused */
 	const char *name;			/* its access method's name */
+	uint16		page_id;		/* the last 2 bytes of its pages; distinct per kind, never reused */
 
 	/*
 	 * The access method's own callbacks (amutils.c builds the IndexAmRoutine around them; vacuum
@@ -153,6 +154,8 @@ extern const VsIndexKind *vs_kind_by_id(uint32 id);
 
 /* The kind of an open index, or NULL when it is not a vsearch index. */
 extern const VsIndexKind *vs_kind_of_index(Relation index);
+/* The kind whose pages end in page_id; NULL for none. */
+extern const VsIndexKind *vs_kind_by_page_id(uint16 page_id);
 
 /* The kind of a reference (ERROR if unknown: references come from vs_index_ref). */
 extern const VsIndexKind *vs_ref_kind(const VsIndexRef *ref);

@@ -218,6 +218,7 @@ vs_ivfpq_default_m(int dim)
 const VsIndexKind vs_ivfpq_kind = {
 	.id = VS_IVFPQ_KIND,
 	.name = "vs_ivfpq",
+	.page_id = VS_IVFPQ_PAGE_ID,
 	.uses_maintenance_work_mem = true,
 	.build = vs_ivfpq_build,
 	.buildempty = vs_ivfpq_buildempty,

@@ -209,6 +209,7 @@ lc_read_ref(Relation index, VsIndexRef *ref)
 const VsIndexKind vs_lc_kind = {
 	.id = VS_LC_KIND,
 	.name = "vs_lc",
+	.page_id = VS_LC_PAGE_ID,
 	.uses_maintenance_work_mem = false,
 	.build = vs_lc_ambuild,
 	.buildempty = vs_lc_ambuildempty,

@@ -112,6 +112,7 @@ sss_beginscan(Relation index, int nkeys, int norderbys)
 const VsIndexKind vs_sss_kind = {
 	.id = VS_SSS_KIND,
 	.name = "vs_sss",
+	.page_id = VS_SSS_PAGE_ID,
 	.uses_maintenance_work_mem = false,
 	.build = vs_sss_ambuild,
 	.buildempty = vs_sss_ambuildempty,
