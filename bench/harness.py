@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import datasets as D  # noqa: E402
 import groundtruth as GT  # noqa: E402
+from graph_runs import GRAPH_PLANS, GraphRuns, graph_markdown  # noqa: E402
 from progress import Progress  # noqa: E402
 from sql_runner import Pg, PgError  # noqa: E402
 
@@ -54,6 +55,13 @@ PATHS = {
             "settings": {"vsearch.device": "cpu", "enable_seqscan": "off"}},
     "seqscan": {"device": "seqscan", "index": "seqscan", "via": "seqscan",
                 "settings": {"enable_indexscan": "off"}},
+    # vs_graph single queries of the --graph plan (graph_runs.py: the graph is the only index then)
+    "graph-gpu": {"device": "gpu", "index": "vs_graph", "via": "worker",
+                  "settings": {"vsearch.device": "auto", "enable_seqscan": "off"}},
+    "graph-worker-cpu": {"device": "cpu", "index": "vs_graph", "via": "worker(cpu)",
+                         "settings": {"vsearch.device": "gpu", "enable_seqscan": "off"}},
+    "graph-cpu": {"device": "cpu", "index": "vs_graph", "via": "backend",
+                  "settings": {"vsearch.device": "cpu", "enable_seqscan": "off"}},
 }
 
 # vs_ivfpq search paths (run after the vs_flat paths, on the same table, which then has both
@@ -262,10 +270,17 @@ def params_str(d):
     return ";".join(f"{k}={v}" for k, v in d.items() if v is not None and v != "")
 
 
-class Harness:
+class Harness(GraphRuns):
     def __init__(self, mode, outdir, args):
         self.mode, self.outdir, self.args = mode, outdir, args
         self.plan = json.loads(json.dumps(PLANS[mode]))
+        if args.graph:
+            # vs_graph against hnswlib and vs_ivfpq (graph_runs.py) in place of the vs_flat sweep
+            g = json.loads(json.dumps(GRAPH_PLANS[mode]))
+            if args.graph_efs:
+                g["efs"] = [int(x) for x in args.graph_efs.split(",")]
+            self.plan.update(datasets=g.pop("datasets"), engine=[], ivfpq=None, graph=g)
+            self.plan["seconds"] = dict(self.plan["seconds"], **{p: g["seconds"] for p in PATHS})
         if args.seconds:
             self.plan["seconds"] = {p: args.seconds for p in self.plan["seconds"]}
         if args.clients:
@@ -450,6 +465,8 @@ class Harness:
             self.check_failures.append(f"{ds['name']}: ground truth wrong on {bad} sampled queries")
 
         base = {"dataset": ds["name"], "n": n, "dim": dim, "k": k}
+        if p.get("graph"):
+            return self.run_graph(ds, meta, base, li, gt_ids, gt_dist)
         for path in paths:
             try:
                 self.run_path(ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load)
@@ -757,7 +774,10 @@ class Harness:
             return s.get("worker_state") == "serving" and not str(s.get("device", "")).startswith("cpu")
         return s.get("worker_state") == "serving"
 
-    def run_path(self, ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load):
+    def run_path(self, ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load,
+                 settings=None, extra=None):
+        """One path's single queries and batch on the index named {table}_idx (vs_flat, or for
+        the graph- paths vs_graph); settings and extra: more settings and params."""
         p, P, pr = self.plan, PATHS[path], self.progress
         t, k, nq = ds["table"], p["k"], ds["nq"]
         if P["via"].startswith("worker") and not self.worker_ok():
@@ -765,12 +785,12 @@ class Harness:
                      f"({self.worker.get('worker_state')}: {self.worker.get('device')})")
             self.failures.append(f"{ds['name']} {path}: worker not serving")
             return
-        S = P["settings"]
-        is_index = P["index"] == "vs_flat"
+        S = dict(P["settings"], **(settings or {}))
+        is_index = P["index"] != "seqscan"
         common = dict(base, index=P["index"], device=P["device"],
                       build_s=li["build_s"] if is_index else None,
                       bytes_per_vector=li["bpv"] if is_index else None)
-        extra = {"via": P["via"]}
+        extra = dict({"via": P["via"]}, **(extra or {}))
         if path == "seqscan":
             extra["parallel_workers"] = self.pg.value("SHOW max_parallel_workers_per_gather")
         if P["via"].startswith("worker") and cache_load is not None:
@@ -795,9 +815,9 @@ class Harness:
         ws = self.worker_check(path, R)
         self.log(f"{ds['name']} {path}: recall@{k} {rec:.4f} over {R} single queries "
                  f"({R / lateral_s:.1f} q/s in one session){ws}")
-        if is_index and rec < 1.0:
+        if P["index"] == "vs_flat" and rec < 1.0:
             self.check_failures.append(f"{ds['name']} {path}: vs_flat recall@{k} = {rec:.4f} < 1")
-        gpu_mb = self.gpu_mem() if path == "gpu" else None
+        gpu_mb = self.gpu_mem() if P["device"] == "gpu" else None
 
         # concurrent single queries
         script = (f"\\set qid random(1, {nq})\n"
@@ -817,8 +837,7 @@ class Harness:
             if r["failed"]:
                 prm["failed_txns"] = r["failed"]
             self.add(**common, params=params_str(prm), clients=c, recall=rec, qps=r["qps"],
-                     p50_ms=r["p50_ms"], p99_ms=r["p99_ms"],
-                     gpu_mem_mb=gpu_mb if path == "gpu" else None)
+                     p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], gpu_mem_mb=gpu_mb)
             self.log(f"{ds['name']} {path} c={c}: {r['qps']:.1f} QPS, p50 {r['p50_ms']:.2f} ms, "
                      f"p99 {r['p99_ms']:.2f} ms ({r['steady_count']} queries after each client's first; "
                      f"first took up to {r['first_ms_max']:.0f} ms; all: {r['tps']:.1f} tps, "
@@ -1154,7 +1173,7 @@ class Harness:
             self.log(f"no plots here ({e}): make them elsewhere with bench/plot.py {self.csv_path} DIR")
         except Exception as e:
             self.fail("plots", e)
-        md = summary_markdown(self.rows)
+        md = summary_markdown(self.rows) + graph_markdown(self.rows)
         if self.notes:
             md += "\nNotes (optional phases and the budget):\n\n" + "".join(f"* {x}\n" for x in self.notes)
         with open(os.path.join(self.outdir, "summary.md"), "w") as f:
@@ -1196,6 +1215,8 @@ def summary_markdown(rows):
         path = r["index"] + (f" ({via_of(r)})" if r["index"] == "vs_flat" else "")
         if r["index"] == "vs_ivfpq":
             path = f"vs_ivfpq ({via_of(r)}→{prm_of(r, 'served')}; p{prm_of(r, 'probes')} r{prm_of(r, 'rerank')})"
+        elif r["index"] in ("vs_graph", "hnswlib"):
+            path = f"{r['index']} (ef {prm_of(r, 'ef')})" + (f" {via_of(r)}" if r["index"] == "vs_graph" else "")
         elif r["index"] == "engine-ivfpq":
             path = "engine-ivfpq" + (f" (nprobe {prm_of(r, 'probes')})" if prm_of(r, "probes") else "")
         out.append(f"| {r['dataset']} | {r['n']} × {r['dim']} | {path} | {r['device']} | {mode} | {cb} | "
@@ -1318,6 +1339,13 @@ def main(argv):
                     help="also time the vs_ivfpq build in the backend on the CPU (cpu_build_s in params)")
     ap.add_argument("--batch-settings", help="k=v,... settings of every batch-function call "
                     "(e.g. work_mem=64MB); they go into params")
+    ap.add_argument("--graph", action="store_true",
+                    help="the vs_graph plan (graph_runs.py): vs_graph against hnswlib and vs_ivfpq")
+    ap.add_argument("--graph-efs", help="--graph: the vsearch.graph_ef values swept (comma-separated)")
+    ap.add_argument("--graph-options", help="--graph: the vs_graph index's WITH options, e.g. degree=64")
+    ap.add_argument("--no-hnswlib", action="store_true", help="--graph: no hnswlib baseline")
+    ap.add_argument("--no-graph-sql", action="store_true",
+                    help="--graph: no single queries through SQL (vs_flat and vs_graph pgbench runs)")
     a = ap.parse_args(argv)
     return Harness(a.mode, a.outdir, a).run()
 

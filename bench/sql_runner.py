@@ -65,6 +65,15 @@ class Pg:
                           f"-- sql: {sql[:500]}")
         return p.stdout.decode()
 
+    def run_messages(self, sql, settings=None, timeout=None):
+        """Like run, but returns (stdout, stderr): the server's messages at client_min_messages."""
+        p = subprocess.run(self.cmd(self.psql_argv(), settings), input=sql.encode(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, cwd=self.host)
+        if p.returncode != 0:
+            raise PgError(f"psql failed ({p.returncode}): {p.stderr.decode(errors='replace').strip()}\n"
+                          f"-- sql: {sql[:500]}")
+        return p.stdout.decode(), p.stderr.decode(errors="replace")
+
     def sql(self, sql, settings=None, timeout=None):
         out = self.run(sql, settings, timeout)
         return [line.split("\t") for line in out.splitlines() if line != ""]

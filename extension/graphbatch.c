@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "utils/memutils.h"
 
 #include "batch.h"
@@ -21,11 +22,19 @@
 /* Most hits of the first rounds of one chunk of queries (one worker request). */
 #define VS_GRAPH_BATCH_HITS		(1 << 20)
 
-/* Takes hits (sorted) not seen before, checking each row, until the answer has k rows. */
+/*
+ * Takes hits (sorted) not seen before, checking each row, until the answer has k rows; the time
+ * goes to the batch's row checks (and the searches before it, since *since, to its search time).
+ */
 static void
-take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, uint8 *seen)
+take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, uint8 *seen, instr_time *since)
 {
 	VsBatchAnswer *a = &bc->answers[q];
+	instr_time	t0,
+				t1;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	INSTR_TIME_ACCUM_DIFF(bc->search_time, t0, *since);
 
 	for (int i = 0; i < nh && a->n < k; i++)
 	{
@@ -41,6 +50,9 @@ take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, uint8 *seen)
 		a->hits[a->n].tid = res.tid;
 		a->n++;
 	}
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(bc->heap_time, t1, t0);
+	*since = t1;
 }
 
 void
@@ -70,6 +82,9 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	for (int q0 = 0; q0 < bc->nq; q0 += chunk)
 	{
 		int			nc = Min(chunk, bc->nq - q0);
+		instr_time	since;
+
+		INSTR_TIME_SET_CURRENT(since);
 
 		/* the first round of a chunk of queries: one worker request when it serves */
 		vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, bc->queries + (Size) q0 * dim,
@@ -83,7 +98,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 			memset(seen, 0, (Size) (nnodes + 7) / 8 + 1);
 			bc->answers[q].n = 0;
 			bc->rounds++;
-			take(bc, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], seen);
+			take(bc, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], seen, &since);
 			while (bc->answers[q].n < k)
 			{
 				VsGraphHit *hits;
@@ -113,7 +128,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 					}
 					if (nh > 1)
 						qsort(hits, nh, sizeof(VsGraphHit), vs_graph_cmp_hit);
-					take(bc, q, k, hits, nh, seen);
+					take(bc, q, k, hits, nh, seen, &since);
 					pfree(hits);
 					break;
 				}
@@ -121,7 +136,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 				hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
 				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef, hits,
 									 &nh);
-				take(bc, q, k, hits, nh, seen);
+				take(bc, q, k, hits, nh, seen, &since);
 				pfree(hits);
 				ef *= 4;
 			}

@@ -37,6 +37,7 @@
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/backend_progress.h"
+#include "portability/instr_time.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -91,6 +92,63 @@ typedef struct GraphBuildState
 	int64		cap;
 	MemoryContext tmpcxt;
 } GraphBuildState;
+
+/*
+ * Seconds spent in each part of a build, reported at DEBUG1 (SET client_min_messages = debug1
+ * shows them; bench/harness.py --graph prints them).
+ */
+typedef enum BuildPart
+{
+	PART_LOAD,					/* the table scan */
+	PART_SEEDS,					/* k-means for the seeds, the mean (this backend's CPU engine) */
+	PART_UPLOAD,				/* the rows into the worker's dataset */
+	PART_KNN,					/* the entry, the seeds and the kNN lists (worker or backend) */
+	PART_PRUNE,					/* rank-based pruning */
+	PART_EDGES,					/* reverse edges, merge, reachability */
+	PART_WRITE,					/* node pages and their WAL */
+	NUM_PARTS
+} BuildPart;
+
+static const char *const part_names[NUM_PARTS] = {
+	"load", "seeds", "upload", "knn", "prune", "edges", "write"
+};
+
+typedef struct BuildClock
+{
+	instr_time	last;
+	double		seconds[NUM_PARTS];
+} BuildClock;
+
+static void
+clock_start(BuildClock *c)
+{
+	memset(c, 0, sizeof(*c));
+	INSTR_TIME_SET_CURRENT(c->last);
+}
+
+/* The time since the last lap goes to part. */
+static void
+clock_lap(BuildClock *c, BuildPart part)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	c->seconds[part] += INSTR_TIME_GET_DOUBLE(now) - INSTR_TIME_GET_DOUBLE(c->last);
+	c->last = now;
+}
+
+static void
+clock_report(const BuildClock *c, int64 n, bool worker)
+{
+	char		buf[256];
+	int			len = 0;
+
+	for (int i = 0; i < NUM_PARTS; i++)
+		len += snprintf(buf + len, sizeof(buf) - len, "%s%s %.3f s", i ? ", " : "",
+						part_names[i], c->seconds[i]);
+	elog(DEBUG1, "vs_graph build: %lld rows, kNN graph in the %s; %s", (long long) n,
+		 worker ? "worker" : "backend", buf);
+}
 
 static void
 build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bool tupleIsAlive,
@@ -220,7 +278,7 @@ source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric
  */
 static void
 compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 *knn,
-			uint32 *entry, uint32 *seeds, uint32 *nseeds)
+			uint32 *entry, uint32 *seeds, uint32 *nseeds, BuildClock *clock, bool *worker)
 {
 	KnnSource	src;
 	int64		n = s->n;
@@ -276,8 +334,10 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 				sum[d] += s->vectors[(Size) i * s->dim + d];
 		for (uint32 d = 0; d < s->dim; d++)
 			mean[d] = (float) (sum[d] / (double) n);
+		clock_lap(clock, PART_SEEDS);
 
 		src.use_worker = vs_graph_worker_load(&src.ref, src.build_id, s->vectors, n);
+		clock_lap(clock, PART_UPLOAD);
 		chunk = src.use_worker ? VS_GRAPH_WORKER_KNN_CHUNK : VS_GRAPH_KNN_CHUNK;
 		ids = palloc_extended(sizeof(int64) * (Size) Max(chunk, VS_GRAPH_MAX_SEEDS) * Max(k, 1),
 							  MCXT_ALLOC_HUGE);
@@ -325,6 +385,8 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 			}
 			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, q0 + nq);
 		}
+		*worker = src.use_worker;
+		clock_lap(clock, PART_KNN);
 
 		pfree(ids);
 	}
@@ -394,7 +456,8 @@ reach_from(const uint32 *graph, int degree, int64 n, uint32 from, uint8 *reached
  * to every node a search from entry could not reach.
  */
 static void
-build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 *graph)
+build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 *graph,
+			BuildClock *clock)
 {
 	uint32	   *fwd = palloc_extended(sizeof(uint32) * degree * n, MCXT_ALLOC_HUGE);
 	int		   *nfwd = palloc_extended(sizeof(int) * n, MCXT_ALLOC_HUGE);
@@ -426,6 +489,7 @@ build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 
 			memcpy(gather + (Size) j * K, knn + (Size) row[j] * K, sizeof(uint32) * K);
 		nfwd[v] = vs_graph_prune(row, m, gather, K, degree, fwd + (Size) v * degree);
 	}
+	clock_lap(clock, PART_PRUNE);
 
 	/* reverse edges, CSR, each target's sorted by the rank its source gave it */
 	for (int64 v = 0; v < n; v++)
@@ -523,6 +587,7 @@ build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 
 			unreached++;
 	elog(DEBUG1, "vs_graph build: %lld nodes linked for reachability, %lld still unreached",
 		 (long long) linked, (long long) unreached);
+	clock_lap(clock, PART_EDGES);
 
 	pfree(fwd);
 	pfree(nfwd);
@@ -602,6 +667,8 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	uint32		entry = VS_GRAPH_NO_NODE;
 	uint32		seeds[VS_GRAPH_MAX_SEEDS];
 	uint32		nseeds = 0;
+	BuildClock	clock;
+	bool		worker = false;
 
 	if (RelationGetNumberOfBlocks(index) != 0)
 		elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
@@ -623,9 +690,11 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	state.tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "vs_graph build",
 										 ALLOCSET_DEFAULT_SIZES);
+	clock_start(&clock);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, GRAPH_PHASE_LOAD);
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 									   build_callback, &state, NULL);
+	clock_lap(&clock, PART_LOAD);
 
 	if (state.n > 0)
 	{
@@ -635,9 +704,9 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 											MCXT_ALLOC_HUGE);
 
 		set_phase(GRAPH_PHASE_KNN, state.n);
-		compute_knn(&state, index, metric, K, knn, &entry, seeds, &nseeds);
+		compute_knn(&state, index, metric, K, knn, &entry, seeds, &nseeds, &clock, &worker);
 		set_phase(GRAPH_PHASE_PRUNE, state.n);
-		build_graph(knn, K, state.n, (int) state.degree, entry, graph);
+		build_graph(knn, K, state.n, (int) state.degree, entry, graph, &clock);
 		pfree(knn);
 		set_phase(GRAPH_PHASE_WRITE, state.n);
 		write_nodes(&state, graph);
@@ -659,6 +728,8 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	meta->generation++;
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(metabuf);
+	clock_lap(&clock, PART_WRITE);
+	clock_report(&clock, state.n, worker);
 
 	MemoryContextDelete(state.tmpcxt);
 	if (state.vectors)
