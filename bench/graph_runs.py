@@ -45,7 +45,7 @@ GRAPH_PLANS = {
     "gpu": {
         "datasets": [{"name": "fashion-mnist", "nq": 10000}, {"name": "synth-1M-128", "nq": 10000}],
         "path": "gpu", "batch_q": 10000, "reps": 2,
-        "efs": [16, 24, 32, 48, 64, 96, 128, 192, 256],
+        "efs": [10, 16, 24, 32, 48, 64, 96, 128, 192, 256],
         "hnswlib_efs": [10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384],
         "hnswlib_timeout": 900,
         "ivfpq_options": "store_vectors = on", "ivfpq_probes": [1, 2, 4, 8, 16],
