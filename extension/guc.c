@@ -20,6 +20,7 @@ char	   *vs_gpus = NULL;
 int			vs_gpu_placement = VS_PLACE_AUTO;
 int			vs_shard_min_size_mb = 1024;
 int			vs_debug_fail_device = -1;
+char	   *vs_debug_engine_fault = NULL;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", VS_DEVICE_AUTO, false},
@@ -84,6 +85,63 @@ check_gpus(char **newval, void **extra, GucSource source)
 		GUC_check_errdetail("vsearch.gpus must be empty (every visible GPU) or a comma-separated "
 							"list of at most %d device numbers, such as '0,1'.",
 							VS_MAX_DEVICES);
+		return false;
+	}
+	return true;
+}
+
+bool
+vs_parse_engine_fault(const char *value, vs_fault *fault, unsigned *ms)
+{
+	static const struct
+	{
+		const char *name;
+		vs_fault	fault;
+		bool		takes_ms;
+	}			faults[] = {
+		{"oom", VS_FAULT_OUT_OF_MEMORY, false},
+		{"error", VS_FAULT_DEVICE_ERROR, false},
+		{"hang", VS_FAULT_HANG, true},
+		{"slow", VS_FAULT_SLOW, true},
+	};
+	const char *p = value ? value : "";
+	size_t		len = strcspn(p, ":");
+
+	*fault = VS_FAULT_NONE;
+	*ms = 0;
+	if (*p == '\0')
+		return true;
+	for (int i = 0; i < lengthof(faults); i++)
+	{
+		char	   *end;
+		long		v;
+
+		if (strlen(faults[i].name) != len || strncmp(p, faults[i].name, len) != 0)
+			continue;
+		*fault = faults[i].fault;
+		if (!faults[i].takes_ms)
+			return p[len] == '\0';
+		if (p[len] != ':')
+			return false;
+		v = strtol(p + len + 1, &end, 10);
+		if (end == p + len + 1 || *end != '\0' || v < 1 || v > 600000)
+			return false;
+		*ms = (unsigned) v;
+		return true;
+	}
+	return false;
+}
+
+static bool
+check_engine_fault(char **newval, void **extra, GucSource source)
+{
+	vs_fault	fault;
+	unsigned	ms;
+
+	if (!vs_parse_engine_fault(*newval, &fault, &ms))
+	{
+		GUC_check_errdetail("vsearch.debug_engine_fault must be empty, 'oom', 'error', "
+							"'hang:MS' or 'slow:MS' with MS from 1 to 600000.");
 		return false;
 	}
 	return true;
@@ -181,6 +239,18 @@ vs_guc_init(void)
 							PGC_SIGHUP,
 							GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("vsearch.debug_engine_fault",
+							   "Test aid: a fault every engine call of the worker meets ('': none).",
+							   "'oom': out of device memory; 'error': a kernel or copy error; "
+							   "'hang:MS': the call blocks MS milliseconds without progress, then "
+							   "fails as a device error; 'slow:MS': the call first waits MS "
+							   "milliseconds (cancellable).  Backends' own engines are not affected.",
+							   &vs_debug_engine_fault,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_NOT_IN_SAMPLE,
+							   check_engine_fault, NULL, NULL);
 
 	DefineCustomIntVariable("vsearch.batch_max",
 							"Most queries the worker combines into one engine call.",

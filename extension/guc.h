@@ -4,6 +4,8 @@
 #ifndef VSEARCH_GUC_H
 #define VSEARCH_GUC_H
 
+#include "vsearch/engine.h"
+
 /* vsearch.device: where this session's index searches run. */
 typedef enum VsDeviceMode
 {
@@ -41,6 +43,13 @@ extern char *vs_gpus;
 extern int	vs_gpu_placement;
 extern int	vs_shard_min_size_mb;
 extern int	vs_debug_fail_device;
+extern char *vs_debug_engine_fault;
+
+/*
+ * vsearch.debug_engine_fault as the engine's fault and its milliseconds (VS_FAULT_NONE for '');
+ * false when the value is malformed.
+ */
+extern bool vs_parse_engine_fault(const char *value, vs_fault *fault, unsigned *ms);
 
 /*
  * The device ordinals of vsearch.gpus (at most max); -1 when the setting is empty (every visible

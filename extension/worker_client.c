@@ -541,6 +541,7 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 			}
 			if (TimestampDifferenceExceeds(last_progress, now, vs_worker_timeout_ms))
 			{
+				pg_atomic_write_u64(&s->stalled_at, last_heartbeat + 1);
 				if (abandon_slot(slot, request_id))
 					drop_segment();
 				snprintf(reason, reasonlen,
@@ -651,6 +652,14 @@ worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)
 		nq > VS_MAX_REQUEST_QUERIES)
 	{
 		snprintf(reason, reasonlen, "the request is too large for the worker");
+		return false;
+	}
+	if (pg_atomic_read_u64(&vs_worker_shared->stalled_at) ==
+		pg_atomic_read_u64(&vs_worker_shared->heartbeat) + 1)
+	{
+		snprintf(reason, reasonlen,
+				 "the vsearch worker has made no progress since a search gave up waiting for it "
+				 "(vsearch.worker_timeout)");
 		return false;
 	}
 	return true;

@@ -115,6 +115,12 @@ typedef struct VsWorkerShared
 	char		device[160];	/* device name, or why it serves nothing */
 
 	pg_atomic_uint64 heartbeat; /* advanced by the worker while it makes progress */
+	/*
+	 * heartbeat + 1 at which a backend last gave up on the worker (vsearch.worker_timeout); 0:
+	 * none.  While the heartbeat stays there, requests fall back at once instead of each waiting
+	 * out the timeout (a hung engine call).
+	 */
+	pg_atomic_uint64 stalled_at;
 
 	/* statistics (vsearch_stat) */
 	pg_atomic_uint64 requests;	/* requests answered by the worker */

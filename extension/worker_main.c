@@ -44,6 +44,7 @@ static char *engine_gpus;		/* vsearch.gpus, placement and shard size the engine 
 static int	engine_placement = -1;
 static int	engine_shard_mb = -1;
 static int	failed_device = -1; /* vsearch.debug_fail_device applied */
+static char *engine_fault;		/* vsearch.debug_engine_fault applied to the context */
 static char *cuda_library;
 static int	last_batch_requests;
 
@@ -97,6 +98,33 @@ refuse_all(VsActive **list, int n, const char *why)
 
 /* ---- the engine context ------------------------------------------------------------------- */
 
+/* vsearch.debug_engine_fault on the context, when it differs from what the context has. */
+static void
+apply_engine_fault(void)
+{
+	const char *value = vs_debug_engine_fault ? vs_debug_engine_fault : "";
+	vs_fault	fault;
+	unsigned	ms;
+
+	if (!vsw_engine || strcmp(value, engine_fault ? engine_fault : "") == 0 ||
+		!vs_parse_engine_fault(value, &fault, &ms))
+		return;
+	if (vs_context_inject_fault(vsw_engine, fault, -1, ms) != VS_OK)
+	{
+		ereport(LOG, (errmsg("vsearch worker: cannot inject \"%s\": %s", value,
+							 vs_last_error(vsw_engine))));
+		return;
+	}
+	if (engine_fault)
+		pfree(engine_fault);
+	engine_fault = MemoryContextStrdup(TopMemoryContext, value);
+	if (fault == VS_FAULT_NONE)
+		ereport(LOG, (errmsg("vsearch worker: engine fault cleared (vsearch.debug_engine_fault)")));
+	else
+		ereport(LOG, (errmsg("vsearch worker: engine fault \"%s\" injected (vsearch.debug_engine_fault)",
+							 value)));
+}
+
 static void
 engine_stop(void)
 {
@@ -131,6 +159,9 @@ engine_start(void)
 	engine_placement = vs_gpu_placement;
 	engine_shard_mb = vs_shard_min_size_mb;
 	failed_device = -1;
+	if (engine_fault)
+		pfree(engine_fault);
+	engine_fault = NULL;		/* a new context has none */
 	if (engine_device == VS_WORKER_DEVICE_OFF)
 	{
 		set_state(VS_WORKER_DISABLED, "none (vsearch.worker_device = off)");
@@ -174,6 +205,7 @@ engine_start(void)
 	(void) vs_context_get_info(vsw_engine, &info);
 	info.device_name[sizeof(info.device_name) - 1] = '\0';
 	engine_on_gpu = info.backend == VS_BACKEND_CUDA;
+	apply_engine_fault();
 
 	/*
 	 * The cache may take 80% of the devices' budget (vsearch.gpu_memory_limit is per device); the
@@ -313,6 +345,7 @@ vs_worker_main(Datum arg)
 										 failed_device)));
 				vsw_update_device_stats(true);
 			}
+			apply_engine_fault();
 		}
 		vsw_heartbeat();
 		did |= vsw_pump_streams();

@@ -56,6 +56,7 @@ vs_worker_shmem_startup(void)
 		s->state = VS_WORKER_STOPPED;
 		strlcpy(s->device, "none (the worker has not started)", sizeof(s->device));
 		pg_atomic_init_u64(&s->heartbeat, 0);
+		pg_atomic_init_u64(&s->stalled_at, 0);
 		pg_atomic_init_u64(&s->requests, 0);
 		pg_atomic_init_u64(&s->batches, 0);
 		pg_atomic_init_u64(&s->batch_queries, 0);

@@ -53,6 +53,11 @@ struct vs_context
     int device = 0; // ordinal of a single-device context
     std::string last_error;
     std::set<vs::api::Handle *> objects; // live handles of every kind
+    int (*cancel)(void *) = nullptr;      // the options' cancel callback (for fault_point)
+    void *cancel_arg = nullptr;
+    vs_fault fault = VS_FAULT_NONE;       // vs_context_inject_fault
+    int fault_count = 0;                  // calls left to fail (-1: until cleared)
+    unsigned fault_ms = 0;
 };
 
 namespace vs::api {
@@ -61,6 +66,10 @@ namespace vs::api {
 vs_status fail(vs_context *ctx, vs_status code, const std::string &msg);
 // A backend's status as the call's result: clears the last error on success.
 vs_status finish(vs_context *ctx, const Status &st);
+
+// The fault point before a call reaches the backend (vs_context_inject_fault): VS_OK when no
+// fault is injected or the call may go on after a SLOW wait; else the injected failure, recorded.
+vs_status fault_point(vs_context *ctx);
 
 bool valid_metric(vs_metric m);
 // The checks of a kNN call's queries, k and outputs (vs_knn, vs_ivfpq_search).

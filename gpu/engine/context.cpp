@@ -9,10 +9,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 namespace vs::api {
 
@@ -32,6 +34,41 @@ vs_status finish(vs_context *ctx, const vs::Status &st)
     }
     ctx->last_error = st.message;
     return st.code;
+}
+
+vs_status fault_point(vs_context *ctx)
+{
+    if (ctx->fault == VS_FAULT_NONE)
+        return VS_OK;
+    const vs_fault fault = ctx->fault;
+    const unsigned ms = ctx->fault_ms;
+    if (ctx->fault_count > 0 && --ctx->fault_count == 0)
+        ctx->fault = VS_FAULT_NONE;
+    switch (fault)
+    {
+    case VS_FAULT_OUT_OF_MEMORY:
+        return fail(ctx, VS_OUT_OF_MEMORY, "injected fault: out of device memory");
+    case VS_FAULT_DEVICE_ERROR:
+        return fail(ctx, VS_DEVICE_ERROR, "injected fault: a kernel or copy failed");
+    case VS_FAULT_HANG:
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        return fail(ctx, VS_DEVICE_ERROR,
+                    "injected fault: the call hung for " + std::to_string(ms) + " ms");
+    case VS_FAULT_SLOW:
+    {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+        while (std::chrono::steady_clock::now() < end)
+        {
+            if (ctx->cancel && ctx->cancel(ctx->cancel_arg))
+                return fail(ctx, VS_CANCELLED, "cancelled");
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return VS_OK;
+    }
+    case VS_FAULT_NONE:
+        break;
+    }
+    return VS_OK;
 }
 
 bool valid_metric(vs_metric m)
@@ -247,6 +284,8 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
         auto *ctx = new vs_context;
         ctx->backend = std::move(backend);
         ctx->device = o.device;
+        ctx->cancel = o.cancel;
+        ctx->cancel_arg = o.cancel_arg;
         *out = ctx;
         return VS_OK;
     }
@@ -339,6 +378,22 @@ vs_status vs_context_fail_device(vs_context *ctx, int i) noexcept
     if (i < 0 || i >= m->device_count())
         return fail(ctx, VS_INVALID_ARGUMENT, "no such device");
     m->fail_device(i, "taken out by vs_context_fail_device");
+    return finish(ctx, vs::Status{});
+}
+
+vs_status vs_context_inject_fault(vs_context *ctx, vs_fault fault, int count, unsigned ms) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (fault < VS_FAULT_NONE || fault > VS_FAULT_SLOW)
+        return fail(ctx, VS_INVALID_ARGUMENT, "unknown fault");
+    if (count < -1 || count == 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "count must be -1 or positive");
+    if (ms > 600000)
+        return fail(ctx, VS_INVALID_ARGUMENT, "ms must be at most 600000");
+    ctx->fault = fault;
+    ctx->fault_count = fault == VS_FAULT_NONE ? 0 : count;
+    ctx->fault_ms = ms;
     return finish(ctx, vs::Status{});
 }
 

@@ -63,6 +63,8 @@ vs_status vs_dataset_add(vs_context *ctx, vs_dataset *ds, const float *vectors, 
         return st;
     if (n > 0 && (!vectors || !ids))
         return fail(ctx, VS_INVALID_ARGUMENT, "vectors or ids is NULL");
+    if (vs_status st = fault_point(ctx))
+        return st;
     return finish(ctx, ctx->backend->dataset_add(ds->impl, vectors, ids, n));
 }
 
@@ -131,6 +133,8 @@ vs_status vs_knn(vs_context *ctx, const vs_dataset *ds, const float *queries, si
                 out_counts[i] = 0;
         return finish(ctx, vs::Status{});
     }
+    if (vs_status st = fault_point(ctx))
+        return st;
     return finish(ctx, ctx->backend->knn(ds->impl, queries, nq, k, metric, subsets ? &s : nullptr,
                                          out_ids, out_distances, out_counts));
 }
@@ -162,6 +166,8 @@ vs_status vs_range(vs_context *ctx, const vs_dataset *ds, const float *queries, 
     }
     if (nq > 0)
     {
+        if (vs_status st = fault_point(ctx))
+            return st;
         vs::Subsets s{};
         if (subsets)
             s = vs::Subsets{subsets->offsets, subsets->ids};

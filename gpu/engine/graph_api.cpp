@@ -31,6 +31,8 @@ vs_status vs_graph_create(vs_context *ctx, const vs_graph_arrays *graph, vs_grap
         return fail(ctx, VS_INVALID_ARGUMENT, "a graph has fewer than 2^32 - 1 nodes");
     if (a.n > 0 && (!a.vectors || !a.neighbors))
         return fail(ctx, VS_INVALID_ARGUMENT, "vectors or neighbors is NULL");
+    if (vs_status st = fault_point(ctx))
+        return st;
     return create_object(ctx, out, [&](vs::Graph **impl) {
         return ctx->backend->graph()->create(a, impl);
     });
@@ -71,6 +73,8 @@ vs_status vs_graph_knn(vs_context *ctx, const vs_graph *g, const vs_graph_search
         p.ef = k;
     if (nq == 0)
         return finish(ctx, vs::Status{});
+    if (vs_status st = fault_point(ctx))
+        return st;
     return finish(ctx, ctx->backend->graph()->search(g->impl, p, queries, nq, k, out_ids,
                                                      out_distances, out_counts));
 }

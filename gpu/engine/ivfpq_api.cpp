@@ -164,6 +164,8 @@ vs_status vs_ivfpq_train(vs_context *ctx, const vs_ivfpq_params *params,
     vs::IvfpqBackend *pq = ctx->backend->ivfpq();
     if (vs_status st = check_family(ctx, pq, "IVF-PQ"))
         return st;
+    if (vs_status st = fault_point(ctx))
+        return st;
     return finish(ctx, vs::guarded([&] {
                       train_ivfpq(*ctx->backend, *pq, *params, t, data, n, centroids, codebooks);
                   }));
@@ -183,6 +185,8 @@ vs_status vs_ivfpq_create(vs_context *ctx, const vs_ivfpq_params *params, const 
         return fail(ctx, VS_INVALID_ARGUMENT, "centroids or codebooks is NULL");
     vs::IvfpqBackend *pq = ctx->backend->ivfpq();
     if (vs_status st = check_family(ctx, pq, "IVF-PQ"))
+        return st;
+    if (vs_status st = fault_point(ctx))
         return st;
     return create_object(ctx, out, [&](vs::Ivfpq **impl) {
         return pq->create(*params, centroids, codebooks, impl);
@@ -206,6 +210,8 @@ vs_status vs_ivfpq_encode(vs_context *ctx, const vs_ivfpq *ivf, const float *vec
         return fail(ctx, VS_INVALID_ARGUMENT, "vectors, lists or codes is NULL");
     if (n == 0)
         return finish(ctx, vs::Status{});
+    if (vs_status st = fault_point(ctx))
+        return st;
     const vs_ivfpq_params &p = ivf->impl->params();
     std::vector<float> copy;
     vs::Status st = vs::guarded([&] {
@@ -242,6 +248,8 @@ vs_status vs_ivfpq_add(vs_context *ctx, vs_ivfpq *ivf, size_t list, const int64_
         return fail(ctx, VS_INVALID_ARGUMENT, "ids or codes is NULL");
     if (n == 0)
         return finish(ctx, vs::Status{});
+    if (vs_status st = fault_point(ctx))
+        return st;
     return finish(ctx, ctx->backend->ivfpq()->add(ivf->impl, list, ids, codes, n));
 }
 
@@ -275,6 +283,8 @@ vs_status vs_ivfpq_search(vs_context *ctx, const vs_ivfpq *ivf, const float *que
                 out_counts[i] = 0;
         return finish(ctx, vs::Status{});
     }
+    if (vs_status st = fault_point(ctx))
+        return st;
     std::vector<float> copy;
     return finish(ctx, vs::guarded([&] {
                       const float *q = unit_vectors(p.metric, queries, nq, p.dim, copy);
@@ -300,6 +310,9 @@ vs_status vs_ivfpq_range(vs_context *ctx, const vs_ivfpq *ivf, const float *quer
     const vs_ivfpq_params &p = ivf->impl->params();
     size_t first, count;
     probe_window(p.nlist, probe_offset, nprobe, &first, &count);
+    if (nq > 0 && count > 0)
+        if (vs_status st = fault_point(ctx))
+            return st;
     std::unique_ptr<Collector> collector;
     std::vector<float> copy;
     vs::Status st = vs::guarded([&] {

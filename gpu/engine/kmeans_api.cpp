@@ -45,6 +45,8 @@ vs_status vs_kmeans(vs_context *ctx, const float *data, size_t n, size_t dim,
         return fail(ctx, VS_UNSUPPORTED, "k-means supports L2SQ, L2, IP and COSINE");
     if (params->init != VS_KMEANS_INIT_RANDOM && params->init != VS_KMEANS_INIT_PLUSPLUS)
         return fail(ctx, VS_INVALID_ARGUMENT, "unknown init");
+    if (vs_status st = fault_point(ctx))
+        return st;
     vs_kmeans_info local{};
     return finish(ctx, ctx->backend->kmeans(data, n, dim, *params, centroids, info ? info : &local));
 }

@@ -162,6 +162,27 @@ vs_status vs_context_get_device_info(vs_context *ctx, int i, vs_device_info *inf
  * VS_DEVICE_ERROR and must be loaded again; new ones use the other devices). */
 vs_status vs_context_fail_device(vs_context *ctx, int i) VS_NOEXCEPT;
 
+/* ---- fault points (test aid) ---------------------------------------------------------------- */
+
+/* What an injected fault does to a call that reaches a backend (a copy to the device, a search, a
+ * build step: every entry point below that calls the backend, after checking its arguments).  The
+ * fault points sit in the front end, so they behave the same over the CPU and the CUDA backend. */
+typedef enum vs_fault
+{
+    VS_FAULT_NONE = 0,
+    VS_FAULT_OUT_OF_MEMORY = 1, /* the call fails with VS_OUT_OF_MEMORY, as a full device would */
+    VS_FAULT_DEVICE_ERROR = 2,  /* the call fails with VS_DEVICE_ERROR, as a kernel or copy would */
+    VS_FAULT_HANG = 3,          /* the call blocks for ms without polling the cancel callback, as
+                                 * a wedged driver would, then fails with VS_DEVICE_ERROR */
+    VS_FAULT_SLOW = 4,          /* the call first waits ms polling the cancel callback (a long
+                                 * call: VS_CANCELLED if it says stop), then runs */
+} vs_fault;
+
+/* Test aid: the context's next count calls (-1: every call until VS_FAULT_NONE is injected) meet
+ * fault.  ms: the wait of HANG and SLOW, at most 600000.  Only the thread that makes the calls may
+ * inject (the state is not synchronized). */
+vs_status vs_context_inject_fault(vs_context *ctx, vs_fault fault, int count, unsigned ms) VS_NOEXCEPT;
+
 /* ---- resident datasets ----------------------------------------------------------------- */
 
 /* An empty dataset of dim-dimensional vectors, stored on the context's backend (device memory for
