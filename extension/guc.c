@@ -21,6 +21,7 @@ int			vs_gpu_placement = VS_PLACE_AUTO;
 int			vs_shard_min_size_mb = 1024;
 int			vs_debug_fail_device = -1;
 char	   *vs_debug_engine_fault = NULL;
+int			vs_max_request_work = 1000;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", VS_DEVICE_AUTO, false},
@@ -251,6 +252,18 @@ vs_guc_init(void)
 							   PGC_SIGHUP,
 							   GUC_NOT_IN_SAMPLE,
 							   check_engine_fault, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.max_request_work",
+							"Most work, in millions of query x index-entry pairs, of one worker "
+							"request of a session that is not a superuser's (0: no limit).",
+							"A larger batch goes to the worker as several requests in turn, so other "
+							"sessions' searches are served between them.",
+							&vs_max_request_work,
+							1000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("vsearch.batch_max",
 							"Most queries the worker combines into one engine call.",

@@ -44,6 +44,7 @@ extern int	vs_gpu_placement;
 extern int	vs_shard_min_size_mb;
 extern int	vs_debug_fail_device;
 extern char *vs_debug_engine_fault;
+extern int	vs_max_request_work;
 
 /*
  * vsearch.debug_engine_fault as the engine's fault and its milliseconds (VS_FAULT_NONE for '');

@@ -665,13 +665,31 @@ worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)
 	return true;
 }
 
+/*
+ * Queries per request (vsearch.max_request_work): a session that is not a superuser's sends a
+ * batch whose work -- its queries times the index's entries -- exceeds the setting as several
+ * requests in turn, each within it (at least one query).  The worker takes the pending requests
+ * of every backend on each pass, so other sessions' searches are answered between the slices
+ * instead of after the whole batch.
+ */
+static int
+queries_per_request(const VsIndexRef *ref, int nq)
+{
+	double		per;
+
+	if (vs_max_request_work <= 0 || superuser())
+		return nq;
+	per = (double) vs_max_request_work * 1e6 / (double) Max(ref->ntuples, 1);
+	return per >= nq ? nq : Max(1, (int) per);
+}
+
 static bool
 knn_call(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq, int k,
 		 uint32 maxk, int64 *ids, float *distances, int64 *counts)
 {
 	char		reason[300];
-	VsSink		sink;
 	VsCall		call;
+	int			slice;
 
 	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || k <= 0 || ref->dim == 0)
 		return false;
@@ -680,24 +698,32 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const float *queries
 	if ((uint32) k > maxk || (uint64) nq * k > VS_MAX_KNN_RESULTS)
 		return vs_worker_decline("k is larger than the worker accepts");
 
-	memset(&sink, 0, sizeof(sink));
-	sink.op = VS_OP_KNN;
-	sink.nq = nq;
-	sink.k = k;
-	sink_add(&sink, counts, (uint64) nq * sizeof(int64));
-	sink_add(&sink, ids, (uint64) nq * k * sizeof(int64));
-	sink_add(&sink, distances, (uint64) nq * k * sizeof(float));
 	memset(&call, 0, sizeof(call));
 	call.op = VS_OP_KNN;
 	call.k = k;
 	call.params = params;
-	if (!worker_call(ref, &call, queries, nq, &sink, reason, sizeof(reason)))
-		return vs_worker_decline(reason);
-	if (sink.stream_len != (uint64) nq * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
-		elog(ERROR, "vsearch worker: kNN answer has the wrong length");
-	for (int i = 0; i < nq; i++)
-		if (counts[i] < 0 || counts[i] > k)
-			elog(ERROR, "vsearch worker: invalid kNN count");
+	slice = queries_per_request(ref, nq);
+	for (int q0 = 0; q0 < nq; q0 += slice)
+	{
+		int			n = Min(slice, nq - q0);
+		VsSink		sink;
+
+		memset(&sink, 0, sizeof(sink));
+		sink.op = VS_OP_KNN;
+		sink.nq = n;
+		sink.k = k;
+		sink_add(&sink, counts + q0, (uint64) n * sizeof(int64));
+		sink_add(&sink, ids + (Size) q0 * k, (uint64) n * k * sizeof(int64));
+		sink_add(&sink, distances + (Size) q0 * k, (uint64) n * k * sizeof(float));
+		if (!worker_call(ref, &call, queries + (Size) q0 * ref->dim, n, &sink, reason,
+						 sizeof(reason)))
+			return vs_worker_decline(reason);
+		if (sink.stream_len != (uint64) n * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
+			elog(ERROR, "vsearch worker: kNN answer has the wrong length");
+		for (int i = q0; i < q0 + n; i++)
+			if (counts[i] < 0 || counts[i] > k)
+				elog(ERROR, "vsearch worker: invalid kNN count");
+	}
 	return true;
 }
 
@@ -715,18 +741,24 @@ vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params, const float
 	return knn_call(ref, params, query, 1, k, PG_UINT32_MAX, ids, distances, counts);
 }
 
-bool
-vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
-				double radius, VsRangeResult *out)
+static void
+range_parts_free(VsRangeResult *parts, int n)
 {
-	char		reason[300];
-	VsSink		sink;
-	VsCall		call;
+	for (int i = 0; i < n; i++)
+	{
+		pfree(parts[i].offsets);
+		pfree(parts[i].ids);
+		pfree(parts[i].distances);
+	}
+	pfree(parts);
+}
 
-	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || isnan(radius) || ref->dim == 0)
-		return false;
-	if (!worker_usable(ref, nq, reason, sizeof(reason)))
-		return vs_worker_decline(reason);
+/* One range request of nq queries; false (with the reason) when the worker did not answer. */
+static bool
+range_request(const VsIndexRef *ref, const VsCall *call, const float *queries, int nq,
+			  VsRangeResult *out, char *reason, Size reasonlen)
+{
+	VsSink		sink;
 
 	memset(&sink, 0, sizeof(sink));
 	sink.op = VS_OP_RANGE;
@@ -734,11 +766,7 @@ vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 	sink.range = out;
 	sink.result_cxt = CurrentMemoryContext;
 	sink_add(&sink, &sink.total, sizeof(int64));
-	memset(&call, 0, sizeof(call));
-	call.op = VS_OP_RANGE;
-	call.radius = radius;
-	call.params = params;
-	if (!worker_call(ref, &call, queries, nq, &sink, reason, sizeof(reason)))
+	if (!worker_call(ref, call, queries, nq, &sink, reason, reasonlen))
 	{
 		/* a partly received answer: free what was allocated */
 		if (sink.nregions > 1)
@@ -748,8 +776,70 @@ vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 			pfree(out->distances);
 		}
 		memset(out, 0, sizeof(*out));
-		return vs_worker_decline(reason);
+		return false;
 	}
+	return true;
+}
+
+bool
+vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
+				double radius, VsRangeResult *out)
+{
+	char		reason[300];
+	VsCall		call;
+	int			slice;
+	int			nparts;
+	VsRangeResult *parts;
+	int64		total = 0;
+
+	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || isnan(radius) || ref->dim == 0)
+		return false;
+	if (!worker_usable(ref, nq, reason, sizeof(reason)))
+		return vs_worker_decline(reason);
+
+	memset(&call, 0, sizeof(call));
+	call.op = VS_OP_RANGE;
+	call.radius = radius;
+	call.params = params;
+	slice = queries_per_request(ref, nq);
+	if (slice >= nq)
+	{
+		if (!range_request(ref, &call, queries, nq, out, reason, sizeof(reason)))
+			return vs_worker_decline(reason);
+		return true;
+	}
+
+	/* several requests (vsearch.max_request_work): their answers joined in query order */
+	nparts = (nq + slice - 1) / slice;
+	parts = palloc0(sizeof(VsRangeResult) * nparts);
+	for (int p = 0; p < nparts; p++)
+	{
+		int			q0 = p * slice;
+
+		if (!range_request(ref, &call, queries + (Size) q0 * ref->dim, Min(slice, nq - q0),
+						   &parts[p], reason, sizeof(reason)))
+		{
+			range_parts_free(parts, p);
+			return vs_worker_decline(reason);
+		}
+		total += parts[p].total;
+	}
+	out->nq = nq;
+	out->total = total;
+	out->offsets = MemoryContextAllocHuge(CurrentMemoryContext, (Size) (nq + 1) * sizeof(int64));
+	out->ids = MemoryContextAllocHuge(CurrentMemoryContext, Max(1, total) * sizeof(int64));
+	out->distances = MemoryContextAllocHuge(CurrentMemoryContext, Max(1, total) * sizeof(float));
+	out->offsets[0] = 0;
+	for (int p = 0, q = 0; p < nparts; p++)
+	{
+		int64		base = out->offsets[q];
+
+		for (int i = 0; i < parts[p].nq; i++)
+			out->offsets[++q] = base + parts[p].offsets[i + 1];
+		memcpy(out->ids + base, parts[p].ids, sizeof(int64) * parts[p].total);
+		memcpy(out->distances + base, parts[p].distances, sizeof(float) * parts[p].total);
+	}
+	range_parts_free(parts, nparts);
 	return true;
 }
 
