@@ -63,6 +63,15 @@ ALTER SYSTEM SET vsearch.gpus = '0,x';
 ALTER SYSTEM SET vsearch.gpus = '-1';
 ALTER SYSTEM SET vsearch.gpus = '0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16';
 ALTER SYSTEM SET vsearch.gpu_placement = 'striped';
+-- the engine's fault points (a test aid, docs/WORKER.md): malformed values are refused
+SELECT name, setting, context, vartype FROM pg_settings
+ WHERE name IN ('vsearch.debug_engine_fault', 'vsearch.max_request_work') ORDER BY name;
+ALTER SYSTEM SET vsearch.debug_engine_fault = 'hang';
+ALTER SYSTEM SET vsearch.debug_engine_fault = 'slow:0';
+ALTER SYSTEM SET vsearch.debug_engine_fault = 'oom:5';
+ALTER SYSTEM SET vsearch.debug_engine_fault = 'hang:600001';
+ALTER SYSTEM SET vsearch.debug_engine_fault = 'melt';
+ALTER SYSTEM SET vsearch.max_request_work = -1;
 -- one row per device of the worker's context (none here: no GPU, or no worker)
 SELECT * FROM vsearch_stat_devices WHERE false;
 
