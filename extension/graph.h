@@ -250,8 +250,8 @@ extern int	vs_graph_cmp_hit(const void *a, const void *b);
 extern int	vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32 *starts,
 								 int nstarts, const float *query, int ef, VsGraphHit *out);
 extern int	vs_graph_gather_nbrs(VsGraphReader *r, const uint32 *nodes, int n, uint32 *out);
-extern int	vs_graph_prune(const uint32 *cands, int ncands, const uint32 *cand_nbrs,
-						   int nbr_width, int degree, uint32 *out);
+extern int	vs_graph_prune_nodes(const uint32 *cands, int ncands, const uint32 *cand_nbrs,
+								 int nbr_width, int degree, uint32 *out);
 extern void vs_graph_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									  double radius, VsRangeResult *out);
 

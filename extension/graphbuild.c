@@ -2,26 +2,32 @@
  * vs_graph: CREATE INDEX / REINDEX (ambuild) and the init fork of unlogged indexes (ambuildempty).
  *
  * The build, in the backend on the engine's CPU backend (vs_build_engine: the CPU engine with
- * max_parallel_maintenance_workers + 1 threads), in phases reported in
+ * max_parallel_maintenance_workers + 1 threads) except for the nearest-neighbour queries, which
+ * the GPU worker answers when it serves (graphworker.c), in phases reported in
  * pg_stat_progress_create_index:
  *
  *   loading tuples     the table scan copies every non-NULL vector and its tid into memory (node
  *                      numbers follow the scan's order);
- *   computing knn      the exact build_degree nearest neighbours of every row (vs_knn, queries in
- *                      chunks of VS_GRAPH_KNN_CHUNK rows, in rank units: squared L2 for L2);
- *   pruning            each kNN list is pruned to `degree` by rank (vs_graph_prune, CAGRA's
- *                      detour count), then merged with the reverse edges: the first half of a
- *                      node's list is its best pruned neighbours, then the nodes that chose it
- *                      (by their rank of it), then the rest of its pruned list; finally every node
- *                      that a search from the entry cannot reach is linked from a reached node of
- *                      its kNN list (an empty slot, or one whose target keeps another in-edge);
+ *   computing knn      the seeds' k-means (this backend's engine), then the exact build_degree
+ *                      nearest neighbours of every row (vs_knn, queries in chunks of
+ *                      VS_GRAPH_KNN_CHUNK rows, VS_GRAPH_WORKER_KNN_CHUNK through the worker, in
+ *                      rank units: squared L2 for L2);
+ *   pruning            the engine's vs_graph_build_edges on the build engine's threads: each kNN
+ *                      list pruned to `degree` by rank (CAGRA's detour count), merged with the
+ *                      reverse edges (the first half of a node's list is its best pruned
+ *                      neighbours, then the nodes that chose it, by their rank of it, then the rest
+ *                      of its pruned list), then every node that a search from the entry cannot
+ *                      reach linked from a reached node of its kNN list (an empty slot, or one
+ *                      whose target keeps another in-edge; on one thread);
  *   writing pages      node pages, each a full-page Generic WAL record, then the metapage.
+ *
+ * At DEBUG1 the build reports the seconds of its parts (BuildPart).
  *
  * The entry node is the row nearest (L2) to the mean of all rows.  Nothing is random: the same
  * table in the same physical order gives the same index.  The exact kNN is O(rows^2 x dim)
- * (the engine's blocked brute force; with the GPU worker it would be a GEMM): seconds for
- * 10^4..10^5 rows on a few cores, hours for 10^6 on a CPU, where an approximate kNN graph
- * (IVF-PQ candidates or NN-descent, as CAGRA builds it) is the way: not implemented here
+ * (the engine's blocked brute force on the CPU, GEMM tiles on the GPU): seconds for 10^4..10^5
+ * rows on a few cores, hours for 10^6 on a CPU, where the worker's GPU or an approximate kNN graph
+ * (IVF-PQ candidates or NN-descent, as CAGRA builds it; not implemented) is the way
  * (docs/INDEXES.md).  Memory: the vectors, the kNN lists (build_degree x 4 bytes per row) and
  * the graph, all in backend memory.
  */
@@ -401,203 +407,35 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 		pfree(src.dists);
 }
 
-typedef struct RevEdge
-{
-	uint32		from;
-	uint32		pos;			/* rank of the target in from's pruned list */
-} RevEdge;
-
-static int
-cmp_rev(const void *a, const void *b)
-{
-	const RevEdge *x = (const RevEdge *) a;
-	const RevEdge *y = (const RevEdge *) b;
-
-	if (x->pos != y->pos)
-		return x->pos < y->pos ? -1 : 1;
-	return x->from < y->from ? -1 : (x->from > y->from ? 1 : 0);
-}
-
-static bool
-list_has(const uint32 *list, int n, uint32 v)
-{
-	for (int i = 0; i < n; i++)
-		if (list[i] == v)
-			return true;
-	return false;
-}
-
-/* Marks what a walk from `from` reaches (iterative, with a stack of n entries). */
-static void
-reach_from(const uint32 *graph, int degree, int64 n, uint32 from, uint8 *reached, uint32 *stack)
-{
-	int64		top = 0;
-
-	if (reached[from])
-		return;
-	reached[from] = 1;
-	stack[top++] = from;
-	while (top > 0)
-	{
-		uint32		u = stack[--top];
-		const uint32 *nb = graph + (Size) u * degree;
-
-		for (int i = 0; i < degree; i++)
-			if (nb[i] != VS_GRAPH_NO_NODE && !reached[nb[i]])
-			{
-				reached[nb[i]] = 1;
-				stack[top++] = nb[i];
-			}
-	}
-}
-
 /*
  * The final graph (n x degree) from the kNN lists: rank-based pruning, reverse edges, and links
- * to every node a search from entry could not reach.
+ * to every node a search from entry could not reach (the engine's vs_graph_build_edges on the
+ * build engine's threads; its pruning time goes to that part of the clock).
  */
 static void
 build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 *graph,
 			BuildClock *clock)
 {
-	uint32	   *fwd = palloc_extended(sizeof(uint32) * degree * n, MCXT_ALLOC_HUGE);
-	int		   *nfwd = palloc_extended(sizeof(int) * n, MCXT_ALLOC_HUGE);
-	uint32	   *gather = palloc(sizeof(uint32) * (Size) K * K);
-	int64	   *roff = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	RevEdge    *rev;
-	int64	   *rfill;
-	int		   *indeg;
-	uint8	   *reached;
-	uint32	   *stack;
-	int			half = (degree + 1) / 2;
-	int64		linked = 0;
-	int64		unreached = 0;
+	vs_graph_build_info info;
+	int			retries = 0;
 
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
-	for (int64 v = 0; v < n; v++)
+	for (;;)
 	{
-		const uint32 *row = knn + (Size) v * K;
-		int			m = 0;
+		vs_status	st = vs_graph_build_edges(vs_build_engine(), knn, (size_t) n, (size_t) K,
+											  (size_t) degree, entry, graph, &info);
 
-		if ((v & 255) == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, v);
-		}
-		while (m < K && row[m] != VS_GRAPH_NO_NODE)
-			m++;
-		for (int j = 0; j < m; j++)
-			memcpy(gather + (Size) j * K, knn + (Size) row[j] * K, sizeof(uint32) * K);
-		nfwd[v] = vs_graph_prune(row, m, gather, K, degree, fwd + (Size) v * degree);
-	}
-	clock_lap(clock, PART_PRUNE);
-
-	/* reverse edges, CSR, each target's sorted by the rank its source gave it */
-	for (int64 v = 0; v < n; v++)
-		for (int p = 0; p < nfwd[v]; p++)
-			roff[fwd[(Size) v * degree + p] + 1]++;
-	for (int64 v = 0; v < n; v++)
-		roff[v + 1] += roff[v];
-	rev = palloc_extended(sizeof(RevEdge) * Max(roff[n], 1), MCXT_ALLOC_HUGE);
-	rfill = palloc_extended(sizeof(int64) * n, MCXT_ALLOC_HUGE);
-	memcpy(rfill, roff, sizeof(int64) * n);
-	for (int64 v = 0; v < n; v++)
-		for (int p = 0; p < nfwd[v]; p++)
-		{
-			uint32		u = fwd[(Size) v * degree + p];
-
-			rev[rfill[u]].from = (uint32) v;
-			rev[rfill[u]].pos = (uint32) p;
-			rfill[u]++;
-		}
-
-	/* merge: half of the pruned list, the reverse edges, the rest of the pruned list */
-	for (int64 v = 0; v < n; v++)
-	{
-		uint32	   *out = graph + (Size) v * degree;
-		const uint32 *f = fwd + (Size) v * degree;
-		int			m = 0;
-
-		if ((v & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-		if (roff[v + 1] - roff[v] > 1)
-			qsort(rev + roff[v], roff[v + 1] - roff[v], sizeof(RevEdge), cmp_rev);
-		for (int p = 0; p < nfwd[v] && p < half; p++)
-			out[m++] = f[p];
-		for (int64 e = roff[v]; e < roff[v + 1] && m < degree; e++)
-			if (!list_has(out, m, rev[e].from))
-				out[m++] = rev[e].from;
-		for (int p = half; p < nfwd[v] && m < degree; p++)
-			if (!list_has(out, m, f[p]))
-				out[m++] = f[p];
-		for (; m < degree; m++)
-			out[m] = VS_GRAPH_NO_NODE;
-	}
-
-	/* reachability from the entry: link every node a search cannot reach */
-	indeg = palloc_extended(sizeof(int) * n, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	reached = palloc_extended(n, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	stack = palloc_extended(sizeof(uint32) * n, MCXT_ALLOC_HUGE);
-	for (int64 i = 0; i < n * degree; i++)
-		if (graph[i] != VS_GRAPH_NO_NODE)
-			indeg[graph[i]]++;
-	if (n > 0)
-		reach_from(graph, degree, n, entry, reached, stack);
-	for (int pass = 0; pass < 4; pass++)
-	{
-		bool		changed = false;
-
-		for (int64 x = 0; x < n; x++)
-		{
-			const uint32 *row = knn + (Size) x * K;
-
-			if (reached[x])
-				continue;
-			CHECK_FOR_INTERRUPTS();
-			for (int j = 0; j < K && row[j] != VS_GRAPH_NO_NODE; j++)
-			{
-				uint32		w = row[j];
-				uint32	   *out = graph + (Size) w * degree;
-				int			slot = -1;
-
-				if (!reached[w])
-					continue;
-				for (int p = degree - 1; p >= 0 && slot < 0; p--)
-					if (out[p] == VS_GRAPH_NO_NODE)
-						slot = p;
-				for (int p = degree - 1; p >= half && slot < 0; p--)
-					if (indeg[out[p]] > 1)
-						slot = p;
-				if (slot < 0)
-					continue;
-				if (out[slot] != VS_GRAPH_NO_NODE)
-					indeg[out[slot]]--;
-				out[slot] = (uint32) x;
-				indeg[x]++;
-				linked++;
-				changed = true;
-				reach_from(graph, degree, n, (uint32) x, reached, stack);
-				break;
-			}
-		}
-		if (!changed)
+		if (st == VS_OK)
 			break;
+		if (st != VS_CANCELLED)
+			vs_engine_error(st);
+		vs_engine_cancelled(&retries);
 	}
-	for (int64 x = 0; x < n; x++)
-		if (!reached[x])
-			unreached++;
-	elog(DEBUG1, "vs_graph build: %lld nodes linked for reachability, %lld still unreached",
-		 (long long) linked, (long long) unreached);
 	clock_lap(clock, PART_EDGES);
-
-	pfree(fwd);
-	pfree(nfwd);
-	pfree(gather);
-	pfree(roff);
-	pfree(rev);
-	pfree(rfill);
-	pfree(indeg);
-	pfree(reached);
-	pfree(stack);
+	clock->seconds[PART_PRUNE] += info.prune_seconds;
+	clock->seconds[PART_EDGES] -= info.prune_seconds;
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, n);
+	elog(DEBUG1, "vs_graph build: %llu nodes linked for reachability, %llu still unreached",
+		 (unsigned long long) info.linked, (unsigned long long) info.unreached);
 }
 
 /* Writes the nodes as full node pages. */

@@ -225,7 +225,8 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 		for (int i = 0; i < nh; i++)
 			cands[i] = hits[i].node;
 		vs_graph_gather_nbrs(&r, cands, nh, gather);
-		nsel = vs_graph_prune(cands, nh, gather, (int) meta.degree, (int) meta.degree, sel);
+		nsel = vs_graph_prune_nodes(cands, nh, gather, (int) meta.degree, (int) meta.degree,
+									sel);
 	}
 	for (int i = nsel; i < (int) meta.degree; i++)
 		sel[i] = VS_GRAPH_NO_NODE;

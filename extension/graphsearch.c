@@ -1,6 +1,6 @@
 /*
- * vs_graph: reading nodes through the buffer cache, the beam search, rank-based pruning, and the
- * range candidates.
+ * vs_graph: reading nodes through the buffer cache, the beam search, the pruning of one node's
+ * candidates (inserts, VACUUM), and the range candidates.
  *
  * Beam search (HNSW's layer search, SONG's Alg 1 with a bounded result list): a min-heap of
  * candidates to expand and a max-heap of the best `ef` live nodes seen; pop the nearest candidate,
@@ -15,8 +15,9 @@
  * candidate c_i is "detourable" through c_j when j < i and c_i appears at position r < i in c_j's
  * own list (max(j, r) < i: a two-hop path whose hops both rank better).  Candidates are kept in
  * order of fewer detours, then rank; the first `degree` form the list.  It needs no distances
- * beyond the ranks, so the build prunes a kNN graph with it alone, and inserts and VACUUM use it
- * with the candidates' current adjacency lists.
+ * beyond the ranks, so the build prunes a kNN graph with it alone (the engine's
+ * vs_graph_build_edges, on the build's threads), and inserts and VACUUM use it with the
+ * candidates' current adjacency lists (vs_graph_prune_nodes, the engine's vs_graph_prune).
  */
 #include "postgres.h"
 
@@ -304,101 +305,6 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Rank-based pruning
- */
-
-typedef struct PruneOrder
-{
-	int			detours;
-	int			rank;
-} PruneOrder;
-
-static int
-cmp_prune(const void *a, const void *b)
-{
-	const PruneOrder *x = (const PruneOrder *) a;
-	const PruneOrder *y = (const PruneOrder *) b;
-
-	if (x->detours != y->detours)
-		return x->detours < y->detours ? -1 : 1;
-	return x->rank < y->rank ? -1 : (x->rank > y->rank ? 1 : 0);
-}
-
-/*
- * cands[0..ncands) in ascending distance (distinct nodes), cand_nbrs their lists (nbr_width
- * entries each, VS_GRAPH_NO_NODE padded, in the lists' own order); the first `degree` of them in
- * pruned order go to out.  Returns how many.
- */
-int
-vs_graph_prune(const uint32 *cands, int ncands, const uint32 *cand_nbrs, int nbr_width,
-			   int degree, uint32 *out)
-{
-	int			size = 16;
-	uint32	   *keys;
-	int		   *vals;
-	int		   *detours;
-	PruneOrder *order;
-	int			nout;
-
-	if (ncands <= 0)
-		return 0;
-	while (size < 4 * ncands)
-		size *= 2;
-	keys = palloc(sizeof(uint32) * size);
-	vals = palloc(sizeof(int) * size);
-	memset(keys, 0xFF, sizeof(uint32) * size);	/* VS_GRAPH_NO_NODE: empty */
-	for (int i = 0; i < ncands; i++)
-	{
-		uint32		h = (cands[i] * 2654435761u) & (size - 1);
-
-		while (keys[h] != VS_GRAPH_NO_NODE)
-			h = (h + 1) & (size - 1);
-		keys[h] = cands[i];
-		vals[h] = i;
-	}
-	detours = palloc0(sizeof(int) * ncands);
-	for (int j = 0; j < ncands; j++)
-	{
-		const uint32 *nb = cand_nbrs + (Size) j * nbr_width;
-		int			width = Min(nbr_width, ncands);
-
-		for (int r = 0; r < width; r++)
-		{
-			uint32		u = nb[r];
-			uint32		h;
-
-			if (u == VS_GRAPH_NO_NODE)
-				continue;
-			h = (u * 2654435761u) & (size - 1);
-			while (keys[h] != VS_GRAPH_NO_NODE && keys[h] != u)
-				h = (h + 1) & (size - 1);
-			if (keys[h] == u)
-			{
-				int			i = vals[h];
-
-				if (i > j && i > r)
-					detours[i]++;
-			}
-		}
-	}
-	order = palloc(sizeof(PruneOrder) * ncands);
-	for (int i = 0; i < ncands; i++)
-	{
-		order[i].detours = detours[i];
-		order[i].rank = i;
-	}
-	qsort(order, ncands, sizeof(PruneOrder), cmp_prune);
-	nout = Min(degree, ncands);
-	for (int i = 0; i < nout; i++)
-		out[i] = cands[order[i].rank];
-	pfree(keys);
-	pfree(vals);
-	pfree(detours);
-	pfree(order);
-	return nout;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Range candidates: every live node within the radius, exactly (a pass over all node pages).
  */
 
@@ -474,5 +380,21 @@ vs_graph_gather_nbrs(VsGraphReader *r, const uint32 *nodes, int n, uint32 *out)
 		if (!vs_graph_read_node(r, nodes[i], &nc, NULL, row))
 			memset(row, 0xFF, sizeof(uint32) * r->degree);
 	}
+	return n;
+}
+
+/* The engine's vs_graph_prune of one node's candidates (graph.h), out of memory an ERROR. */
+int
+vs_graph_prune_nodes(const uint32 *cands, int ncands, const uint32 *cand_nbrs, int nbr_width,
+					 int degree, uint32 *out)
+{
+	int			n = vs_graph_prune(cands, (size_t) Max(ncands, 0), cand_nbrs, (size_t) nbr_width,
+								   (size_t) degree, out);
+
+	if (n < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory pruning a vs_graph neighbour list of %d candidates",
+						ncands)));
 	return n;
 }

@@ -105,7 +105,7 @@ repair_list(VsGraphReader *r, vs_metric metric, const uint8 *freed, uint32 u, ui
 	for (int i = 0; i < ncands; i++)
 		cand_nodes[i] = cands[i].node;
 	vs_graph_gather_nbrs(r, cand_nodes, ncands, gather);
-	ncands = vs_graph_prune(cand_nodes, ncands, gather, degree, degree, nbrs);
+	ncands = vs_graph_prune_nodes(cand_nodes, ncands, gather, degree, degree, nbrs);
 	for (int p = ncands; p < degree; p++)
 		nbrs[p] = VS_GRAPH_NO_NODE;
 	return true;

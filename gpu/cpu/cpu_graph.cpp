@@ -88,6 +88,13 @@ public:
         });
     }
 
+    Status build_edges(const uint32_t *knn, size_t n, size_t knn_width, size_t degree,
+                       uint32_t entry, uint32_t *out, vs_graph_build_info *info) noexcept override
+    {
+        return guarded(
+            [&] { graph_build_edges(knn, n, knn_width, degree, entry, out, info, threads_, cfg_); });
+    }
+
 private:
     const BackendConfig &cfg_;
     int threads_;

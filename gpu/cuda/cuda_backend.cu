@@ -9,7 +9,7 @@
 //   index families    their own files, returned by the accessors: IVF-PQ (ivfpq_cuda.cu),
 //                     graphs (graph_cuda.cu)
 // Kernels are in impl/ (impl/kernels.cuh), device utilities in utils/.  The library exports one
-// symbol, vs_cuda_backend_v4 (exports.map), which creates a backend.
+// symbol, vs_cuda_backend_v5 (exports.map), which creates a backend.
 #include "cuda/dataset.cuh"
 #include "cuda/device_context.cuh"
 #include "cuda/graph_cuda.cuh"
@@ -117,7 +117,7 @@ private:
 } // namespace vs::cuda
 
 extern "C" __attribute__((visibility("default"))) vs::Backend *
-vs_cuda_backend_v4(const vs::BackendConfig *config, char *err, size_t errlen)
+vs_cuda_backend_v5(const vs::BackendConfig *config, char *err, size_t errlen)
 {
     auto say = [&](const std::string &m) {
         if (err && errlen)

@@ -78,3 +78,23 @@ vs_status vs_graph_knn(vs_context *ctx, const vs_graph *g, const vs_graph_search
     return finish(ctx, ctx->backend->graph()->search(g->impl, p, queries, nq, k, out_ids,
                                                      out_distances, out_counts));
 }
+
+vs_status vs_graph_build_edges(vs_context *ctx, const uint32_t *knn, size_t n, size_t knn_width,
+                               size_t degree, uint32_t entry, uint32_t *out,
+                               vs_graph_build_info *info) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_family(ctx, ctx->backend->graph(), "graph"))
+        return st;
+    if (degree == 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "degree must be positive");
+    if (n >= VS_GRAPH_NONE)
+        return fail(ctx, VS_INVALID_ARGUMENT, "a graph has fewer than 2^32 - 1 nodes");
+    if (n > 0 && (!knn || !out))
+        return fail(ctx, VS_INVALID_ARGUMENT, "knn or out is NULL");
+    if (n > 0 && entry >= n)
+        return fail(ctx, VS_INVALID_ARGUMENT, "the entry is not a node");
+    return finish(ctx, ctx->backend->graph()->build_edges(knn, n, knn_width, degree, entry, out,
+                                                          info));
+}

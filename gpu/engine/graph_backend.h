@@ -39,6 +39,14 @@ public:
     virtual Status search(const Graph *g, const vs_graph_search_params &params,
                           const float *queries, size_t nq, size_t k, int64_t *out_ids,
                           float *out_dists, int64_t *out_counts) noexcept = 0;
+    // vs_graph_build_edges, arguments checked (node numbers excepted); only the CPU backend
+    // builds (the index build holds the kNN lists in host memory).
+    virtual Status build_edges(const uint32_t *knn, size_t n, size_t knn_width, size_t degree,
+                               uint32_t entry, uint32_t *out, vs_graph_build_info *info) noexcept
+    {
+        (void)knn, (void)n, (void)knn_width, (void)degree, (void)entry, (void)out, (void)info;
+        return Status{VS_UNSUPPORTED, "graph builds run on the CPU backend"};
+    }
 };
 
 } // namespace vs

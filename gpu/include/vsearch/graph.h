@@ -97,6 +97,45 @@ vs_status vs_graph_knn(vs_context *ctx, const vs_graph *g, const vs_graph_search
                        const float *queries, size_t nq, size_t k, int64_t *out_ids,
                        float *out_distances, int64_t *out_counts) VS_NOEXCEPT;
 
+/* ---- building a graph (the vs_graph index's build, inserts and VACUUM) ---------------------- */
+
+/*
+ * Rank-based pruning (CAGRA) of one candidate list: cands[0..ncands) distinct nodes, nearest first,
+ * and cand_nbrs their own neighbour lists (nbr_width entries each, nearest first, VS_GRAPH_NONE
+ * padded).  Candidate i has a detour through candidate j when j < i and i stands at a position
+ * r < i of j's list; the candidates ordered by their number of detours, then by rank, the first
+ * `degree` go to out.  Returns how many (min(degree, ncands)), or -1 when out of memory.
+ */
+int vs_graph_prune(const uint32_t *cands, size_t ncands, const uint32_t *cand_nbrs,
+                   size_t nbr_width, size_t degree, uint32_t *out) VS_NOEXCEPT;
+
+typedef struct vs_graph_build_info
+{
+    uint64_t linked;      /* nodes linked so that a walk from the entry reaches them */
+    uint64_t unreached;   /* nodes a walk from the entry still does not reach */
+    double prune_seconds; /* the pruning's part of the call */
+} vs_graph_build_info;
+
+/*
+ * The graph of n nodes (out: n x degree, VS_GRAPH_NONE padded) from their kNN lists (knn: n x
+ * knn_width, each the nearest other nodes, nearest first, VS_GRAPH_NONE padded at the end):
+ *   1. each list pruned to `degree` by vs_graph_prune, with the candidates' own kNN lists;
+ *   2. reverse edges: a node's list is the first half (rounded up) of its pruned list, then the
+ *      nodes whose pruned lists name it (by the position they gave it, then by node number), then
+ *      the rest of its pruned list, without repeats;
+ *   3. reachability: each node that a walk from `entry` does not reach is linked from the first
+ *      reached node of its kNN list that has an empty slot, or a slot in the second half whose
+ *      target keeps another in-edge (scanning slots from the last); up to four passes.
+ * The result depends on nothing but the arguments (not the backend or its thread count).  On the
+ * CPU backend steps 1 and 2 run on the context's threads; VS_UNSUPPORTED on others (the build
+ * runs it in the process that holds the kNN lists), VS_INVALID_ARGUMENT for a node number out of
+ * range, degree 0, or entry >= n; VS_CANCELLED when the context's callback asks.  knn_width 0
+ * (a one-row table) gives empty lists.
+ */
+vs_status vs_graph_build_edges(vs_context *ctx, const uint32_t *knn, size_t n, size_t knn_width,
+                               size_t degree, uint32_t entry, uint32_t *out,
+                               vs_graph_build_info *info) VS_NOEXCEPT;
+
 #ifdef __cplusplus
 }
 #endif

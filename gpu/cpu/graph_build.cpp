@@ -1,0 +1,263 @@
+// The vs_graph build's graph from its kNN lists (vsearch/graph.h: vs_graph_prune,
+// vs_graph_build_edges): the pruning and the merge with the reverse edges in blocks of nodes on
+// the backend's threads, the reachability links on the calling thread.  No step's result depends
+// on the thread count or on the order in which threads finish: each node's lists are computed
+// from inputs only, and the reverse edges, gathered in any order, are sorted per node.
+#include "cpu/cpu_graph.h"
+
+#include "cpu/parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace vs {
+namespace {
+
+constexpr uint32_t kNone = VS_GRAPH_NONE;
+constexpr size_t kBlock = 1024; // nodes per parallel item
+
+// Scratch of one list's pruning, reused across lists.
+struct PruneScratch
+{
+    std::vector<uint32_t> keys; // open addressing: a candidate's node, or kNone
+    std::vector<uint32_t> rank; // its position in the list
+    std::vector<uint32_t> detours;
+    std::vector<uint64_t> order; // detours << 32 | rank
+};
+
+// vs_graph_prune with the candidates' lists from nbrs_of(j) (nbr_width entries each).
+template <typename NbrsOf>
+size_t prune_list(const uint32_t *cands, size_t m, NbrsOf nbrs_of, size_t nbr_width, size_t degree,
+                  uint32_t *out, PruneScratch &s)
+{
+    if (m == 0)
+        return 0;
+    size_t size = 16;
+    while (size < 4 * m)
+        size *= 2;
+    const uint32_t mask = static_cast<uint32_t>(size - 1);
+    s.keys.assign(size, kNone);
+    s.rank.resize(size);
+    for (size_t i = 0; i < m; i++)
+    {
+        uint32_t h = (cands[i] * 2654435761u) & mask;
+        while (s.keys[h] != kNone)
+            h = (h + 1) & mask;
+        s.keys[h] = cands[i];
+        s.rank[h] = static_cast<uint32_t>(i);
+    }
+    s.detours.assign(m, 0);
+    const size_t width = std::min(nbr_width, m);
+    for (size_t j = 0; j < m; j++)
+    {
+        const uint32_t *nb = nbrs_of(j);
+        for (size_t r = 0; r < width; r++)
+        {
+            const uint32_t u = nb[r];
+            if (u == kNone)
+                continue;
+            uint32_t h = (u * 2654435761u) & mask;
+            while (s.keys[h] != kNone && s.keys[h] != u)
+                h = (h + 1) & mask;
+            if (s.keys[h] != u)
+                continue;
+            const size_t i = s.rank[h];
+            if (i > j && i > r)
+                s.detours[i]++;
+        }
+    }
+    s.order.resize(m);
+    for (size_t i = 0; i < m; i++)
+        s.order[i] = static_cast<uint64_t>(s.detours[i]) << 32 | i;
+    const size_t nout = std::min(degree, m);
+    std::partial_sort(s.order.begin(), s.order.begin() + static_cast<std::ptrdiff_t>(nout),
+                      s.order.end());
+    for (size_t i = 0; i < nout; i++)
+        out[i] = cands[s.order[i] & 0xFFFFFFFFu];
+    return nout;
+}
+
+bool list_has(const uint32_t *list, size_t n, uint32_t v)
+{
+    return std::find(list, list + n, v) != list + n;
+}
+
+void poll_cancel(const BackendConfig &cfg)
+{
+    if (cfg.cancel && cfg.cancel(cfg.cancel_arg))
+        throw Error(VS_CANCELLED, "cancelled");
+}
+
+// Marks what a walk from `from` reaches (stack: n entries).
+void reach_from(const uint32_t *graph, size_t degree, uint32_t from, std::vector<uint8_t> &reached,
+                std::vector<uint32_t> &stack)
+{
+    if (reached[from])
+        return;
+    size_t top = 0;
+    reached[from] = 1;
+    stack[top++] = from;
+    while (top > 0)
+    {
+        const uint32_t *nb = graph + static_cast<size_t>(stack[--top]) * degree;
+        for (size_t i = 0; i < degree; i++)
+            if (nb[i] != kNone && !reached[nb[i]])
+            {
+                reached[nb[i]] = 1;
+                stack[top++] = nb[i];
+            }
+    }
+}
+
+} // namespace
+
+void graph_build_edges(const uint32_t *knn, size_t n, size_t K, size_t degree, uint32_t entry,
+                       uint32_t *graph, vs_graph_build_info *info, int threads,
+                       const BackendConfig &cfg)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t half = (degree + 1) / 2, nblocks = (n + kBlock - 1) / kBlock;
+
+    // 1. each kNN list pruned by rank
+    std::vector<uint32_t> fwd(n * degree), nfwd(n);
+    parallel_for(nblocks, threads, cfg, [&](size_t b) {
+        PruneScratch s;
+        for (size_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); v++)
+        {
+            const uint32_t *row = knn + v * K;
+            size_t m = 0;
+            while (m < K && row[m] != kNone)
+            {
+                if (row[m] >= n)
+                    throw Error(VS_INVALID_ARGUMENT, "a kNN list names a node out of range");
+                m++;
+            }
+            nfwd[v] = static_cast<uint32_t>(prune_list(
+                row, m, [&](size_t j) { return knn + static_cast<size_t>(row[j]) * K; }, K, degree,
+                &fwd[v * degree], s));
+        }
+    });
+    const double prune_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    // 2. reverse edges by target (CSR; each entry: position given << 32 | source), then each
+    // node's final list
+    std::vector<int64_t> roff(n + 1, 0);
+    parallel_for(nblocks, threads, cfg, [&](size_t b) {
+        for (size_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); v++)
+            for (size_t p = 0; p < nfwd[v]; p++)
+                __atomic_fetch_add(&roff[fwd[v * degree + p] + 1], 1, __ATOMIC_RELAXED);
+    });
+    for (size_t v = 0; v < n; v++)
+        roff[v + 1] += roff[v];
+    std::vector<uint64_t> rev(static_cast<size_t>(roff[n]));
+    std::vector<int64_t> fill(roff.begin(), roff.end() - 1);
+    parallel_for(nblocks, threads, cfg, [&](size_t b) {
+        for (size_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); v++)
+            for (size_t p = 0; p < nfwd[v]; p++)
+            {
+                const int64_t at = __atomic_fetch_add(&fill[fwd[v * degree + p]], 1, __ATOMIC_RELAXED);
+                rev[static_cast<size_t>(at)] = static_cast<uint64_t>(p) << 32 | v;
+            }
+    });
+    parallel_for(nblocks, threads, cfg, [&](size_t b) {
+        for (size_t v = b * kBlock; v < std::min(n, (b + 1) * kBlock); v++)
+        {
+            uint32_t *out = graph + v * degree;
+            const uint32_t *f = &fwd[v * degree];
+            size_t m = 0;
+            std::sort(rev.begin() + roff[v], rev.begin() + roff[v + 1]);
+            for (size_t p = 0; p < nfwd[v] && p < half; p++)
+                out[m++] = f[p];
+            for (int64_t e = roff[v]; e < roff[v + 1] && m < degree; e++)
+            {
+                const uint32_t from = static_cast<uint32_t>(rev[static_cast<size_t>(e)]);
+                if (!list_has(out, m, from))
+                    out[m++] = from;
+            }
+            for (size_t p = half; p < nfwd[v] && m < degree; p++)
+                if (!list_has(out, m, f[p]))
+                    out[m++] = f[p];
+            std::fill(out + m, out + degree, kNone);
+        }
+    });
+    fwd = std::vector<uint32_t>();
+    rev = std::vector<uint64_t>();
+
+    // 3. reachability from the entry (in node order, on this thread: each link changes what the
+    // next node sees)
+    std::vector<int32_t> indeg(n, 0);
+    for (size_t i = 0; i < n * degree; i++)
+        if (graph[i] != kNone)
+            indeg[graph[i]]++;
+    std::vector<uint8_t> reached(n, 0);
+    std::vector<uint32_t> stack(n);
+    uint64_t linked = 0, unreached = 0;
+    if (n > 0)
+        reach_from(graph, degree, entry, reached, stack);
+    for (int pass = 0; pass < 4; pass++)
+    {
+        bool changed = false;
+        for (size_t x = 0; x < n; x++)
+        {
+            if (reached[x])
+                continue;
+            if ((x & 1023) == 0)
+                poll_cancel(cfg);
+            const uint32_t *row = knn + x * K;
+            for (size_t j = 0; j < K && row[j] != kNone; j++)
+            {
+                const uint32_t w = row[j];
+                uint32_t *out = graph + static_cast<size_t>(w) * degree;
+                size_t slot = degree;
+                if (!reached[w])
+                    continue;
+                for (size_t p = degree; p-- > 0 && slot == degree;)
+                    if (out[p] == kNone)
+                        slot = p;
+                for (size_t p = degree; p-- > half && slot == degree;)
+                    if (indeg[out[p]] > 1)
+                        slot = p;
+                if (slot == degree)
+                    continue;
+                if (out[slot] != kNone)
+                    indeg[out[slot]]--;
+                out[slot] = static_cast<uint32_t>(x);
+                indeg[x]++;
+                linked++;
+                changed = true;
+                reach_from(graph, degree, static_cast<uint32_t>(x), reached, stack);
+                break;
+            }
+        }
+        if (!changed)
+            break;
+    }
+    for (size_t x = 0; x < n; x++)
+        unreached += !reached[x];
+    if (info)
+    {
+        info->linked = linked;
+        info->unreached = unreached;
+        info->prune_seconds = prune_s;
+    }
+}
+
+} // namespace vs
+
+int vs_graph_prune(const uint32_t *cands, size_t ncands, const uint32_t *cand_nbrs,
+                   size_t nbr_width, size_t degree, uint32_t *out) noexcept
+{
+    try
+    {
+        vs::PruneScratch s;
+        return static_cast<int>(vs::prune_list(
+            cands, ncands, [&](size_t j) { return cand_nbrs + j * nbr_width; }, nbr_width, degree,
+            out, s));
+    }
+    catch (...)
+    {
+        return -1;
+    }
+}
