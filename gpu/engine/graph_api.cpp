@@ -95,6 +95,8 @@ vs_status vs_graph_build_edges(vs_context *ctx, const uint32_t *knn, size_t n, s
         return fail(ctx, VS_INVALID_ARGUMENT, "knn or out is NULL");
     if (n > 0 && entry >= n)
         return fail(ctx, VS_INVALID_ARGUMENT, "the entry is not a node");
+    if (vs_status st = fault_point(ctx))
+        return st;
     return finish(ctx, ctx->backend->graph()->build_edges(knn, n, knn_width, degree, entry, out,
                                                           info));
 }
