@@ -23,11 +23,50 @@
 #define VS_GRAPH_BATCH_HITS		(1 << 20)
 
 /*
+ * The nodes a query has taken or rejected: a bitmap over the node numbers, cleared between
+ * queries through the list of the bits set (a query marks tens of nodes, the bitmap is an
+ * eighth of a byte per node of the index).
+ */
+typedef struct SeenSet
+{
+	uint8	   *bits;
+	uint32	   *marked;
+	Size		n;
+	Size		cap;
+} SeenSet;
+
+static inline bool
+seen_has(const SeenSet *s, uint32 node)
+{
+	return (s->bits[node / 8] & (1 << (node % 8))) != 0;
+}
+
+static void
+seen_mark(SeenSet *s, uint32 node)
+{
+	if (s->n == s->cap)
+	{
+		s->cap *= 2;
+		s->marked = repalloc_huge(s->marked, sizeof(uint32) * s->cap);
+	}
+	s->marked[s->n++] = node;
+	s->bits[node / 8] |= 1 << (node % 8);
+}
+
+static void
+seen_clear(SeenSet *s)
+{
+	for (Size i = 0; i < s->n; i++)
+		s->bits[s->marked[i] / 8] = 0;
+	s->n = 0;
+}
+
+/*
  * Takes hits (sorted) not seen before, checking each row, until the answer has k rows; the time
  * goes to the batch's row checks (and the searches before it, since *since, to its search time).
  */
 static void
-take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, uint8 *seen, instr_time *since)
+take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, SeenSet *seen, instr_time *since)
 {
 	VsBatchAnswer *a = &bc->answers[q];
 	instr_time	t0,
@@ -41,9 +80,9 @@ take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, uint8 *seen, ins
 		uint32		n = hits[i].node;
 		VsPairResult res;
 
-		if (seen[n / 8] & (1 << (n % 8)))
+		if (seen_has(seen, n))
 			continue;
-		seen[n / 8] |= 1 << (n % 8);
+		seen_mark(seen, n);
 		if (!vs_check_pair(&bc->reader, hits[i].id, q, &res))
 			continue;
 		a->hits[a->n].distance = res.distance;
@@ -67,7 +106,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	float	   *x = palloc(sizeof(float) * dim);
-	uint8	   *seen = palloc_extended((Size) (nnodes + 7) / 8 + 1, MCXT_ALLOC_HUGE);
+	SeenSet		seen;
 	VsGraphMetaPageData meta;
 	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
 	int			nstarts;
@@ -75,6 +114,10 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	VsGraphHit *first = palloc_extended(sizeof(VsGraphHit) * chunk * ef1, MCXT_ALLOC_HUGE);
 	int		   *nfirst = palloc(sizeof(int) * chunk);
 
+	seen.bits = palloc_extended((Size) (nnodes + 7) / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	seen.cap = 1024;
+	seen.marked = palloc(sizeof(uint32) * seen.cap);
+	seen.n = 0;
 	vs_graph_read_meta(bc->index, &meta);
 	nstarts = vs_graph_starts(&meta, starts);
 
@@ -95,10 +138,10 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 			int64		ef = (int64) ef1 * 4;
 
 			CHECK_FOR_INTERRUPTS();
-			memset(seen, 0, (Size) (nnodes + 7) / 8 + 1);
+			seen_clear(&seen);
 			bc->answers[q].n = 0;
 			bc->rounds++;
-			take(bc, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], seen, &since);
+			take(bc, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], &seen, &since);
 			while (bc->answers[q].n < k)
 			{
 				VsGraphHit *hits;
@@ -117,7 +160,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 
 						if ((n & 1023) == 0)
 							CHECK_FOR_INTERRUPTS();
-						if ((seen[n / 8] & (1 << (n % 8))) ||
+						if (seen_has(&seen, (uint32) n) ||
 							!vs_graph_read_node(&r, (uint32) n, &ncopy, x, NULL) ||
 							!(ncopy.flags & VS_GRAPH_NODE_LIVE))
 							continue;
@@ -128,7 +171,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 					}
 					if (nh > 1)
 						qsort(hits, nh, sizeof(VsGraphHit), vs_graph_cmp_hit);
-					take(bc, q, k, hits, nh, seen, &since);
+					take(bc, q, k, hits, nh, &seen, &since);
 					pfree(hits);
 					break;
 				}
@@ -136,7 +179,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 				hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
 				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef, hits,
 									 &nh);
-				take(bc, q, k, hits, nh, seen, &since);
+				take(bc, q, k, hits, nh, &seen, &since);
 				pfree(hits);
 				ef *= 4;
 			}

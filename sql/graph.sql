@@ -142,6 +142,18 @@ SELECT pg_temp.same(
   'SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid) FROM gq WHERE qid <= 10), 5) b
      JOIN g ON g.ctid = b.row_ctid',
   'SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g ORDER BY v <-> q.v LIMIT 5) x WHERE q.qid <= 10');
+-- a narrow beam and a large k: rounds 4x as wide, then the pass over every node (k = all rows),
+-- each query's rows distinct across its rounds
+SET vsearch.graph_ef = 2;
+SELECT pg_temp.same(
+  'SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid) FROM gq WHERE qid <= 3), 60) b
+     JOIN g ON g.ctid = b.row_ctid',
+  'SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g ORDER BY v <-> q.v LIMIT 60) x WHERE q.qid <= 3');
+SELECT pg_temp.same(
+  'SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid) FROM gq WHERE qid <= 2), 5000) b
+     JOIN g ON g.ctid = b.row_ctid',
+  'SELECT q.qid, g.id FROM gq q, g WHERE q.qid <= 2 AND g.v IS NOT NULL');
+RESET vsearch.graph_ef;
 RESET enable_seqscan;
 
 -- Same table, same order: the same graph (the build draws nothing at random); a narrow beam
