@@ -129,6 +129,14 @@ class GraphRuns:
         med = sorted(times)[len(times) // 2]
         return rows, med, times, engine, split, prm
 
+    def out_of_budget(self, ds, what, need=20):
+        """True (noted) when less than need seconds of the budget are left."""
+        if self.remaining() >= need:
+            return False
+        self.notes.append(f"{ds['name']}: stopped by the budget at the {what}")
+        self.log(f"{ds['name']}: {what} SKIPPED: {self.remaining():.0f}s left of the budget")
+        return True
+
     # -- the whole dataset -------------------------------------------------------------------
     def run_graph(self, ds, meta, base, li, gt_ids, gt_dist):
         g, pr = self.plan["graph"], self.progress
@@ -202,6 +210,8 @@ class GraphRuns:
         common = dict(base, index="vs_graph", build_s=graph["build_s"], bytes_per_vector=graph["bpv"])
         sweep = {}
         for ef in g["efs"]:
+            if self.out_of_budget(ds, f"vs_graph sweep at graph_ef {ef}"):
+                break
             self.progress.step(f"{ds['name']}: vs_graph ef={ef}", 3)
             try:
                 Sg = dict(S, **{"vsearch.graph_ef": ef})
@@ -307,6 +317,8 @@ class GraphRuns:
         common = dict(base, index="vs_ivfpq", build_s=build_s, bytes_per_vector=bpv)
         for rr in g["ivfpq_rerank"]:
             for pp in sorted({min(p, lists) for p in g["ivfpq_probes"]}):
+                if self.out_of_budget(ds, f"vs_ivfpq sweep at probes {pp}, rerank {rr}"):
+                    return
                 self.progress.step(f"{ds['name']}: vs_ivfpq p={pp} r={rr}", 3)
                 Si = dict(S, **{"vsearch.ivfpq_probes": pp, "vsearch.ivfpq_rerank": rr})
                 try:
@@ -415,10 +427,13 @@ def graph_markdown(rows, targets=(0.95, 0.99)):
             pts = {"gs": best(g, tg), "ge": best(series("vs_graph", "engine"), tg), "h": best(h, tg),
                    "is": best(iv, tg), "ie": best(series("vs_ivfpq", "engine"), tg)}
 
+            have = {"gs": g, "ge": series("vs_graph", "engine"), "h": h, "is": iv,
+                    "ie": series("vs_ivfpq", "engine")}
+
             def cell(key):
                 r = pts[key]
                 if r is None:
-                    return "not reached"
+                    return "not reached" if have[key] else "(not run)"
                 at = f"ef {prm(r, 'ef')}" if prm(r, "ef") else f"p{prm(r, 'probes')}/r{prm(r, 'rerank')}"
                 return f"{f(r['qps']):,.0f} ({at}, {f(r['recall']):.4f})"
 
