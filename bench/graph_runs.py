@@ -139,8 +139,7 @@ class GraphRuns:
 
     # -- the whole dataset -------------------------------------------------------------------
     def run_graph(self, ds, meta, base, li, gt_ids, gt_dist):
-        g, pr = self.plan["graph"], self.progress
-        t, k, n = ds["table"], self.plan["k"], base["n"]
+        g = self.plan["graph"]
         B = min(g["batch_q"], ds["nq"])
         path, S, dev, via = self.graph_settings()
         ds["clients"] = g["clients"]
