@@ -41,9 +41,9 @@
 #include "catalog/index.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "utils/backend_progress.h"
-#include "portability/instr_time.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
