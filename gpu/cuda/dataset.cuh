@@ -35,6 +35,11 @@ public:
     std::vector<int64_t> host_ids;
     std::vector<double> host_sq;
     double maxnorm = 0;
+
+    // Small kNN batches of this dataset that TF32 left uncertified, as a decaying average of the
+    // fraction per batch, and the batches since TF32 was last tried (knn.cu).
+    mutable float tf32_miss = 0;
+    mutable unsigned fp32_runs = 0;
 };
 
 inline const CudaDataset &as_cuda(const Dataset *ds)

@@ -30,9 +30,13 @@ DeviceContext::DeviceContext(const BackendConfig &config) : cfg(config), device(
                                                        ? CUBLAS_TF32_TENSOR_OP_MATH
                                                        : CUBLAS_PEDANTIC_MATH));
     }
+    VS_CUDA_CHECK(cudaEventCreateWithFlags(&staging_copied, cudaEventDisableTiming));
+    VS_CUDA_CHECK(cudaEventCreateWithFlags(&main_done, cudaEventDisableTiming));
     tile_bytes = env_size("VSEARCH_CUDA_TILE_BYTES", size_t{1} << 30);
     range_cap = env_size("VSEARCH_CUDA_RANGE_CAP", 0);
-    small_batch = static_cast<int>(env_size("VSEARCH_CUDA_SMALL_BATCH", 32));
+    fp32_gemm_batch = env_size("VSEARCH_CUDA_FP32_BATCH", 64);
+    if (const char *v = std::getenv("VSEARCH_CUDA_SMALL_BATCH"); v && *v)
+        small_batch = static_cast<int>(std::strtol(v, nullptr, 10));
     smem_optin = prop.sharedMemPerBlockOptin;
 }
 
@@ -49,6 +53,10 @@ DeviceContext::~DeviceContext()
     }
     if (main)
         cudaStreamDestroy(main);
+    if (staging_copied)
+        cudaEventDestroy(staging_copied);
+    if (main_done)
+        cudaEventDestroy(main_done);
     pool.reset();
 }
 

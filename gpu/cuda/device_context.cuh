@@ -156,6 +156,14 @@ struct DeviceContext
         return f();
     }
 
+    // Orders both work streams after everything queued on main so far, without a host wait.
+    void work_after_main()
+    {
+        VS_CUDA_CHECK(cudaEventRecord(main_done, main));
+        for (cudaStream_t w : work)
+            VS_CUDA_CHECK(cudaStreamWaitEvent(w, main_done, 0));
+    }
+
     int gemm_kind() const
     {
         return cfg.gemm_precision == VS_GEMM_TF32 ? APPROX_GEMM_TF32 : APPROX_GEMM_F32;
@@ -170,18 +178,27 @@ struct DeviceContext
     cublasHandle_t blas[2] = {nullptr, nullptr};
     PinnedBuffer pinned[2];
     size_t tile_bytes = 0;
-    int small_batch = 32;
-    // Most queries of a batch the direct path takes at dimension d.  Wider rows leave the staged
-    // rows kernel (d <= 128) for the lane-pair one, whose time grows faster with the batch: on an
-    // H200 at 60000 x 784, 16 queries take 0.27 ms either way and 32 take 0.51 ms there against
-    // 0.29 ms by GEMM (docs/ENGINE.md).
+    int small_batch = -1; // VSEARCH_CUDA_SMALL_BATCH (benchmarks); -1: the measured defaults
+    // Most queries of a kNN batch the direct path takes at dimension d, from the crossovers
+    // measured on an H200 (docs/ENGINE.md): at 1M x 128 the rows kernels beat the GEMM path up to
+    // 16 queries (32: 0.47 against 0.35 ms); at 60 000 x 784 the GEMM path wins from one query
+    // (0.16 against 0.19 ms; 16 queries 0.18 against 0.29).
     int small_batch_for(size_t d) const
     {
-        return d <= 128 ? small_batch : std::min(small_batch, 16);
+        return small_batch >= 0 ? small_batch : (d <= 128 ? 16 : 0);
     }
+    // Most queries of a TF32 context's kNN batch that take the fp32 GEMM (knn.cu);
+    // VSEARCH_CUDA_FP32_BATCH (benchmarks).
+    size_t fp32_gemm_batch = 64;
+    // Most queries of a range batch the direct path takes.
+    int range_small_batch() const { return small_batch >= 0 ? small_batch : 32; }
     size_t smem_optin = 48 << 10;
     size_t stats_gemm_failed = 0, stats_fp32_failed = 0, stats_exact = 0; // VSEARCH_CUDA_STATS
-    std::vector<unsigned char> staging;
+    // The queries' upload buffer (pinned: a pageable copy costs ~1 us per 784-float query) and
+    // the event after its last copy, which the next upload waits for before writing it.
+    PinnedBuffer staging;
+    cudaEvent_t staging_copied = nullptr;
+    cudaEvent_t main_done = nullptr; // work_after_main
     size_t range_cap = 0; // range candidates per buffer (0: from the budget; tests make it small)
 };
 

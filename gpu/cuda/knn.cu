@@ -1,5 +1,6 @@
-// kNN on the CUDA backend: knn_impl picks, per chunk of queries, the GEMM path (large batches,
-// L2/IP/cosine), the large-k path (K' > 4096), the direct path (small batches, L1, and the
+// kNN on the CUDA backend: knn_impl picks, per chunk of queries, the GEMM path (L2/IP/cosine
+// batches past the direct path's size; TF32, or fp32 at once for small batches of data where
+// TF32 rarely certifies), the large-k path (K' > 4096), the direct path (small batches, L1, and the
 // queries GEMM could not certify, with an fp32 GEMM retry first for TF32) and, for K' >= n or
 // the rare queries no bound certifies, the exhaustive exact path below (exact keys of every row
 // and a segmented sort).
@@ -16,6 +17,11 @@
 
 namespace vs::cuda {
 namespace {
+
+// Small batches go straight to the fp32 GEMM while TF32 leaves more than this fraction of a
+// dataset's queries uncertified; TF32 is retried every kTf32Retry such batches.
+constexpr float kTf32MissMax = 0.25f;
+constexpr unsigned kTf32Retry = 32;
 
 void exact_path(DeviceContext &dev, const CudaDataset &c, const float *hq,
                 const std::vector<int> &which, size_t k, vs_metric m, int64_t *out_ids,
@@ -103,7 +109,21 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
         }
         const size_t small_batch = static_cast<size_t>(dev.small_batch_for(c.dim()));
         const bool small = which.size() <= small_batch;
-        if (gemm_metric && !small && kp_g < n)
+        // A small batch of data on which TF32 leaves many queries uncertified (near ties, e.g.
+        // Fashion-MNIST's integer pixels: 63 % at k = 26) takes the fp32 GEMM at once instead of
+        // paying both passes; TF32 is tried again every kTf32Retry batches in case the data or
+        // the k changed.  A skinny fp32 GEMM is only ~20-40 % slower than TF32 (docs/ENGINE.md).
+        const bool small_gemm = which.size() <= dev.fp32_gemm_batch;
+        if (gemm_metric && !small && small_gemm && dev.cfg.gemm_precision == VS_GEMM_TF32 &&
+            c.tf32_miss > kTf32MissMax && ++c.fp32_runs % kTf32Retry != 0 && kp_d < n &&
+            kp_d <= static_cast<size_t>(kWarpSelectMax))
+        {
+            failed = dev.with_fp32_gemm([&] {
+                return gemm_path(dev, c, queries, which, k, kp_d, m, out_ids, out_d, out_counts);
+            });
+            dev.stats_fp32_failed += failed.size();
+        }
+        else if (gemm_metric && !small && kp_g < n)
         {
             if (kp_g <= static_cast<size_t>(kWarpSelectMax))
                 failed = gemm_path(dev, c, queries, which, k, kp_g, m, out_ids, out_d, out_counts);
@@ -111,6 +131,9 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
                 failed = large_k_path(dev, c, queries, which, k, kp_g, m, false, out_ids, out_d,
                                       out_counts);
             dev.stats_gemm_failed += failed.size();
+            if (small_gemm && dev.cfg.gemm_precision == VS_GEMM_TF32)
+                c.tf32_miss = 0.75f * c.tf32_miss +
+                              0.25f * static_cast<float>(failed.size()) / which.size();
             // TF32 leaves uncertified the queries with near ties at their k-th place (40% of
             // a clustered 1M x 128 batch); an fp32 GEMM pass, whose bound is ~250x tighter,
             // certifies them at GEMM speed where the direct path would scan per query.  It

@@ -20,7 +20,7 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
 {
     const size_t n = c.size(), nb = which.size();
     Profile prof;
-    QueryBatch Q = upload_queries(dev, hq, which, c.dim());
+    QueryBatch Q = upload_queries(dev, hq, which, c.dim(), false);
     prof.mark("upload", dev.main);
     // Tile shape: whole rows when 32 of them fit, else column tiles of 64 queries.
     const size_t budget = std::min(dev.tile_bytes, dev.pool->available() / 6);
@@ -78,7 +78,9 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
             s.partial = DeviceArray<uint64_t>(*dev.pool, tq * std::max(P, P1) * kp, dev.main);
         make_out(dev, s.out, tq, k, &dev.pinned[i]);
     }
-    VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
+    // The work streams start after the upload and the allocations on dev.main: a device-side
+    // wait, not a host one (a small batch's latency is made of such waits).
+    dev.work_after_main();
     StreamJoin join{dev.work, 2};
     std::vector<int> failed;
     const int mode = approx_mode(m);

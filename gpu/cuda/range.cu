@@ -54,7 +54,7 @@ public:
         std::vector<int> which(nq);
         std::iota(which.begin(), which.end(), 0);
         Q_ = upload_queries(dev, hq, which, d);
-        use_gemm_ = m != VS_METRIC_L1 && nq > static_cast<size_t>(dev.small_batch);
+        use_gemm_ = m != VS_METRIC_L1 && nq > static_cast<size_t>(dev.range_small_batch());
         const int kind = use_gemm_ ? dev.gemm_kind() : APPROX_DIRECT_F32;
         mode_ = use_gemm_ ? approx_mode(m) : MODE_RAW;
         // Candidates: approximate value <= the threshold in double, rounded up to a float (a

@@ -14,6 +14,26 @@ namespace vs::cuda {
 
 // Uploads the queries on dev.main; with sync, waits for the copy (callers that go on with other
 // streams need that; work on dev.main itself is ordered after it).
+namespace {
+
+// Squared norm in double with four partial sums: one chain of dependent double adds costs ~1 us
+// per 784-float query, most of a large batch's upload.  The sum's order differs from
+// sqnorm_double's in the last bits only; the approximate values it feeds are certified against
+// bounds far wider than that, and exact distances never use it.
+double query_sqnorm(const float *x, size_t d)
+{
+    double s[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= d; i += 4)
+        for (int j = 0; j < 4; j++)
+            s[j] += static_cast<double>(x[i + j]) * x[i + j];
+    for (; i < d; i++)
+        s[0] += static_cast<double>(x[i]) * x[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+} // namespace
+
 QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector<int> &which,
                           size_t d, bool sync)
 {
@@ -25,8 +45,24 @@ QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector
     const size_t o_norm = 0, o_x = round_up((nb + 4) * 8, 16),
                  o_sq = o_x + round_up(std::max<size_t>(nb * d, 1) * 4, 16),
                  o_inv = o_sq + round_up((nb + 4) * 4, 16), total = o_inv + (nb + 4) * 4;
-    dev.staging.resize(total);
-    unsigned char *h = dev.staging.data();
+    // Pinned staging up to kPinnedStagingMax (a pageable copy costs ~1 us per 784-float query);
+    // a larger batch goes through pageable memory, which cudaMemcpyAsync has copied out of by the
+    // time it returns, so that the pinned buffer does not grow with the largest batch ever seen.
+    constexpr size_t kPinnedStagingMax = size_t{64} << 20;
+    std::vector<unsigned char> pageable;
+    unsigned char *h;
+    if (total <= kPinnedStagingMax)
+    {
+        // the previous upload's copy must be done before the buffer is rewritten (an event never
+        // recorded counts as complete)
+        VS_CUDA_CHECK(cudaEventSynchronize(dev.staging_copied));
+        h = static_cast<unsigned char *>(dev.staging.ensure(total));
+    }
+    else
+    {
+        pageable.resize(total);
+        h = pageable.data();
+    }
     std::memset(h, 0, total);
     double *hn = reinterpret_cast<double *>(h + o_norm);
     float *hx = reinterpret_cast<float *>(h + o_x), *hs = reinterpret_cast<float *>(h + o_sq),
@@ -36,13 +72,15 @@ QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector
     {
         const float *src = hq + static_cast<size_t>(which[i]) * d;
         std::memcpy(hx + i * d, src, d * sizeof(float));
-        double sqn = sqnorm_double(src, d);
+        const double sqn = query_sqnorm(src, d);
         hs[i] = static_cast<float>(sqn);
         hn[i] = b.host_norm[i] = std::sqrt(sqn);
         hi[i] = static_cast<float>(1.0 / std::sqrt(sqn));
     }
     b.buf = DeviceArray<unsigned char>(*dev.pool, total, dev.main);
     VS_CUDA_CHECK(cudaMemcpyAsync(b.buf.get(), h, total, cudaMemcpyHostToDevice, dev.main));
+    if (pageable.empty())
+        VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, dev.main));
     b.norm = reinterpret_cast<double *>(b.buf.get() + o_norm);
     b.x = reinterpret_cast<float *>(b.buf.get() + o_x);
     b.sq = reinterpret_cast<float *>(b.buf.get() + o_sq);

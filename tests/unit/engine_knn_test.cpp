@@ -3,6 +3,7 @@
 // Outputs are poisoned before each call and checked to be fully written.
 #include "engine_testing.h"
 
+#include <cmath>
 #include <cstdio>
 #include <tuple>
 
@@ -344,6 +345,47 @@ TEST(EngineKnnFilter, UnrepresentativeSampleFallsBack)
                     }
             }
         }
+    }
+}
+
+// Small batches of integer-valued data (like image pixels: many near and exact ties), several
+// calls on one dataset: on CUDA the first batches run TF32, which leaves most queries
+// uncertified, and the later ones switch to the fp32 GEMM at once (knn.cu); every answer must be
+// exact throughout.
+TEST(EngineKnnFilter, RepeatedSmallBatchesOfTiedData)
+{
+    const size_t n = 20011, d = 64, nb = 24, rounds = 8, k = 14;
+    vt::Data D = vt::make_data(n, d, 616);
+    for (float &v : D.x)
+        v = std::round(v * 3.0f);
+    std::vector<float> q = vt::make_queries(D, nb * rounds, 616);
+    for (float &v : q)
+        v = std::round(v * 3.0f);
+    for (const char *backend : {"cpu", "cuda"})
+    {
+        std::string why;
+        vt::ContextPtr ctx = vt::make_context(backend, &why);
+        if (!ctx)
+            continue;
+        vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+        for (vs_metric m : {VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE})
+            for (size_t r = 0; r < rounds; r++)
+            {
+                const float *qr = &q[r * nb * d];
+                std::vector<int64_t> ids(nb * k, vt::kPoisonId), counts(nb, -7);
+                std::vector<float> dists(nb * k, vt::poison_float());
+                ASSERT_EQ(vs_knn(ctx.get(), ds.get(), qr, nb, k, m, nullptr, ids.data(),
+                                 dists.data(), counts.data()),
+                          VS_OK)
+                    << vs_last_error(ctx.get());
+                for (size_t i = 0; i < nb; i++)
+                {
+                    auto res = vt::check_knn(D, vt::ref_sorted(D, &qr[i * d], m), k, &ids[i * k],
+                                             &dists[i * k], counts[i]);
+                    ASSERT_TRUE(res) << backend << " " << vt::metric_name(m) << " round " << r
+                                     << " query " << i << ": " << res.message();
+                }
+            }
     }
 }
 

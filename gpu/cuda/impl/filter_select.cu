@@ -28,9 +28,9 @@ namespace vs::cuda {
 
 namespace {
 
-constexpr int kSampleWarps = 4;
+constexpr int kSampleWarpsMin = 4, kSampleWarpsMax = 32;
 constexpr int kFilterThreads = 256;
-constexpr int kFilterSegment = 16384; // columns per filter warp
+constexpr int kFilterSegmentMax = 16384; // columns per filter warp
 constexpr int kSortThreads = 512;
 
 __device__ __forceinline__ uint32_t chunk_col(int j, int chunks, uint32_t tn)
@@ -47,17 +47,19 @@ __device__ __forceinline__ uint64_t tile_key(const FilterArgs &a, float xs, floa
 }
 
 // The rank-th smallest of a query's `items` x 32 keys (key_at(j, lane): key `lane` of item j), by
-// the block's kSampleWarps warps: each keeps the rank smallest of its items (four items' loads in
-// flight), then warp 0 merges the others' lists.  One warp alone waited on one load per item.
+// the block's warps: each keeps the rank smallest of its items (four items' loads in flight), then
+// warp 0 merges the others' lists.  One warp alone waited on one load per item; a small batch has
+// a block per query only, so its latency is the items per warp (sample_warps).
 template <typename KeyAt>
 __device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem, uint64_t *out)
 {
-    __shared__ uint64_t *s_top[kSampleWarps];
+    __shared__ uint64_t *s_top[kSampleWarpsMax];
+    const int warps = blockDim.x >> 5;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int bcap = warp_topk_bcap(rank);
     WarpTopK t;
     t.init(smem + static_cast<size_t>(warp) * warp_topk_words(rank, bcap), rank, bcap, kNoKey, lane);
-    for (int j0 = warp * 4; j0 < items; j0 += kSampleWarps * 4)
+    for (int j0 = warp * 4; j0 < items; j0 += warps * 4)
     {
         uint64_t k[4];
 #pragma unroll
@@ -73,16 +75,37 @@ __device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem
     __syncthreads();
     if (warp != 0)
         return;
-    for (int w = 1; w < kSampleWarps; w++)
+    for (int w = 1; w < warps; w++)
         t.add_sorted(s_top[w], 0, rank, lane);
     t.flush(lane);
     if (lane == 0)
         *out = t.top[rank - 1];
 }
 
-size_t rank_smem_bytes(int rank)
+// As many warps as fit 48 KB of selectors (at least kSampleWarpsMin), and no more than give each
+// four items.
+int sample_warps(int rank, int items)
 {
-    return static_cast<size_t>(kSampleWarps) * warp_topk_words(rank, warp_topk_bcap(rank)) * 8;
+    const size_t per_warp = static_cast<size_t>(warp_topk_words(rank, warp_topk_bcap(rank))) * 8;
+    int w = kSampleWarpsMax;
+    while (w > kSampleWarpsMin && (w * per_warp > (48u << 10) || w * 4 > items))
+        w >>= 1;
+    return w;
+}
+
+size_t rank_smem_bytes(int rank, int warps)
+{
+    return static_cast<size_t>(warps) * warp_topk_words(rank, warp_topk_bcap(rank)) * 8;
+}
+
+// Columns per filter warp: enough warps for a few per SM lane group even for one query (a small
+// batch's filter is otherwise a handful of warps walking 16 384 columns each).
+int filter_segment(int tq, uint32_t tn)
+{
+    const long want_warps = static_cast<long>(sm_count()) * 32;
+    long seg = (static_cast<long>(tn) * tq + want_warps - 1) / want_warps;
+    seg = (seg + 511) / 512 * 512;
+    return static_cast<int>(std::min<long>(std::max<long>(seg, 512), kFilterSegmentMax));
 }
 
 // Block per query: the threshold from runs of 32 columns spread over the row.
@@ -115,7 +138,7 @@ __global__ void threshold_kernel(const uint64_t *keys, int S, int rank, uint64_t
         count[blockIdx.x] = 0;
 }
 
-__global__ void __launch_bounds__(kFilterThreads) filter_kernel(FilterArgs a, int P)
+__global__ void __launch_bounds__(kFilterThreads) filter_kernel(FilterArgs a, int P, int seg)
 {
     const int lane = threadIdx.x & 31;
     const long gw = (static_cast<long>(blockIdx.x) * kFilterThreads + threadIdx.x) >> 5;
@@ -123,8 +146,8 @@ __global__ void __launch_bounds__(kFilterThreads) filter_kernel(FilterArgs a, in
         return;
     const int q = static_cast<int>(gw / P), p = static_cast<int>(gw % P);
     const uint64_t T = a.thr[q];
-    const uint32_t c_begin = static_cast<uint32_t>(p) * kFilterSegment;
-    const uint32_t c_end = min(a.tn, c_begin + kFilterSegment);
+    const uint32_t c_begin = static_cast<uint32_t>(p) * seg;
+    const uint32_t c_end = min(a.tn, c_begin + seg);
     const float *row = a.tile + static_cast<size_t>(q) * a.ld;
     const float xs = a.xsq ? a.xsq[q] : 0.0f, xi = a.xinv ? a.xinv[q] : 0.0f;
     uint64_t *out = a.cand + static_cast<size_t>(q) * a.cap;
@@ -268,14 +291,16 @@ void launch_filter_candidates(const FilterArgs &a, cudaStream_t s)
 {
     if (a.tq == 0)
         return;
-    const size_t smem = rank_smem_bytes(a.rank);
+    const int sw = sample_warps(a.rank, a.chunks);
+    const size_t smem = rank_smem_bytes(a.rank, sw);
     set_smem(reinterpret_cast<const void *>(sample_kernel), smem);
-    sample_kernel<<<a.tq, kSampleWarps * 32, smem, s>>>(a);
+    sample_kernel<<<a.tq, sw * 32, smem, s>>>(a);
     VS_LAUNCH_CHECK();
-    const int P = static_cast<int>((a.tn + kFilterSegment - 1) / kFilterSegment);
+    const int seg = filter_segment(a.tq, a.tn);
+    const int P = static_cast<int>((a.tn + seg - 1) / seg);
     const long warps = static_cast<long>(a.tq) * P;
     filter_kernel<<<static_cast<int>((warps * 32 + kFilterThreads - 1) / kFilterThreads),
-                    kFilterThreads, 0, s>>>(a, P);
+                    kFilterThreads, 0, s>>>(a, P, seg);
     VS_LAUNCH_CHECK();
 }
 
@@ -284,11 +309,12 @@ void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *t
 {
     if (nq == 0)
         return;
-    const size_t smem = rank_smem_bytes(rank);
+    const int sw = sample_warps(rank, S / 32);
+    const size_t smem = rank_smem_bytes(rank, sw);
     set_smem(reinterpret_cast<const void *>(threshold_kernel), smem);
     void *params[] = {&keys, &S, &rank, &thr, &count};
-    launch_dependent(reinterpret_cast<const void *>(threshold_kernel), dim3(nq),
-                     dim3(kSampleWarps * 32), smem, s, params);
+    launch_dependent(reinterpret_cast<const void *>(threshold_kernel), dim3(nq), dim3(sw * 32),
+                     smem, s, params);
 }
 
 void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap, int kp, int nq,

@@ -34,6 +34,26 @@ int current_device()
 
 } // namespace
 
+int sm_count()
+{
+    constexpr int kDevices = 64;
+    static std::atomic<int> cached[kDevices];
+    const int dev = current_device();
+    if (dev >= kDevices)
+    {
+        int n = 0;
+        VS_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+        return n;
+    }
+    int n = cached[dev].load(std::memory_order_relaxed);
+    if (n == 0)
+    {
+        VS_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+        cached[dev].store(n, std::memory_order_relaxed);
+    }
+    return n;
+}
+
 void set_smem(const void *kernel, size_t bytes)
 {
     if (bytes <= (48u << 10))

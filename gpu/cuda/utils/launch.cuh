@@ -14,6 +14,9 @@ namespace vs::cuda {
 // the current device.
 void set_smem(const void *kernel, size_t bytes);
 
+// Streaming multiprocessors of the current device (cached).
+int sm_count();
+
 // Resident blocks of `threads` threads and `bytes` of dynamic shared memory per SM (after
 // set_smem), on the current device.
 int blocks_per_sm(const void *kernel, int threads, size_t bytes);
