@@ -199,8 +199,12 @@ typedef struct VsGraphHit
 {
 	float		d;
 	uint32		node;
-	int64		id;				/* heap tid as id (vs_tid_to_id) */
+	int64		id;				/* heap tid as id (vs_tid_to_id), or one of the two below */
 } VsGraphHit;
+
+/* vs_graph_search_hits with unread_ids: the node page not read yet; read: the node is not live */
+#define VS_GRAPH_HIT_UNREAD		(-1)
+#define VS_GRAPH_HIT_GONE		(-2)
 
 /* Reads nodes of an index through the buffer manager, keeping the last page pinned. */
 typedef struct VsGraphReader
@@ -265,7 +269,8 @@ extern int	vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKin
 extern bool vs_graph_check_search(const struct VsRequest *req, char *why, Size whylen);
 extern void vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts,
 								 int nstarts, const float *queries, int nq, int ef,
-								 VsGraphHit *out, int *counts);
+								 bool unread_ids, VsGraphHit *out, int *counts);
+extern int	vs_graph_read_hit_ids(VsGraphReader *r, VsGraphHit *hits, int i, int nh);
 
 /* graphworker.c: the worker's build steps, and asking for them (CREATE INDEX) */
 extern bool vs_graph_check_request(const struct VsRequest *req, char *why, Size whylen);

@@ -8,7 +8,9 @@
  * order.  The first rounds of up to VS_GRAPH_BATCH_HITS / graph_ef queries are one request to the
  * GPU worker when it serves (one batch of its beam search kernel; vs_graph_search_hits); the wider
  * rounds of a query that needs them follow query by query (to the worker while the width is
- * within its limit), and the pass over every node and the row checks run here.
+ * within its limit), and the pass over every node and the row checks run here.  A query reads
+ * the node pages (heap tids) of the worker's hits only as far as it takes them: about k of a
+ * round's graph_ef when the rows are visible.
  */
 #include "postgres.h"
 
@@ -62,11 +64,13 @@ seen_clear(SeenSet *s)
 }
 
 /*
- * Takes hits (sorted) not seen before, checking each row, until the answer has k rows; the time
+ * Takes hits (sorted) not seen before, checking each row, until the answer has k rows; the ids
+ * of hits the worker answered are read as they are reached (vs_graph_read_hit_ids).  The time
  * goes to the batch's row checks (and the searches before it, since *since, to its search time).
  */
 static void
-take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, SeenSet *seen, instr_time *since)
+take(VsBatch *bc, VsGraphReader *r, int q, int k, VsGraphHit *hits, int nh, SeenSet *seen,
+	 instr_time *since)
 {
 	VsBatchAnswer *a = &bc->answers[q];
 	instr_time	t0,
@@ -77,10 +81,13 @@ take(VsBatch *bc, int q, int k, const VsGraphHit *hits, int nh, SeenSet *seen, i
 
 	for (int i = 0; i < nh && a->n < k; i++)
 	{
-		uint32		n = hits[i].node;
+		uint32		n;
 		VsPairResult res;
 
-		if (seen_has(seen, n))
+		if (hits[i].id == VS_GRAPH_HIT_UNREAD)
+			vs_graph_read_hit_ids(r, hits, i, nh);	/* its run of equal distances, in id order */
+		n = hits[i].node;
+		if (hits[i].id == VS_GRAPH_HIT_GONE || seen_has(seen, n))
 			continue;
 		seen_mark(seen, n);
 		if (!vs_check_pair(&bc->reader, hits[i].id, q, &res))
@@ -131,7 +138,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 
 		/* the first round of a chunk of queries: one worker request when it serves */
 		vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, bc->queries + (Size) q0 * dim,
-							 nc, ef1, first, nfirst);
+							 nc, ef1, true, first, nfirst);
 		for (int q = q0; q < q0 + nc; q++)
 		{
 			const float *query = bc->queries + (Size) q * dim;
@@ -141,7 +148,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 			seen_clear(&seen);
 			bc->answers[q].n = 0;
 			bc->rounds++;
-			take(bc, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], &seen, &since);
+			take(bc, &r, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], &seen, &since);
 			while (bc->answers[q].n < k)
 			{
 				VsGraphHit *hits;
@@ -171,15 +178,15 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 					}
 					if (nh > 1)
 						qsort(hits, nh, sizeof(VsGraphHit), vs_graph_cmp_hit);
-					take(bc, q, k, hits, nh, &seen, &since);
+					take(bc, &r, q, k, hits, nh, &seen, &since);
 					pfree(hits);
 					break;
 				}
 				ef = Min(ef, (int64) 0x7FFFFFFF / (int64) sizeof(VsGraphHit));
 				hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
-				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef, hits,
-									 &nh);
-				take(bc, q, k, hits, nh, &seen, &since);
+				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef, true,
+									 hits, &nh);
+				take(bc, &r, q, k, hits, nh, &seen, &since);
 				pfree(hits);
 				ef *= 4;
 			}

@@ -222,10 +222,15 @@ vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
  * vs_graph_beam_search, the best ef live nodes found, in the engine's order, with exact distances
  * in rank units and their tids.  A node the worker answered that is no longer live when its page
  * is read (VACUUM freed it meanwhile) is left out.
+ *
+ * With unread_ids, the worker's hits come as it answered them, in the order (distance, node),
+ * their ids VS_GRAPH_HIT_UNREAD: a caller that takes hits in order until it has enough reads
+ * only the pages of the nodes it takes (vs_graph_read_hit_ids), not all ef of them.
  */
 void
 vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
-					 const float *queries, int nq, int ef, VsGraphHit *out, int *counts)
+					 const float *queries, int nq, int ef, bool unread_ids, VsGraphHit *out,
+					 int *counts)
 {
 	VsGraphSearchParams p;
 	VsKindParams params;
@@ -257,6 +262,14 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 					if (node < 0 || node >= VS_GRAPH_NO_NODE)
 						elog(ERROR, "vsearch worker: vs_graph answer names node " INT64_FORMAT,
 							 node);
+					if (unread_ids)
+					{
+						h[n].node = (uint32) node;
+						h[n].d = dists[(Size) q * ef + i];
+						h[n].id = VS_GRAPH_HIT_UNREAD;
+						n++;
+						continue;
+					}
 					if (!vs_graph_read_node(r, (uint32) node, &nc, NULL, NULL) ||
 						!(nc.flags & VS_GRAPH_NODE_LIVE))
 						continue;
@@ -265,7 +278,7 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 					h[n].id = vs_tid_to_id(&nc.tid);
 					n++;
 				}
-				if (n > 1)
+				if (n > 1 && !unread_ids)
 					qsort(h, n, sizeof(VsGraphHit), vs_graph_cmp_hit);
 				counts[q] = n;
 			}
@@ -281,4 +294,38 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 	for (int q = 0; q < nq; q++)
 		counts[q] = vs_graph_beam_search(r, metric, starts, nstarts,
 										 queries + (Size) q * r->dim, ef, out + (Size) q * ef);
+}
+
+static bool
+same_distance(float a, float b)
+{
+	return a == b || (isnan(a) && isnan(b));
+}
+
+/*
+ * For hits of vs_graph_search_hits with unread_ids, hits[i] unread: reads the ids of the run of
+ * hits from i with the same distance (VS_GRAPH_HIT_GONE for a node that is no longer live) and
+ * sorts the run by id, so that the hits taken in order are those, and in the order, that reading
+ * every id first would have given.  Returns the end of the run.
+ */
+int
+vs_graph_read_hit_ids(VsGraphReader *r, VsGraphHit *hits, int i, int nh)
+{
+	int			end = i + 1;
+
+	while (end < nh && same_distance(hits[end].d, hits[i].d))
+		end++;
+	for (int t = i; t < end; t++)
+	{
+		VsGraphNodeCopy nc;
+
+		if (vs_graph_read_node(r, hits[t].node, &nc, NULL, NULL) &&
+			(nc.flags & VS_GRAPH_NODE_LIVE))
+			hits[t].id = vs_tid_to_id(&nc.tid);
+		else
+			hits[t].id = VS_GRAPH_HIT_GONE;
+	}
+	if (end - i > 1)
+		qsort(hits + i, end - i, sizeof(VsGraphHit), vs_graph_cmp_hit);
+	return end;
 }
