@@ -180,15 +180,17 @@ struct DeviceContext
     size_t tile_bytes = 0;
     int small_batch = -1; // VSEARCH_CUDA_SMALL_BATCH (benchmarks); -1: the measured defaults
     // Most queries of a kNN batch the direct path takes at dimension d, from the crossovers
-    // measured on an H200 (docs/ENGINE.md): at 1M x 128 the rows kernels beat the GEMM path up to
-    // 16 queries (32: 0.47 against 0.35 ms); at 60 000 x 784 the GEMM path wins from one query
-    // (0.16 against 0.19 ms; 16 queries 0.18 against 0.29).
+    // measured on an H200 (docs/ENGINE.md): at 1M x 128 the rows kernels win up to ~20 queries
+    // and lose at 32 (0.47 against 0.36 ms by TF32 GEMM), but through the worker batches of 10-30
+    // served faster by them than by the GEMM path (36 700 against 39 200 QPS at 32 clients); at
+    // 60 000 x 784 the GEMM path wins from one query (0.16 against 0.19 ms; 16 queries 0.18
+    // against 0.29).
     int small_batch_for(size_t d) const
     {
-        return small_batch >= 0 ? small_batch : (d <= 128 ? 16 : 0);
+        return small_batch >= 0 ? small_batch : (d <= 128 ? 32 : 0);
     }
-    // Most queries of a TF32 context's kNN batch that take the fp32 GEMM (knn.cu);
-    // VSEARCH_CUDA_FP32_BATCH (benchmarks).
+    // Most queries of a TF32 context's kNN batch that may take the fp32 GEMM at once (knn.cu:
+    // only above kFp32MinDim dimensions); VSEARCH_CUDA_FP32_BATCH (benchmarks).
     size_t fp32_gemm_batch = 64;
     // Most queries of a range batch the direct path takes.
     int range_small_batch() const { return small_batch >= 0 ? small_batch : 32; }

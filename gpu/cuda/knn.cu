@@ -22,6 +22,9 @@ namespace {
 // dataset's queries uncertified; TF32 is retried every kTf32Retry such batches.
 constexpr float kTf32MissMax = 0.25f;
 constexpr unsigned kTf32Retry = 32;
+// ... and only above this dimension: with short rows the skinny GEMM is no longer bound by the
+// dataset's reads, and fp32 costs 1.4x TF32 at 1M x 128 (H200, 32-64 queries).
+constexpr size_t kFp32MinDim = 128;
 
 void exact_path(DeviceContext &dev, const CudaDataset &c, const float *hq,
                 const std::vector<int> &which, size_t k, vs_metric m, int64_t *out_ids,
@@ -112,8 +115,9 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
         // A small batch of data on which TF32 leaves many queries uncertified (near ties, e.g.
         // Fashion-MNIST's integer pixels: 63 % at k = 26) takes the fp32 GEMM at once instead of
         // paying both passes; TF32 is tried again every kTf32Retry batches in case the data or
-        // the k changed.  A skinny fp32 GEMM is only ~20-40 % slower than TF32 (docs/ENGINE.md).
-        const bool small_gemm = which.size() <= dev.fp32_gemm_batch;
+        // the k changed.  A skinny fp32 GEMM of long rows is only ~20-40 % slower than TF32
+        // (docs/ENGINE.md).
+        const bool small_gemm = which.size() <= dev.fp32_gemm_batch && c.dim() > kFp32MinDim;
         if (gemm_metric && !small && small_gemm && dev.cfg.gemm_precision == VS_GEMM_TF32 &&
             c.tf32_miss > kTf32MissMax && ++c.fp32_runs % kTf32Retry != 0 && kp_d < n &&
             kp_d <= static_cast<size_t>(kWarpSelectMax))

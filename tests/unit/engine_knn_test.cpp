@@ -348,13 +348,13 @@ TEST(EngineKnnFilter, UnrepresentativeSampleFallsBack)
     }
 }
 
-// Small batches of integer-valued data (like image pixels: many near and exact ties), several
-// calls on one dataset: on CUDA the first batches run TF32, which leaves most queries
+// Small batches of integer-valued data (like image pixels: many near and exact ties) in more than
+// 128 dimensions, several calls on one dataset: on CUDA the first batches run TF32, which leaves most queries
 // uncertified, and the later ones switch to the fp32 GEMM at once (knn.cu); every answer must be
 // exact throughout.
 TEST(EngineKnnFilter, RepeatedSmallBatchesOfTiedData)
 {
-    const size_t n = 20011, d = 64, nb = 24, rounds = 8, k = 14;
+    const size_t n = 20011, d = 160, nb = 24, rounds = 8, k = 14;
     vt::Data D = vt::make_data(n, d, 616);
     for (float &v : D.x)
         v = std::round(v * 3.0f);
