@@ -1,47 +1,52 @@
-// Metric-space benchmark: the List of Clusters (vsearch/lc.h) on the CPU against a single-thread
-// brute force, on a word list under edit distance (Barrientos et al.'s setting: radii 1, 2, 3).
+// Metric-space benchmark: the List of Clusters (vsearch/lc.h) and SSS pivot tables (vsearch/sss.h)
+// on an engine context (vsearch/metric.h: the GPU with --gpu, else the engine's CPU backend) and on
+// the CPU host path, against brute forces, on a word list under edit distance (Barrientos et al.'s
+// setting: radii 1, 2, 3) or on vectors.
 //
-//   vsearch_metric_bench --words FILE [--nq 1000] [--bucket 32] [--seed 1] [--radii 1,2,3]
-//                        [--knn 10] [--alphas 0.3,0.4,0.5] [--gpu path/to/vsearch_cuda.so]
-//   vsearch_metric_bench --idx-base TRAIN.gz --idx-queries TEST.gz [--metric l2|l1] [--nq 200]
-//                        [--bucket 64]
-//   vsearch_metric_bench --synthetic N,DIM,CLUSTERS [--metric l2|l1] [--nq 200] [--bucket 64]
+//   vsearch_metric_bench --words FILE [--nq 10000] [--cpu-nq 1000] [--bucket 32] [--alpha 0.5]
+//                        [--seed 1] [--radii 1,2,3] [--knn 10] [--gpu path/to/vsearch_cuda.so]
+//                        [--limit N] [--repeat 3]
+//   vsearch_metric_bench --idx-base TRAIN.gz --idx-queries TEST.gz [--metric l2|l1] ...
+//   vsearch_metric_bench --synthetic N,DIM,CLUSTERS [--metric l2|l1] ...
 //
 // Words: one per line (UTF-8, decoded to code points; empty lines skipped), e.g. Debian's
-// wspanish (/usr/share/dict/spanish, 86 016 words).  Queries: a seeded sample of --nq words of
-// the list, each with one or two random edits (insertion, deletion or substitution at a random
-// position; the character drawn from the list's own characters; one edit for even query numbers,
-// two for odd).  Per radius: distance evaluations per query and queries per second of the LC
-// range search and of the brute force (both one thread, whole batch, answers compared: any
-// difference is an error), and the build's time and distance evaluations; then kNN (--knn k):
-// the LC's evaluations and QPS, answers checked against the brute force's k-th distance.
-// --gpu LIB: the same range queries as one batch through the CUDA List of Clusters search
-// (vsearch/lc_cuda.h, loaded from LIB): the batch's wall time (it uploads the list, counts,
-// writes and downloads the matches), its QPS, and every answer compared with the brute force's.
-// --idx-base / --idx-queries: vectors instead of words, from gzipped IDX image files (e.g.
-// Fashion-MNIST's train-images-idx3-ubyte.gz, 60 000 x 784, and the first --nq images of
-// t10k-images-idx3-ubyte.gz as queries; pixel values 0..255 as floats), under L2 or L1.  The
-// radii are calibrated to return about 0.01 %, 0.1 % and 1 % of the set: the median over the
-// queries of the distance to their (n/10^4)-th, (n/10^3)-th and (n/100)-th nearest row.  Per
-// radius: rows and LC distances per query, LC and brute-force QPS (one thread), answers compared.
-// --synthetic N,DIM,CLUSTERS: seeded clustered vectors instead (cluster centers N(0, 10^2) per
-// coordinate, rows and queries a center plus N(0, 1) noise), same report.
-// --alphas: the same range queries on SSS pivot tables (vsearch/sss.h) at each alpha (pivots,
-// table build seconds, distances per query including the pivots', QPS; answers compared with
-// the brute force's of the LC runs above).
+// wspanish (/usr/share/dict/spanish, 86 016 words; --limit N keeps the first N words).  Queries:
+// a seeded sample of --nq words of the list, each with one or two random edits (insertion,
+// deletion or substitution at a random position; the character drawn from the list's own
+// characters; one edit for even query numbers, two for odd).  Vectors: gzipped IDX image files
+// (Fashion-MNIST's train-images-idx3-ubyte.gz and the first --nq test images; pixels as floats)
+// or seeded clustered vectors (--synthetic: cluster centers N(0, 10^2) per coordinate, rows and
+// queries a center plus N(0, 1) noise), under L2 or L1, radii calibrated to return about 0.01 %,
+// 0.1 % and 1 % of the set (the median over the first 100 queries of the distance to their
+// (n/10^4)-th, (n/10^3)-th and (n/100)-th nearest row).
+//
+// Per radius, one line each:
+//   engine LC, SSS, brute   the whole batch of --nq queries as one call of vs_metric_index_range
+//                           on the engine context (with --gpu: the CUDA backend, which uploads the
+//                           queries, counts, writes and downloads the matches; the brute force is
+//                           a flat object, every object with the same Myers / exact-distance code
+//                           as the indexes), the median of --repeat calls after a warm-up;
+//   CPU LC, CPU brute       the host functions on one thread (vs_lc_range, as a backend searches
+//                           without the worker; vs_mspace_range) over the first --cpu-nq queries;
+// with distance evaluations per query (LC and SSS from the host functions' counts, which the GPU
+// kernels match up to one chunk of 128 centers; the brute force's is n), QPS and the ratios.  Every
+// answer is compared: engine LC, SSS and brute with each other on every query, and with the CPU
+// brute force on the --cpu-nq queries; any difference is an error (exit 1).  Then kNN (--knn k)
+// the same way.  Build: the LC and SSS builds on one thread (host functions), and the engine
+// objects' creation (the copy to the device).
 #include "vsearch/edit.h"
 #include "vsearch/lc.h"
+#include "vsearch/metric.h"
 #include "vsearch/sss.h"
-#include "vsearch/lc_cuda.h"
-
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -82,12 +87,15 @@ std::vector<uint32_t> decode(const std::string &s)
 struct Args
 {
     std::string words;
-    size_t nq = 1000;
-    size_t bucket = 32;
+    size_t nq = 10000;
+    size_t cpu_nq = 1000;
+    size_t bucket = 0; // 0: 32 for words, 64 for vectors
+    double alpha = 0.5;
     uint64_t seed = 1;
     std::vector<double> radii = {1, 2, 3};
     size_t knn = 10;
-    std::vector<double> alphas;
+    size_t limit = 0;
+    int repeat = 3;
     std::string gpu;
     std::string idx_base, idx_queries;
     size_t syn_n = 0, syn_dim = 0, syn_clusters = 0;
@@ -110,10 +118,18 @@ Args parse(int argc, char **argv)
             a.words = v;
         else if (k == "--nq")
             a.nq = std::strtoull(v, nullptr, 10);
+        else if (k == "--cpu-nq")
+            a.cpu_nq = std::strtoull(v, nullptr, 10);
         else if (k == "--bucket")
             a.bucket = std::strtoull(v, nullptr, 10);
+        else if (k == "--alpha")
+            a.alpha = std::strtod(v, nullptr);
         else if (k == "--seed")
             a.seed = std::strtoull(v, nullptr, 10);
+        else if (k == "--limit")
+            a.limit = std::strtoull(v, nullptr, 10);
+        else if (k == "--repeat")
+            a.repeat = std::max(1, std::atoi(v));
         else if (k == "--gpu")
             a.gpu = v;
         else if (k == "--synthetic")
@@ -133,14 +149,13 @@ Args parse(int argc, char **argv)
             a.metric = std::string(v) == "l1" ? VS_METRIC_L1 : VS_METRIC_L2;
         else if (k == "--knn")
             a.knn = std::strtoull(v, nullptr, 10);
-        else if (k == "--radii" || k == "--alphas")
+        else if (k == "--radii")
         {
-            std::vector<double> &list = k == "--radii" ? a.radii : a.alphas;
-            list.clear();
+            a.radii.clear();
             for (const char *p = v; *p;)
             {
                 char *end;
-                list.push_back(std::strtod(p, &end));
+                a.radii.push_back(std::strtod(p, &end));
                 if (end == p)
                     break;
                 p = *end == ',' ? end + 1 : end;
@@ -155,32 +170,67 @@ Args parse(int argc, char **argv)
     }
     if (a.words.empty() && a.idx_base.empty() && a.syn_n == 0)
     {
-        std::fprintf(stderr, "usage: %s --words FILE [--nq N] [--bucket K] [--seed S] "
-                             "[--radii 1,2,3] [--knn K]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s --words FILE | --idx-base F --idx-queries F | "
+                             "--synthetic N,DIM,CLUSTERS  [--nq N] [--cpu-nq N] [--bucket K] "
+                             "[--alpha A] [--radii 1,2,3] [--knn K] [--gpu LIB]\n",
+                     argv[0]);
         std::exit(2);
     }
+    if (a.nq == 0)
+        a.nq = 1;
+    a.cpu_nq = std::min(a.cpu_nq, a.nq);
     return a;
 }
 
-struct Gathered
+// A set of objects (strings or vectors) with its own arrays.
+struct Set
 {
+    vs_mspace_kind kind = VS_MSPACE_STRINGS;
+    vs_metric metric = VS_METRIC_L2;
+    size_t dim = 0;
     std::vector<uint32_t> chars;
     std::vector<uint64_t> offsets{0};
+    std::vector<float> vectors;
     std::vector<int64_t> ids;
-    vs_mspace space{};
-    void add(const uint32_t *c, size_t n, int64_t id)
+    void add_string(const uint32_t *c, size_t n, int64_t id)
     {
         chars.insert(chars.end(), c, c + n);
         offsets.push_back(chars.size());
         ids.push_back(id);
     }
-    void finish()
+    void add_vector(const float *v, int64_t id)
     {
-        space.kind = VS_MSPACE_STRINGS;
-        space.n = ids.size();
-        space.chars = chars.data();
-        space.offsets = offsets.data();
-        space.ids = ids.data();
+        vectors.insert(vectors.end(), v, v + dim);
+        ids.push_back(id);
+    }
+    void add(const vs_mobject &o, int64_t id)
+    {
+        if (kind == VS_MSPACE_STRINGS)
+            add_string(o.chars, o.len, id);
+        else
+            add_vector(o.vector, id);
+    }
+    // The first n objects as a space (n = SIZE_MAX: all).
+    vs_mspace space(size_t n = SIZE_MAX) const
+    {
+        vs_mspace s{};
+        s.kind = kind;
+        s.metric = metric;
+        s.dim = dim;
+        s.n = std::min(n, ids.size());
+        s.chars = chars.data();
+        s.offsets = offsets.data();
+        s.vectors = vectors.data();
+        s.ids = ids.data();
+        return s;
+    }
+    Set like() const
+    {
+        Set s;
+        s.kind = kind;
+        s.metric = metric;
+        s.dim = dim;
+        return s;
     }
 };
 
@@ -196,7 +246,9 @@ std::vector<float> read_idx(const std::string &path, size_t limit, size_t *n, si
         std::fprintf(stderr, "cannot read IDX images from %s\n", path.c_str());
         std::exit(1);
     }
-    auto be = [&](int o) { return (size_t(h[o]) << 24) | (size_t(h[o + 1]) << 16) | (size_t(h[o + 2]) << 8) | h[o + 3]; };
+    auto be = [&](int o) {
+        return (size_t(h[o]) << 24) | (size_t(h[o + 1]) << 16) | (size_t(h[o + 2]) << 8) | h[o + 3];
+    };
     size_t count = std::min(be(4), limit);
     *dim = be(8) * be(12);
     std::vector<unsigned char> buf(*dim);
@@ -212,7 +264,57 @@ std::vector<float> read_idx(const std::string &path, size_t limit, size_t *n, si
     return out;
 }
 
-int run_vectors(const Args &args)
+bool load_words(const Args &args, Set &all, Set &queries)
+{
+    std::ifstream in(args.words);
+    if (!in)
+    {
+        std::fprintf(stderr, "cannot read %s\n", args.words.c_str());
+        return false;
+    }
+    std::string line;
+    std::set<uint32_t> alphabet_set;
+    while (std::getline(in, line) && (args.limit == 0 || all.ids.size() < args.limit))
+    {
+        if (!line.empty() && line.back() == '\r')
+            line.pop_back();
+        if (line.empty())
+            continue;
+        std::vector<uint32_t> w = decode(line);
+        alphabet_set.insert(w.begin(), w.end());
+        all.add_string(w.data(), w.size(), static_cast<int64_t>(all.ids.size()));
+    }
+    if (all.ids.empty())
+        return false;
+    std::vector<uint32_t> alphabet(alphabet_set.begin(), alphabet_set.end());
+    const vs_mspace s = all.space();
+    std::mt19937_64 rng(args.seed * 7919 + 17);
+    for (size_t q = 0; q < args.nq; q++)
+    {
+        vs_mobject o = vs_mspace_object(&s, rng() % s.n);
+        std::vector<uint32_t> w(o.chars, o.chars + o.len);
+        int edits = q % 2 ? 2 : 1;
+        for (int e = 0; e < edits; e++)
+        {
+            int op = static_cast<int>(rng() % 3);
+            uint32_t c = alphabet[rng() % alphabet.size()];
+            if (op == 0 || w.empty())
+                w.insert(w.begin() + static_cast<long>(rng() % (w.size() + 1)), c);
+            else if (op == 1)
+                w.erase(w.begin() + static_cast<long>(rng() % w.size()));
+            else
+                w[rng() % w.size()] = c;
+        }
+        queries.add_string(w.data(), w.size(), static_cast<int64_t>(q));
+    }
+    std::printf("words %zu (%s), alphabet %zu code points, queries %zu (sampled words with one "
+                "edit (even) or two (odd), seed %llu)\n",
+                s.n, args.words.c_str(), alphabet.size(), args.nq,
+                static_cast<unsigned long long>(args.seed));
+    return true;
+}
+
+bool load_vectors(const Args &args, Set &all, Set &queries, std::vector<double> &radii)
 {
     size_t n = 0, dim = 0, nq = 0, qdim = 0;
     std::vector<float> base, qv;
@@ -240,129 +342,342 @@ int run_vectors(const Args &args)
     }
     else
     {
-        base = read_idx(args.idx_base, SIZE_MAX, &n, &dim);
+        base = read_idx(args.idx_base, args.limit ? args.limit : SIZE_MAX, &n, &dim);
         qv = read_idx(args.idx_queries, args.nq, &nq, &qdim);
     }
     if (qdim != dim || n == 0 || nq == 0)
     {
         std::fprintf(stderr, "dimensions differ or empty sets\n");
-        return 1;
+        return false;
     }
-    vs_mspace all{};
-    all.kind = VS_MSPACE_VECTORS;
-    all.metric = args.metric;
-    all.dim = dim;
-    all.n = n;
-    all.vectors = base.data();
-    std::printf("vectors %zu x %zu, %s, bucket %zu, queries %zu\n", n, dim,
-                args.metric == VS_METRIC_L2 ? "L2" : "L1", args.bucket, nq);
-    std::vector<size_t> centers(n), members(n), offsets(n + 1);
-    std::vector<double> radii(n);
-    size_t nc = 0;
-    uint64_t build_evals = 0;
-    auto t0 = Clock::now();
-    if (vs_lc_build(&all, args.bucket, args.seed, nullptr, nullptr, centers.data(), &nc,
-                    members.data(), offsets.data(), radii.data(), &build_evals) != VS_OK)
-        return 1;
-    std::printf("build: %.2f s, %zu centers, %.3g distance evaluations\n", seconds_since(t0), nc,
-                static_cast<double>(build_evals));
-    std::vector<float> cv, mv;
-    std::vector<int64_t> cid, mid;
-    for (size_t c = 0; c < nc; c++)
+    for (Set *s : {&all, &queries})
     {
-        cv.insert(cv.end(), base.begin() + centers[c] * dim, base.begin() + (centers[c] + 1) * dim);
-        cid.push_back(static_cast<int64_t>(centers[c]));
+        s->kind = VS_MSPACE_VECTORS;
+        s->metric = args.metric;
+        s->dim = dim;
     }
-    for (size_t m = 0; m < n - nc; m++)
-    {
-        mv.insert(mv.end(), base.begin() + members[m] * dim, base.begin() + (members[m] + 1) * dim);
-        mid.push_back(static_cast<int64_t>(members[m]));
-    }
-    std::vector<uint64_t> boff(offsets.begin(), offsets.begin() + nc + 1);
-    vs_lc lc{};
-    lc.centers = all;
-    lc.centers.n = nc;
-    lc.centers.vectors = cv.data();
-    lc.centers.ids = cid.data();
-    lc.members = all;
-    lc.members.n = n - nc;
-    lc.members.vectors = mv.data();
-    lc.members.ids = mid.data();
-    lc.radii = radii.data();
-    lc.bucket_offsets = boff.data();
-
+    for (size_t i = 0; i < n; i++)
+        all.add_vector(base.data() + i * dim, static_cast<int64_t>(i));
+    for (size_t i = 0; i < nq; i++)
+        queries.add_vector(qv.data() + i * dim, static_cast<int64_t>(i));
+    std::printf("vectors %zu x %zu, %s, queries %zu\n", n, dim,
+                args.metric == VS_METRIC_L2 ? "L2" : "L1", nq);
     // radii returning about 0.01 %, 0.1 % and 1 % of the set
-    std::vector<double> radius_of(3);
+    const vs_mspace s = all.space();
+    std::vector<std::vector<double>> kth(3);
+    size_t ks[3] = {std::max<size_t>(1, n / 10000), std::max<size_t>(1, n / 1000),
+                    std::max<size_t>(1, n / 100)};
+    for (size_t q = 0; q < std::min<size_t>(nq, 100); q++)
     {
-        std::vector<std::vector<double>> kth(3);
-        size_t ks[3] = {std::max<size_t>(1, n / 10000), std::max<size_t>(1, n / 1000),
-                        std::max<size_t>(1, n / 100)};
-        for (size_t q = 0; q < nq; q++)
+        vs_mobject o{qv.data() + q * dim, nullptr, dim};
+        std::vector<double> d(n);
+        for (size_t i = 0; i < n; i++)
         {
-            vs_mobject o{qv.data() + q * dim, nullptr, dim};
-            std::vector<double> d(n);
-            for (size_t i = 0; i < n; i++)
-            {
-                vs_mobject b = vs_mspace_object(&all, i);
-                d[i] = vs_mspace_distance(&all, &o, &b);
-            }
-            for (int j = 0; j < 3; j++)
-            {
-                std::nth_element(d.begin(), d.begin() + static_cast<long>(ks[j] - 1), d.end());
-                kth[j].push_back(d[ks[j] - 1]);
-            }
+            vs_mobject b = vs_mspace_object(&s, i);
+            d[i] = vs_mspace_distance(&s, &o, &b);
         }
         for (int j = 0; j < 3; j++)
         {
-            std::sort(kth[j].begin(), kth[j].end());
-            radius_of[j] = kth[j][kth[j].size() / 2];
+            std::nth_element(d.begin(), d.begin() + static_cast<long>(ks[j] - 1), d.end());
+            kth[j].push_back(d[ks[j] - 1]);
         }
     }
-    std::printf("%-10s %10s %12s %12s %12s %12s %10s\n", "radius", "share", "rows/query",
-                "lc evals/q", "lc QPS", "brute QPS", "speedup");
-    const char *share[3] = {"0.01%", "0.1%", "1%"};
+    radii.clear();
     for (int j = 0; j < 3; j++)
     {
-        double r = radius_of[j];
-        uint64_t evals = 0;
-        size_t hits_total = 0;
-        std::vector<std::vector<int64_t>> a(nq), b(nq);
-        auto t1 = Clock::now();
-        for (size_t q = 0; q < nq; q++)
+        std::sort(kth[j].begin(), kth[j].end());
+        radii.push_back(kth[j][kth[j].size() / 2]);
+    }
+    return true;
+}
+
+vs_context *make_context(const Args &args, std::string &name)
+{
+    vs_context_options o;
+    vs_context_options_init(&o);
+    o.backend = args.gpu.empty() ? VS_BACKEND_CPU : VS_BACKEND_CUDA;
+    o.cuda_library = args.gpu.empty() ? nullptr : args.gpu.c_str();
+    vs_context *ctx = nullptr;
+    char err[512] = {0};
+    if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
+    {
+        std::fprintf(stderr, "cannot create the engine context: %s\n", err);
+        return nullptr;
+    }
+    vs_context_info info{};
+    vs_context_get_info(ctx, &info);
+    name = info.device_name;
+    return ctx;
+}
+
+using Answer = std::vector<std::vector<int64_t>>; // ids per query, ascending
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// An engine batch call, timed: a warm-up on the first 100 queries, then the median of `repeat`.
+double timed(int repeat, const std::function<void(bool warmup)> &call)
+{
+    call(true);
+    std::vector<double> t;
+    for (int i = 0; i < repeat; i++)
+    {
+        auto t0 = Clock::now();
+        call(false);
+        t.push_back(seconds_since(t0));
+    }
+    return median(t);
+}
+
+int run(const Args &args, const Set &all, const Set &queries, const std::vector<double> &radii)
+{
+    const vs_mspace as = all.space();
+    const size_t n = as.n, nq = queries.ids.size(), cnq = std::min(args.cpu_nq, nq);
+    const vs_mspace qs = queries.space(), warm = queries.space(100), cq = queries.space(cnq);
+    const size_t bucket = args.bucket ? args.bucket : as.kind == VS_MSPACE_STRINGS ? 32 : 64;
+    std::string device;
+    vs_context *ctx = make_context(args, device);
+    if (!ctx)
+        return 1;
+
+    // builds (host, one thread)
+    std::vector<size_t> centers(n), members(n), offsets(n + 1);
+    std::vector<double> cradii(n);
+    size_t nc = 0;
+    uint64_t build_evals = 0;
+    auto t0 = Clock::now();
+    if (vs_lc_build(&as, bucket, args.seed, nullptr, nullptr, centers.data(), &nc, members.data(),
+                    offsets.data(), cradii.data(), &build_evals) != VS_OK)
+        return 1;
+    const double lc_build = seconds_since(t0);
+    Set cs = all.like(), ms = all.like();
+    for (size_t c = 0; c < nc; c++)
+        cs.add(vs_mspace_object(&as, centers[c]), as.ids[centers[c]]);
+    for (size_t m = 0; m < n - nc; m++)
+        ms.add(vs_mspace_object(&as, members[m]), as.ids[members[m]]);
+    std::vector<uint64_t> boff(offsets.begin(), offsets.begin() + nc + 1);
+    vs_lc lc{cs.space(), cradii.data(), boff.data(), ms.space()};
+
+    std::vector<size_t> piv(VS_SSS_MAX_PIVOTS);
+    size_t np = 0;
+    double diameter = 0;
+    t0 = Clock::now();
+    vs_sss_select(&as, args.alpha, piv.size(), piv.data(), &np, &diameter, nullptr);
+    Set ps = all.like();
+    for (size_t j = 0; j < np; j++)
+        ps.add(vs_mspace_object(&as, piv[j]), 0);
+    std::vector<float> table(std::max<size_t>(n * np, 1));
+    vs_mspace pspace = ps.space();
+    vs_sss_table(&pspace, &as, nullptr, nullptr, table.data(), nullptr);
+    const double sss_build = seconds_since(t0);
+    vs_sss sss{pspace, as, table.data()};
+
+    vs_metric_index *elc = nullptr, *esss = nullptr, *eflat = nullptr;
+    t0 = Clock::now();
+    vs_status st = vs_metric_index_lc(ctx, &lc, &elc);
+    const double lc_up = seconds_since(t0);
+    t0 = Clock::now();
+    if (st == VS_OK)
+        st = vs_metric_index_sss(ctx, &sss, &esss);
+    const double sss_up = seconds_since(t0);
+    if (st == VS_OK)
+        st = vs_metric_index_flat(ctx, &as, &eflat);
+    if (st != VS_OK)
+    {
+        std::fprintf(stderr, "engine objects: %s\n", vs_last_error(ctx));
+        return 1;
+    }
+    std::printf("engine: %s\n", device.c_str());
+    std::printf("build (host, one thread): LC bucket %zu: %.2f s, %zu centers, %.3g distances; "
+                "SSS alpha %.2f: %.2f s, %zu pivots (diameter estimate %.4g); copies to the "
+                "engine: LC %.3f s, SSS %.3f s\n",
+                bucket, lc_build, nc, static_cast<double>(build_evals), args.alpha, sss_build, np,
+                diameter, lc_up, sss_up);
+    std::printf("engine QPS: one call of %zu queries, median of %d after a warm-up; CPU QPS: one "
+                "thread over the first %zu queries\n\n",
+                nq, args.repeat, cnq);
+
+    int bad = 0;
+    auto engine_range = [&](vs_metric_index *idx, double r, Answer *out) {
+        return timed(args.repeat, [&](bool warmup) {
+            vs_range_result res{};
+            if (vs_metric_index_range(ctx, idx, warmup ? &warm : &qs, r, nullptr, nullptr, &res) !=
+                VS_OK)
+            {
+                std::fprintf(stderr, "engine range failed: %s\n", vs_last_error(ctx));
+                std::exit(1);
+            }
+            if (!warmup && out)
+            {
+                out->assign(nq, {});
+                for (size_t q = 0; q < nq; q++)
+                    (*out)[q].assign(res.ids + res.offsets[q], res.ids + res.offsets[q + 1]);
+            }
+            vs_range_result_free(&res);
+        });
+    };
+    auto host_range = [&](std::function<int(const vs_mobject &, vs_mhits *, uint64_t *)> f,
+                          uint64_t *evals, Answer *out) {
+        out->assign(cnq, {});
+        auto t = Clock::now();
+        for (size_t q = 0; q < cnq; q++)
         {
-            vs_mobject o{qv.data() + q * dim, nullptr, dim};
+            vs_mobject o = vs_mspace_object(&cq, q);
             vs_mhits h{};
-            vs_lc_range(&lc, &o, r, nullptr, nullptr, &h, &evals);
-            a[q].assign(h.ids, h.ids + h.n);
-            hits_total += h.n;
+            f(o, &h, evals);
+            (*out)[q].assign(h.ids, h.ids + h.n);
+            std::sort((*out)[q].begin(), (*out)[q].end());
             vs_mhits_free(&h);
         }
-        double lc_s = seconds_since(t1);
-        auto t2 = Clock::now();
-        for (size_t q = 0; q < nq; q++)
-        {
-            vs_mobject o{qv.data() + q * dim, nullptr, dim};
-            vs_mhits h{};
-            vs_mspace_range(&all, &o, r, &h, nullptr);
-            b[q].assign(h.ids, h.ids + h.n);
-            vs_mhits_free(&h);
-        }
-        double bf_s = seconds_since(t2);
-        for (size_t q = 0; q < nq; q++)
-        {
-            std::sort(a[q].begin(), a[q].end());
-            std::sort(b[q].begin(), b[q].end());
+        return seconds_since(t);
+    };
+    auto compare = [&](const Answer &a, const Answer &b, size_t count, const char *what,
+                       double r) {
+        for (size_t q = 0; q < count; q++)
             if (a[q] != b[q])
             {
-                std::fprintf(stderr, "MISMATCH at radius %g, query %zu\n", r, q);
-                return 1;
+                std::fprintf(stderr, "MISMATCH %s at radius %g, query %zu\n", what, r, q);
+                bad = 1;
+                return;
+            }
+    };
+
+    std::printf("%-7s %9s %10s %10s | %11s %11s %11s %11s %11s | %9s %9s %9s %9s %9s\n",
+                "radius", "rows/q", "LC dist/q", "SSS dist/q", "eng LC", "eng SSS", "eng brute",
+                "CPU LC", "CPU brute", "engLC/CB", "engLC/EB", "engSSS/EB", "engSSS/CB",
+                "CPU LC/CB");
+    for (double r : radii)
+    {
+        Answer glc, gsss, gflat, clc, cbf, csss;
+        const double t_lc = engine_range(elc, r, &glc);
+        const double t_sss = engine_range(esss, r, &gsss);
+        const double t_flat = engine_range(eflat, r, &gflat);
+        uint64_t lc_evals = 0, sss_evals = 0, bf_evals = 0;
+        const double c_lc = host_range(
+            [&](const vs_mobject &o, vs_mhits *h, uint64_t *e) {
+                return vs_lc_range(&lc, &o, r, nullptr, nullptr, h, e);
+            },
+            &lc_evals, &clc);
+        const double c_bf = host_range(
+            [&](const vs_mobject &o, vs_mhits *h, uint64_t *e) {
+                return vs_mspace_range(&as, &o, r, h, e);
+            },
+            &bf_evals, &cbf);
+        host_range(
+            [&](const vs_mobject &o, vs_mhits *h, uint64_t *e) {
+                return vs_sss_range(&sss, &o, r, nullptr, nullptr, h, e);
+            },
+            &sss_evals, &csss);
+        compare(glc, gflat, nq, "engine LC / engine brute", r);
+        compare(gsss, gflat, nq, "engine SSS / engine brute", r);
+        compare(gflat, cbf, cnq, "engine brute / CPU brute", r);
+        compare(clc, cbf, cnq, "CPU LC / CPU brute", r);
+        compare(csss, cbf, cnq, "CPU SSS / CPU brute", r);
+        size_t rows = 0;
+        for (const auto &a : gflat)
+            rows += a.size();
+        const double q_lc = nq / t_lc, q_sss = nq / t_sss, q_flat = nq / t_flat,
+                     q_clc = cnq / c_lc, q_cbf = cnq / c_bf;
+        std::printf("%-7.4g %9.2f %10.0f %10.0f | %11.0f %11.0f %11.0f %11.0f %11.0f | %8.1fx "
+                    "%8.2fx %8.2fx %8.1fx %8.1fx\n",
+                    r, static_cast<double>(rows) / nq, static_cast<double>(lc_evals) / cnq,
+                    static_cast<double>(sss_evals) / cnq, q_lc, q_sss, q_flat, q_clc, q_cbf,
+                    q_lc / q_cbf, q_lc / q_flat, q_sss / q_flat, q_sss / q_cbf, q_clc / q_cbf);
+    }
+
+    if (args.knn > 0)
+    {
+        const size_t k = args.knn;
+        std::vector<int64_t> ids(nq * k), counts(nq);
+        std::vector<float> d(nq * k);
+        auto engine_knn = [&](vs_metric_index *idx, std::vector<std::vector<float>> *out) {
+            return timed(args.repeat, [&](bool warmup) {
+                if (vs_metric_index_knn(ctx, idx, warmup ? &warm : &qs, k, ids.data(), d.data(),
+                                        counts.data()) != VS_OK)
+                {
+                    std::fprintf(stderr, "engine kNN failed: %s\n", vs_last_error(ctx));
+                    std::exit(1);
+                }
+                if (!warmup)
+                {
+                    out->assign(nq, {});
+                    for (size_t q = 0; q < nq; q++)
+                        (*out)[q].assign(d.begin() + q * k, d.begin() + q * k + counts[q]);
+                }
+            });
+        };
+        std::vector<std::vector<float>> glc, gsss, gflat;
+        std::vector<std::vector<int64_t>> idlc(nq), idflat(nq);
+        const double t_lc = engine_knn(elc, &glc);
+        for (size_t q = 0; q < nq; q++)
+            idlc[q].assign(ids.begin() + q * k, ids.begin() + q * k + counts[q]);
+        const double t_sss = engine_knn(esss, &gsss);
+        const double t_flat = engine_knn(eflat, &gflat);
+        for (size_t q = 0; q < nq; q++)
+            idflat[q].assign(ids.begin() + q * k, ids.begin() + q * k + counts[q]);
+        if (glc != gflat || gsss != gflat || idlc != idflat)
+        {
+            std::fprintf(stderr, "kNN MISMATCH between the engine's LC, SSS and brute force\n");
+            bad = 1;
+        }
+        uint64_t lc_evals = 0, sss_evals = 0;
+        std::vector<int64_t> hid(k);
+        std::vector<double> hd(k);
+        auto t1 = Clock::now();
+        for (size_t q = 0; q < cnq; q++)
+        {
+            vs_mobject o = vs_mspace_object(&cq, q);
+            size_t count = 0;
+            vs_lc_knn(&lc, &o, k, nullptr, nullptr, hid.data(), hd.data(), &count, &lc_evals);
+            std::vector<int64_t> got(hid.begin(), hid.begin() + static_cast<long>(count));
+            if (got != idflat[q])
+            {
+                std::fprintf(stderr, "kNN MISMATCH CPU LC / engine at query %zu\n", q);
+                bad = 1;
             }
         }
-        std::printf("%-10.1f %10s %12.1f %12.0f %12.0f %12.0f %9.2fx\n", r, share[j],
-                    static_cast<double>(hits_total) / nq, static_cast<double>(evals) / nq,
-                    nq / lc_s, nq / bf_s, bf_s / lc_s);
+        const double c_lc = seconds_since(t1);
+        for (size_t q = 0; q < cnq; q++)
+        {
+            vs_mobject o = vs_mspace_object(&cq, q);
+            size_t count = 0;
+            vs_sss_knn(&sss, &o, k, nullptr, nullptr, hid.data(), hd.data(), &count, &sss_evals);
+        }
+        // the single-thread brute force: every distance, a bounded top k
+        t1 = Clock::now();
+        for (size_t q = 0; q < cnq; q++)
+        {
+            vs_mobject o = vs_mspace_object(&cq, q);
+            std::vector<std::pair<double, int64_t>> best;
+            for (size_t i = 0; i < n; i++)
+            {
+                vs_mobject b = vs_mspace_object(&as, i);
+                best.emplace_back(vs_mspace_distance(&as, &o, &b), as.ids[i]);
+            }
+            std::partial_sort(best.begin(), best.begin() + static_cast<long>(std::min(k, n)),
+                              best.end());
+        }
+        const double c_bf = seconds_since(t1);
+        const double q_lc = nq / t_lc, q_sss = nq / t_sss, q_flat = nq / t_flat,
+                     q_clc = cnq / c_lc, q_cbf = cnq / c_bf;
+        std::printf("%-7s %9zu %10.0f %10.0f | %11.0f %11.0f %11.0f %11.0f %11.0f | %8.1fx "
+                    "%8.2fx %8.2fx %8.1fx %8.1fx\n",
+                    ("knn" + std::to_string(k)).c_str(), k, static_cast<double>(lc_evals) / cnq,
+                    static_cast<double>(sss_evals) / cnq, q_lc, q_sss, q_flat, q_clc, q_cbf,
+                    q_lc / q_cbf, q_lc / q_flat, q_sss / q_flat, q_sss / q_cbf, q_clc / q_cbf);
     }
-    return 0;
+    std::printf("\ncolumns: engLC/CB = engine LC over the CPU brute force, engLC/EB = engine LC "
+                "over the engine brute force, likewise SSS; CPU LC/CB = the CPU path over the CPU "
+                "brute force\n%s\n",
+                bad ? "ANSWERS DIFFER" : "every answer equal");
+    vs_metric_index_destroy(ctx, elc);
+    vs_metric_index_destroy(ctx, esss);
+    vs_metric_index_destroy(ctx, eflat);
+    vs_context_destroy(ctx);
+    return bad;
 }
 
 } // namespace
@@ -370,262 +685,14 @@ int run_vectors(const Args &args)
 int main(int argc, char **argv)
 {
     Args args = parse(argc, argv);
+    Set all, queries;
+    std::vector<double> radii = args.radii;
     if (!args.idx_base.empty() || args.syn_n > 0)
-        return run_vectors(args);
-    std::ifstream in(args.words);
-    if (!in)
     {
-        std::fprintf(stderr, "cannot read %s\n", args.words.c_str());
-        return 1;
-    }
-    Gathered all;
-    std::string line;
-    std::set<uint32_t> alphabet_set;
-    while (std::getline(in, line))
-    {
-        if (!line.empty() && line.back() == '\r')
-            line.pop_back();
-        if (line.empty())
-            continue;
-        std::vector<uint32_t> w = decode(line);
-        alphabet_set.insert(w.begin(), w.end());
-        all.add(w.data(), w.size(), static_cast<int64_t>(all.ids.size()));
-    }
-    all.finish();
-    std::vector<uint32_t> alphabet(alphabet_set.begin(), alphabet_set.end());
-    size_t n = all.space.n;
-    std::printf("words %zu, alphabet %zu code points, bucket %zu, seed %llu, queries %zu\n", n,
-                alphabet.size(), args.bucket, static_cast<unsigned long long>(args.seed), args.nq);
-
-    // queries: sampled words with one or two random edits
-    std::mt19937_64 rng(args.seed * 7919 + 17);
-    std::vector<std::vector<uint32_t>> queries(args.nq);
-    for (size_t q = 0; q < args.nq; q++)
-    {
-        vs_mobject o = vs_mspace_object(&all.space, rng() % n);
-        std::vector<uint32_t> w(o.chars, o.chars + o.len);
-        int edits = q % 2 ? 2 : 1;
-        for (int e = 0; e < edits; e++)
-        {
-            int op = static_cast<int>(rng() % 3);
-            uint32_t c = alphabet[rng() % alphabet.size()];
-            if (op == 0 || w.empty())
-                w.insert(w.begin() + static_cast<long>(rng() % (w.size() + 1)), c);
-            else if (op == 1)
-                w.erase(w.begin() + static_cast<long>(rng() % w.size()));
-            else
-                w[rng() % w.size()] = c;
-        }
-        queries[q] = w;
-    }
-
-    // build
-    std::vector<size_t> centers(n), members(n), offsets(n + 1);
-    std::vector<double> radii(n);
-    size_t nc = 0;
-    uint64_t build_evals = 0;
-    auto t0 = Clock::now();
-    int st = vs_lc_build(&all.space, args.bucket, args.seed, nullptr, nullptr, centers.data(), &nc,
-                         members.data(), offsets.data(), radii.data(), &build_evals);
-    double build_s = seconds_since(t0);
-    if (st != VS_OK)
-    {
-        std::fprintf(stderr, "build failed: %d\n", st);
-        return 1;
-    }
-    std::printf("build: %.2f s, %zu centers, %.3g distance evaluations\n", build_s, nc,
-                static_cast<double>(build_evals));
-    Gathered cg, mg;
-    for (size_t c = 0; c < nc; c++)
-    {
-        vs_mobject o = vs_mspace_object(&all.space, centers[c]);
-        cg.add(o.chars, o.len, all.ids[centers[c]]);
-    }
-    for (size_t m = 0; m < n - nc; m++)
-    {
-        vs_mobject o = vs_mspace_object(&all.space, members[m]);
-        mg.add(o.chars, o.len, all.ids[members[m]]);
-    }
-    cg.finish();
-    mg.finish();
-    std::vector<uint64_t> boff(offsets.begin(), offsets.begin() + nc + 1);
-    vs_lc lc{};
-    lc.centers = cg.space;
-    lc.radii = radii.data();
-    lc.bucket_offsets = boff.data();
-    lc.members = mg.space;
-
-    vs_cuda_lc_range_fn gpu = nullptr;
-    if (!args.gpu.empty())
-    {
-        void *lib = dlopen(args.gpu.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (lib == nullptr || (gpu = reinterpret_cast<vs_cuda_lc_range_fn>(
-                                   dlsym(lib, VS_CUDA_LC_RANGE_SYMBOL))) == nullptr)
-        {
-            std::fprintf(stderr, "cannot load %s from %s\n", VS_CUDA_LC_RANGE_SYMBOL,
-                         args.gpu.c_str());
+        if (!load_vectors(args, all, queries, radii))
             return 1;
-        }
     }
-    Gathered qg;
-    for (size_t q = 0; q < args.nq; q++)
-        qg.add(queries[q].data(), queries[q].size(), static_cast<int64_t>(q));
-    qg.finish();
-    std::vector<std::vector<std::vector<int64_t>>> truth;
-    std::printf("%-8s %12s %12s %12s %12s %10s %10s\n", "radius", "hits/query", "lc evals/q",
-                "lc QPS", "brute QPS", "speedup", "eval frac");
-    for (double r : args.radii)
-    {
-        uint64_t lc_evals = 0, bf_evals = 0;
-        size_t hits_total = 0;
-        std::vector<std::vector<int64_t>> lc_ids(args.nq), bf_ids(args.nq);
-        auto t1 = Clock::now();
-        for (size_t q = 0; q < args.nq; q++)
-        {
-            vs_mobject o{nullptr, queries[q].data(), queries[q].size()};
-            vs_mhits h{};
-            vs_lc_range(&lc, &o, r, nullptr, nullptr, &h, &lc_evals);
-            lc_ids[q].assign(h.ids, h.ids + h.n);
-            hits_total += h.n;
-            vs_mhits_free(&h);
-        }
-        double lc_s = seconds_since(t1);
-        auto t2 = Clock::now();
-        for (size_t q = 0; q < args.nq; q++)
-        {
-            vs_mobject o{nullptr, queries[q].data(), queries[q].size()};
-            vs_mhits h{};
-            vs_mspace_range(&all.space, &o, r, &h, &bf_evals);
-            bf_ids[q].assign(h.ids, h.ids + h.n);
-            vs_mhits_free(&h);
-        }
-        double bf_s = seconds_since(t2);
-        for (size_t q = 0; q < args.nq; q++)
-        {
-            std::sort(lc_ids[q].begin(), lc_ids[q].end());
-            std::sort(bf_ids[q].begin(), bf_ids[q].end());
-            if (lc_ids[q] != bf_ids[q])
-            {
-                std::fprintf(stderr, "MISMATCH at radius %g, query %zu\n", r, q);
-                return 1;
-            }
-        }
-        truth.push_back(bf_ids);
-        if (gpu != nullptr)
-        {
-            std::vector<uint64_t> off(args.nq + 1);
-            int64_t *gids = nullptr;
-            double *gd = nullptr;
-            char err[256] = {0};
-            auto t3 = Clock::now();
-            int gst = gpu(&lc, &qg.space, r, off.data(), &gids, &gd, err, sizeof err);
-            double g_s = seconds_since(t3);
-            if (gst != VS_OK)
-            {
-                std::fprintf(stderr, "GPU range failed: %d %s\n", gst, err);
-                return 1;
-            }
-            for (size_t q = 0; q < args.nq; q++)
-            {
-                std::vector<int64_t> got(gids + off[q], gids + off[q + 1]);
-                std::sort(got.begin(), got.end());
-                if (got != bf_ids[q])
-                {
-                    std::fprintf(stderr, "GPU MISMATCH at radius %g, query %zu\n", r, q);
-                    return 1;
-                }
-            }
-            std::free(gids);
-            std::free(gd);
-            std::printf("  gpu batch: %.1f ms, %.0f QPS (%.1fx the brute force), answers equal\n",
-                        g_s * 1e3, args.nq / g_s, bf_s / g_s);
-        }
-        std::printf("%-8g %12.2f %12.0f %12.0f %12.0f %9.1fx %9.3f\n", r,
-                    static_cast<double>(hits_total) / args.nq,
-                    static_cast<double>(lc_evals) / args.nq, args.nq / lc_s, args.nq / bf_s,
-                    bf_s / lc_s, static_cast<double>(lc_evals) / static_cast<double>(bf_evals));
-    }
-
-    for (double alpha : args.alphas)
-    {
-        std::vector<size_t> piv(VS_SSS_MAX_PIVOTS);
-        size_t np = 0;
-        double diameter = 0;
-        auto t1 = Clock::now();
-        vs_sss_select(&all.space, alpha, piv.size(), piv.data(), &np, &diameter, nullptr);
-        Gathered pg;
-        for (size_t j = 0; j < np; j++)
-        {
-            vs_mobject o = vs_mspace_object(&all.space, piv[j]);
-            pg.add(o.chars, o.len, 0);
-        }
-        pg.finish();
-        std::vector<float> table(n * np);
-        vs_sss_table(&pg.space, &all.space, nullptr, nullptr, table.data(), nullptr);
-        double build_s = seconds_since(t1);
-        vs_sss sss{pg.space, all.space, table.data()};
-        std::printf("sss alpha %.2f: %zu pivots (diameter %.0f), build %.2f s\n", alpha, np,
-                    diameter, build_s);
-        for (size_t ri = 0; ri < args.radii.size(); ri++)
-        {
-            double r = args.radii[ri];
-            uint64_t evals = 0;
-            auto t2 = Clock::now();
-            for (size_t q = 0; q < args.nq; q++)
-            {
-                vs_mobject o{nullptr, queries[q].data(), queries[q].size()};
-                vs_mhits h{};
-                vs_sss_range(&sss, &o, r, nullptr, nullptr, &h, &evals);
-                std::vector<int64_t> got(h.ids, h.ids + h.n);
-                vs_mhits_free(&h);
-                std::sort(got.begin(), got.end());
-                if (got != truth[ri][q])
-                {
-                    std::fprintf(stderr, "SSS MISMATCH at radius %g, query %zu\n", r, q);
-                    return 1;
-                }
-            }
-            double s2 = seconds_since(t2);
-            std::printf("  radius %g: %.0f evals/query, %.0f QPS\n", r,
-                        static_cast<double>(evals) / args.nq, args.nq / s2);
-        }
-    }
-
-    if (args.knn > 0)
-    {
-        uint64_t evals = 0;
-        std::vector<int64_t> ids(args.knn);
-        std::vector<double> dist(args.knn);
-        std::vector<std::vector<double>> got(args.nq);
-        auto t1 = Clock::now();
-        for (size_t q = 0; q < args.nq; q++)
-        {
-            vs_mobject o{nullptr, queries[q].data(), queries[q].size()};
-            size_t count = 0;
-            vs_lc_knn(&lc, &o, args.knn, nullptr, nullptr, ids.data(), dist.data(), &count, &evals);
-            got[q].assign(dist.begin(), dist.begin() + static_cast<long>(count));
-        }
-        double s = seconds_since(t1);
-        // check against brute force distances (first 100 queries)
-        for (size_t q = 0; q < std::min<size_t>(args.nq, 100); q++)
-        {
-            std::vector<double> d(n);
-            for (size_t i = 0; i < n; i++)
-            {
-                vs_mobject a{nullptr, queries[q].data(), queries[q].size()};
-                vs_mobject b = vs_mspace_object(&all.space, i);
-                d[i] = vs_mspace_distance(&all.space, &a, &b);
-            }
-            std::partial_sort(d.begin(), d.begin() + static_cast<long>(args.knn), d.end());
-            d.resize(args.knn);
-            if (d != got[q])
-            {
-                std::fprintf(stderr, "kNN MISMATCH at query %zu\n", q);
-                return 1;
-            }
-        }
-        std::printf("knn k=%zu: %.0f evals/query, %.0f QPS (first 100 checked against brute force)\n",
-                    args.knn, static_cast<double>(evals) / args.nq, args.nq / s);
-    }
-    return 0;
+    else if (!load_words(args, all, queries))
+        return 1;
+    return run(args, all, queries, radii);
 }

@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "cpu/cpu_graph.h"
+#include "cpu/cpu_metric.h"
 #include "cpu/cpu_ivfpq.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
@@ -133,6 +134,7 @@ public:
             threads_ = 1;
         ivfpq_ = make_cpu_ivfpq(cfg_, threads_);
         graph_ = make_cpu_graph(cfg_, threads_);
+        metric_ = make_cpu_metric(cfg_, threads_);
     }
 
     vs_backend_kind kind() const noexcept override { return VS_BACKEND_CPU; }
@@ -262,6 +264,7 @@ public:
 
     IvfpqBackend *ivfpq() noexcept override { return ivfpq_.get(); }
     GraphBackend *graph() noexcept override { return graph_.get(); }
+    MetricBackend *metric() noexcept override { return metric_.get(); }
 
 private:
     // ---- kNN ------------------------------------------------------------------------------
@@ -566,6 +569,7 @@ private:
     int threads_;
     std::unique_ptr<IvfpqBackend> ivfpq_; // cpu_ivfpq.cpp
     std::unique_ptr<GraphBackend> graph_; // cpu_graph.cpp
+    std::unique_ptr<MetricBackend> metric_; // cpu_metric.cpp
 };
 
 } // namespace

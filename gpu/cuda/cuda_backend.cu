@@ -7,13 +7,14 @@
 //   range             range.cu (subsets.cu for candidate subsets)
 //   k-means           kmeans.cu
 //   index families    their own files, returned by the accessors: IVF-PQ (ivfpq_cuda.cu),
-//                     graphs (graph_cuda.cu)
+//                     graphs (graph_cuda.cu), metric-space indexes (metric_cuda.cu)
 // Kernels are in impl/ (impl/kernels.cuh), device utilities in utils/.  The library exports one
-// symbol, vs_cuda_backend_v5 (exports.map), which creates a backend.
+// symbol, vs_cuda_backend_v6 (exports.map), which creates a backend.
 #include "cuda/dataset.cuh"
 #include "cuda/device_context.cuh"
 #include "cuda/graph_cuda.cuh"
 #include "cuda/ivfpq_cuda.cuh"
+#include "cuda/metric_cuda.cuh"
 #include "cuda/pipelines.cuh"
 #include "engine/backend.h"
 
@@ -32,7 +33,8 @@ class CudaBackend final : public Backend
 {
 public:
     explicit CudaBackend(const BackendConfig &cfg)
-        : dev_(cfg), ivfpq_(make_cuda_ivfpq(dev_)), graph_(make_cuda_graph(dev_))
+        : dev_(cfg), ivfpq_(make_cuda_ivfpq(dev_)), graph_(make_cuda_graph(dev_)),
+          metric_(make_cuda_metric(dev_))
     {
     }
 
@@ -106,18 +108,20 @@ public:
 
     IvfpqBackend *ivfpq() noexcept override { return ivfpq_.get(); }
     GraphBackend *graph() noexcept override { return graph_.get(); }
+    MetricBackend *metric() noexcept override { return metric_.get(); }
 
 private:
     DeviceContext dev_;
     std::unique_ptr<IvfpqBackend> ivfpq_; // ivfpq_cuda.cu
     std::unique_ptr<GraphBackend> graph_; // graph_cuda.cu
+    std::unique_ptr<MetricBackend> metric_; // metric_cuda.cu
 };
 
 } // namespace
 } // namespace vs::cuda
 
 extern "C" __attribute__((visibility("default"))) vs::Backend *
-vs_cuda_backend_v5(const vs::BackendConfig *config, char *err, size_t errlen)
+vs_cuda_backend_v6(const vs::BackendConfig *config, char *err, size_t errlen)
 {
     auto say = [&](const std::string &m) {
         if (err && errlen)

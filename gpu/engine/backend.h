@@ -1,6 +1,6 @@
 // The C++ interface behind engine.h: one abstract Backend with a CPU implementation (gpu/cpu/,
 // linked into the engine) and a CUDA implementation (gpu/cuda/, in vsearch_cuda.so, obtained
-// through the exported C function vs_cuda_backend_v5 after dlopen).
+// through the exported C function vs_cuda_backend_v6 after dlopen).
 //
 // Backend is the core: datasets, exact kNN / range search and k-means.  Each index family has an
 // abstract interface of its own in its own header (engine/ivfpq_backend.h: IvfpqBackend and its
@@ -114,6 +114,7 @@ protected:
 // The index families (their own headers); a backend returns each from its accessor below.
 class IvfpqBackend;
 class GraphBackend;
+class MetricBackend;
 
 class Backend
 {
@@ -142,6 +143,7 @@ public:
     // deleted by the caller), or null where this backend does not implement the family.
     virtual IvfpqBackend *ivfpq() noexcept = 0; // engine/ivfpq_backend.h
     virtual GraphBackend *graph() noexcept = 0; // engine/graph_backend.h
+    virtual MetricBackend *metric() noexcept = 0; // engine/metric_backend.h
 };
 
 } // namespace vs
@@ -150,8 +152,9 @@ public:
 // with a message in err (no device, driver too old, ...).
 extern "C" typedef vs::Backend *(*vs_cuda_backend_fn)(const vs::BackendConfig *config, char *err,
                                                       size_t errlen);
-// v4: the graph family (v3: index families behind accessors; v2: the IVF-PQ virtuals in Backend
-// itself); a library of another version is refused rather than misused.
-#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v5"
+// v6: the metric-space family (v5: the graph family's build edges; v4: the graph family; v3: index
+// families behind accessors; v2: the IVF-PQ virtuals in Backend itself); a library of another
+// version is refused rather than misused.
+#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v6"
 
 #endif

@@ -4,6 +4,7 @@
 #include "engine/multi_backend.h"
 
 #include "engine/graph_backend.h"
+#include "engine/metric_backend.h"
 #include "engine/ivfpq_backend.h"
 
 #include <algorithm>
@@ -293,13 +294,57 @@ private:
     MultiBackendImpl &b_;
 };
 
+// ---- metric-space indexes: each object whole on one device ------------------------------------
+
+class MultiMetric final : public MetricIndex
+{
+public:
+    ~MultiMetric() override;
+    MultiBackendImpl *owner = nullptr;
+    int dev = 0;
+    MetricIndex *inner = nullptr; // owned; deleted on its device's thread
+    void sync()
+    {
+        type_ = inner->type();
+        kind_ = inner->kind();
+        metric_ = inner->metric();
+        dim_ = inner->dim();
+        size_ = inner->size();
+    }
+};
+
+const MultiMetric &as_multi_metric(const MetricIndex *m)
+{
+    auto *mm = dynamic_cast<const MultiMetric *>(m);
+    if (!mm)
+        throw Error(VS_INVALID_ARGUMENT, "metric index belongs to another backend");
+    return *mm;
+}
+
+class MultiMetricBackend final : public MetricBackend
+{
+public:
+    explicit MultiMetricBackend(MultiBackendImpl &b) : b_(b) {}
+    Status create_list(const vs_lc &lc, MetricIndex **out) noexcept override;
+    Status create_pivots(const vs_sss &sss, MetricIndex **out) noexcept override;
+    Status create_flat(const vs_mspace &objects, MetricIndex **out) noexcept override;
+    Status knn(const MetricIndex *index, const vs_mspace &queries, size_t k, int64_t *out_ids,
+               float *out_dists, int64_t *out_counts) noexcept override;
+    Status range(const MetricIndex *index, const vs_mspace &queries, double radius,
+                 RangeCollector *collector) noexcept override;
+
+private:
+    template <typename Make> Status create(MetricIndex **out, Make &&make) noexcept;
+    MultiBackendImpl &b_;
+};
+
 // ---- the backend ----------------------------------------------------------------------------
 
 class MultiBackendImpl final : public MultiBackend
 {
 public:
     MultiBackendImpl(const BackendConfig &base, const MultiConfig &mc)
-        : base_(base), mc_(mc), ivfpq_(*this), graph_(*this)
+        : base_(base), mc_(mc), ivfpq_(*this), graph_(*this), metric_(*this)
     {
         if (mc_.shard_min_bytes == 0)
             mc_.shard_min_bytes = size_t{1} << 30;
@@ -653,6 +698,14 @@ public:
         return &graph_;
     }
 
+    MetricBackend *metric() noexcept override
+    {
+        for (const Device &d : devs_)
+            if (d.backend && !d.backend->metric())
+                return nullptr;
+        return &metric_;
+    }
+
     // ---- shared with MultiIvfpqBackend and MultiGraphBackend ----
 
     // Runs f on device i's thread and waits, polling the caller's cancel callback meanwhile.
@@ -911,6 +964,13 @@ public:
         on_thread(d, [inner] { delete inner; });
         m.inner = nullptr;
     }
+    void metric_destroyed(MultiMetric &m)
+    {
+        size_t d = static_cast<size_t>(m.dev);
+        MetricIndex *inner = m.inner;
+        on_thread(d, [inner] { delete inner; });
+        m.inner = nullptr;
+    }
 
 private:
     static constexpr size_t kSplitMin = 256; // fewer queries: one device reads the data once
@@ -919,6 +979,7 @@ private:
     CancelState cancel_;
     MultiIvfpqBackend ivfpq_;
     MultiGraphBackend graph_;
+    MultiMetricBackend metric_;
     size_t next_ = 0;
 };
 
@@ -1057,6 +1118,94 @@ Status MultiGraphBackend::search(const Graph *g, const vs_graph_search_params &p
         });
         if (!st.ok())
             throw Error(st.code, st.message);
+    });
+}
+
+// ---- MultiMetricBackend ---------------------------------------------------------------------
+
+MultiMetric::~MultiMetric()
+{
+    if (owner)
+        owner->metric_destroyed(*this);
+}
+
+template <typename Make> Status MultiMetricBackend::create(MetricIndex **out, Make &&make) noexcept
+{
+    return guarded([&] {
+        size_t d = b_.least_used();
+        std::unique_ptr<MultiMetric> m(new MultiMetric);
+        m->dev = static_cast<int>(d);
+        Status st = b_.call(d, [&] { return make(b_.devs_[d].backend->metric(), &m->inner); });
+        if (!st.ok())
+            throw Error(st.code, st.message);
+        m->sync();
+        m->owner = &b_;
+        *out = m.release();
+    });
+}
+
+Status MultiMetricBackend::create_list(const vs_lc &lc, MetricIndex **out) noexcept
+{
+    return create(out, [&](MetricBackend *mb, MetricIndex **o) { return mb->create_list(lc, o); });
+}
+
+Status MultiMetricBackend::create_pivots(const vs_sss &sss, MetricIndex **out) noexcept
+{
+    return create(out,
+                  [&](MetricBackend *mb, MetricIndex **o) { return mb->create_pivots(sss, o); });
+}
+
+Status MultiMetricBackend::create_flat(const vs_mspace &objects, MetricIndex **out) noexcept
+{
+    return create(out,
+                  [&](MetricBackend *mb, MetricIndex **o) { return mb->create_flat(objects, o); });
+}
+
+Status MultiMetricBackend::knn(const MetricIndex *index, const vs_mspace &queries, size_t k,
+                               int64_t *out_ids, float *out_dists, int64_t *out_counts) noexcept
+{
+    return guarded([&] {
+        const MultiMetric &m = as_multi_metric(index);
+        size_t d = static_cast<size_t>(m.dev);
+        b_.check_device(d);
+        Status st = b_.call(d, [&] {
+            return b_.devs_[d].backend->metric()->knn(m.inner, queries, k, out_ids, out_dists,
+                                                      out_counts);
+        });
+        if (!st.ok())
+            throw Error(st.code, st.message);
+    });
+}
+
+// The device's matches are collected on its thread and delivered from the caller's.
+Status MultiMetricBackend::range(const MetricIndex *index, const vs_mspace &queries,
+                                 double radius, RangeCollector *collector) noexcept
+{
+    return guarded([&] {
+        const MultiMetric &m = as_multi_metric(index);
+        size_t d = static_cast<size_t>(m.dev);
+        b_.check_device(d);
+        struct Buffer final : RangeCollector
+        {
+            std::vector<int64_t> counts, ids;
+            std::vector<float> dists;
+            void add(size_t, size_t nq, const int64_t *c, const int64_t *i,
+                     const float *ds) override
+            {
+                size_t total = 0;
+                for (size_t q = 0; q < nq; q++)
+                    total += static_cast<size_t>(c[q]);
+                counts.insert(counts.end(), c, c + nq);
+                ids.insert(ids.end(), i, i + total);
+                dists.insert(dists.end(), ds, ds + total);
+            }
+        } buf;
+        Status st = b_.call(d, [&] {
+            return b_.devs_[d].backend->metric()->range(m.inner, queries, radius, &buf);
+        });
+        if (!st.ok())
+            throw Error(st.code, st.message);
+        collector->add(0, queries.n, buf.counts.data(), buf.ids.data(), buf.dists.data());
     });
 }
 

@@ -1,0 +1,947 @@
+// Metric-space indexes on the CUDA backend (vsearch/metric.h; the reference is the host functions
+// of gpu/cpu/lc.cpp, sss.cpp).  One thread block of kBlock threads per query (Barrientos et al.'s
+// Algorithm 1), with shared memory that does not grow with the index:
+//
+//   List of Clusters  the centers in chunks of kBlock in creation order: their distances (a thread
+//                     per center for strings, a warp per center for vectors), the centers within
+//                     the radius, the chunk's first containing center (d < r_c - r, which ends
+//                     the scan), then the buckets within r_c + r of the chunk's centers up to that
+//                     one, flattened into one list that the block scans in tiles of kBlock
+//                     members (a bucket of 32 words does not leave 96 threads idle);
+//   SSS pivot table   the query's pivot distances (at most VS_SSS_MAX_PIVOTS, in shared memory),
+//                     then the rows in tiles: a thread per row runs the discard test over the
+//                     table (stored pivot-major, so a warp reads consecutive rows), the survivors
+//                     are compacted and compared (a thread or a warp each);
+//   flat              every object, in tiles (the brute force the indexes are measured against).
+//
+// Distances: strings by Myers' bit-parallel algorithm with the query's match masks in shared
+// memory (queries of at most VS_EDIT_MYERS_MAX code points; the indexed strings may be longer),
+// bounded by the radius as the host's; vectors by the engine's exact distance, a warp each
+// (utils/exact_warp.cuh: bit for bit the host's).  The pruning tests are the host's, with its
+// slack for float distances.
+//
+// Range: a counting pass, offsets, a writing pass (every match written, none dropped), the matches
+// of each query then sorted by id on the host.  kNN: a shrinking radius -- the k best so far, by
+// (distance, id), in shared memory (up to VS_METRIC_GPU_MAX_K); the candidates a tile finds within
+// the current radius are staged, sorted and merged in by rank, and the radius becomes the k-th
+// distance.  Every object within the final k-th distance is examined (a test only prunes with a
+// radius at least that large), so the answer is the unique k smallest by (distance, id), the host's.
+//
+// Queries the kernels do not take (strings longer than 64 code points, k above the limit) are
+// answered by the host functions on the object's host copy (cpu/host_metric.h).
+#include "cuda/metric_cuda.cuh"
+
+#include "cpu/host_metric.h"
+#include "cuda/utils/error.cuh"
+#include "cuda/utils/exact_warp.cuh"
+#include "cuda/utils/launch.cuh"
+#include "engine/host_common.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace vs::cuda {
+namespace {
+
+constexpr int kBlock = 128;
+constexpr int kWarps = kBlock / 32;
+constexpr int kTile = kBlock;            // candidates a tile examines
+constexpr size_t kQueryChunk = 8192;     // queries per launch (cancel is polled between launches)
+
+enum Mode
+{
+    kCount = 0, // range, counting pass
+    kWrite = 1, // range, writing pass
+    kKnn = 2
+};
+
+struct DevSpace
+{
+    int strings;
+    vs_metric metric;
+    int dim;
+    size_t n;
+    const float *vectors;
+    const uint32_t *chars;
+    const uint64_t *offsets;
+    const int64_t *ids;
+};
+
+struct DevIndex
+{
+    DevSpace objs;                   // members (list), rows (pivots), objects (flat)
+    DevSpace aux;                    // centers (list), pivots (pivots)
+    const double *radii;             // list
+    const uint64_t *bucket_offsets;  // list: aux.n + 1, into objs
+    const float *table;              // pivots: table[j * objs.n + i] = d(pivot j, row i)
+};
+
+struct DevQueries
+{
+    size_t n;
+    const float *vectors;    // n x dim
+    const uint32_t *chars;   // strings
+    const uint64_t *offsets; // n + 1
+};
+
+// Dynamic shared memory of a block (8-byte arrays first).
+struct Layout
+{
+    int k = 0, npiv = 0;
+    size_t low = 0, high_mask = 0, cdist = 0, bpre = 0, dq = 0, best_d = 0, best_id = 0,
+           spare_d = 0, spare_id = 0, st_d = 0, st_id = 0, st2_d = 0, st2_id = 0, high = 0,
+           surv = 0, bytes = 0;
+
+    Layout(int k_, int npiv_) : k(k_), npiv(npiv_)
+    {
+        size_t o = 0;
+        auto take = [&o](size_t b) {
+            size_t at = o;
+            o += (b + 7) / 8 * 8;
+            return at;
+        };
+        low = take(8 * 256);
+        high_mask = take(8 * VS_EDIT_MYERS_MAX);
+        cdist = take(8 * kBlock);
+        bpre = take(8 * (kBlock + 1));
+        dq = take(8 * static_cast<size_t>(std::max(npiv, 1)));
+        if (k > 0)
+        {
+            best_d = take(8 * static_cast<size_t>(k));
+            best_id = take(8 * static_cast<size_t>(k));
+            spare_d = take(8 * static_cast<size_t>(k));
+            spare_id = take(8 * static_cast<size_t>(k));
+            st_d = take(8 * kTile);
+            st_id = take(8 * kTile);
+            st2_d = take(8 * kTile);
+            st2_id = take(8 * kTile);
+        }
+        high = take(4 * VS_EDIT_MYERS_MAX);
+        surv = take(4 * kBlock);
+        bytes = o;
+    }
+};
+
+// Myers' bit-parallel edit distance of the pattern (masks in shared memory) against t; exact when
+// <= bound, else some value > bound (as vs_edit_pattern_distance).
+__device__ unsigned myers(const uint64_t *low, const uint32_t *high, const uint64_t *high_mask,
+                          int nhigh, int m, const uint32_t *t, unsigned nt, unsigned bound)
+{
+    unsigned diff = m > static_cast<int>(nt) ? m - nt : nt - m;
+    if (diff > bound)
+        return bound + 1;
+    if (m == 0)
+        return nt;
+    const uint64_t top = 1ull << (m - 1);
+    uint64_t pv = ~0ull, mv = 0;
+    unsigned score = m;
+    for (unsigned j = 0; j < nt; j++)
+    {
+        uint32_t c = t[j];
+        uint64_t eq = 0;
+        if (c < 256)
+            eq = low[c];
+        else
+            for (int k = 0; k < nhigh; k++)
+                if (high[k] == c)
+                    eq = high_mask[k];
+        uint64_t xv = eq | mv;
+        uint64_t xh = (((eq & pv) + pv) ^ pv) | eq;
+        uint64_t ph = mv | ~(xh | pv);
+        uint64_t mh = pv & xh;
+        if (ph & top)
+            score++;
+        else if (mh & top)
+            score--;
+        ph = (ph << 1) | 1;
+        mh <<= 1;
+        pv = mh | ~(xv | ph);
+        mv = ph & xv;
+        // the distance falls by at most one per remaining column (64-bit: no wrap-around)
+        if (static_cast<unsigned long long>(score) >
+            static_cast<unsigned long long>(bound) + (nt - 1 - j))
+            return bound + 1;
+    }
+    return score;
+}
+
+__device__ __forceinline__ unsigned bound_of(double b)
+{
+    if (b < 0)
+        return 0;
+    if (b >= 4e9)
+        return 0xFFFFFFFEu;
+    return static_cast<unsigned>(floor(b));
+}
+
+// (distance, id) order of results.
+__device__ __forceinline__ bool before(double da, int64_t ia, double db, int64_t ib)
+{
+    return da < db || (da == db && ia < ib);
+}
+
+// The base a result reports (metric.h): L2 the squared sum, which d = sqrt((double) f) came from.
+__device__ __forceinline__ float base_of(int strings, vs_metric m, double d)
+{
+    return !strings && m == VS_METRIC_L2 ? static_cast<float>(d * d) : static_cast<float>(d);
+}
+
+template <int Type, int Mode>
+__global__ void __launch_bounds__(kBlock)
+    metric_kernel(DevIndex ix, DevQueries qs, double radius, Layout L,
+                  const uint64_t *__restrict__ out_offsets, uint64_t *__restrict__ counts,
+                  int64_t *__restrict__ out_ids, float *__restrict__ out_dists)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint64_t *low = reinterpret_cast<uint64_t *>(smem + L.low);
+    uint64_t *high_mask = reinterpret_cast<uint64_t *>(smem + L.high_mask);
+    uint32_t *high = reinterpret_cast<uint32_t *>(smem + L.high);
+    double *cdist = reinterpret_cast<double *>(smem + L.cdist);
+    uint64_t *bpre = reinterpret_cast<uint64_t *>(smem + L.bpre);
+    double *dq = reinterpret_cast<double *>(smem + L.dq);
+    uint32_t *surv = reinterpret_cast<uint32_t *>(smem + L.surv);
+    double *best_d = reinterpret_cast<double *>(smem + L.best_d);
+    int64_t *best_id = reinterpret_cast<int64_t *>(smem + L.best_id);
+    double *spare_d = reinterpret_cast<double *>(smem + L.spare_d);
+    int64_t *spare_id = reinterpret_cast<int64_t *>(smem + L.spare_id);
+    double *st_d = reinterpret_cast<double *>(smem + L.st_d);
+    int64_t *st_id = reinterpret_cast<int64_t *>(smem + L.st_id);
+    double *st2_d = reinterpret_cast<double *>(smem + L.st2_d);
+    int64_t *st2_id = reinterpret_cast<int64_t *>(smem + L.st2_id);
+    __shared__ int nhigh, stop, flag, nbest, nstage, nsurv;
+    __shared__ unsigned long long found, total;
+    __shared__ double rad; // the search radius: fixed (range) or the k-th best so far (kNN)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int strings = ix.objs.strings;
+    const vs_metric metric = ix.objs.metric;
+    const int dim = ix.objs.dim;
+    const int K = L.k;
+
+    for (size_t q = blockIdx.x; q < qs.n; q += gridDim.x)
+    {
+        const float *qv = nullptr;
+        int m = 0;
+        if (strings)
+        {
+            const uint32_t *qc = qs.chars + qs.offsets[q];
+            m = static_cast<int>(qs.offsets[q + 1] - qs.offsets[q]);
+            for (int i = tid; i < 256; i += kBlock)
+                low[i] = 0;
+            __syncthreads();
+            if (tid == 0)
+            {
+                int nh = 0;
+                for (int i = 0; i < m; i++)
+                {
+                    uint32_t c = qc[i];
+                    uint64_t bit = 1ull << i;
+                    if (c < 256)
+                        low[c] |= bit;
+                    else
+                    {
+                        int k = 0;
+                        while (k < nh && high[k] != c)
+                            k++;
+                        if (k == nh)
+                        {
+                            high[k] = c;
+                            high_mask[k] = 0;
+                            nh++;
+                        }
+                        high_mask[k] |= bit;
+                    }
+                }
+                nhigh = nh;
+            }
+        }
+        else
+            qv = qs.vectors + q * static_cast<size_t>(dim);
+        if (tid == 0)
+        {
+            found = 0;
+            nbest = 0;
+            nstage = 0;
+            rad = Mode == kKnn ? INFINITY : radius;
+        }
+        __syncthreads();
+
+        // distance to object i of a space: strings by one thread, vectors by a warp (all lanes)
+        auto string_distance = [&](const DevSpace &s, size_t i, double bound) -> double {
+            const uint32_t *t = s.chars + s.offsets[i];
+            unsigned nt = static_cast<unsigned>(s.offsets[i + 1] - s.offsets[i]);
+            return static_cast<double>(
+                myers(low, high, high_mask, nhigh, m, t, nt, bound_of(bound)));
+        };
+        auto vector_distance = [&](const DevSpace &s, size_t i) -> double {
+            double base = warp_exact_base(metric == VS_METRIC_L2 ? VS_METRIC_L2SQ : metric, qv,
+                                          s.vectors + i * static_cast<size_t>(dim), dim, lane);
+            float f = static_cast<float>(base); // the exact distance's one rounding
+            return metric == VS_METRIC_L2 ? sqrt(static_cast<double>(f))
+                                          : static_cast<double>(f);
+        };
+        auto slack = [&](double magnitude) -> double {
+            return strings ? 0.0 : VS_LC_SLACK * magnitude;
+        };
+        // a candidate within the radius, from one thread
+        auto offer = [&](int64_t id, double d) {
+            if (id < 0 || !(d <= rad))
+                return;
+            if (Mode == kKnn)
+            {
+                int s = atomicAdd(&nstage, 1);
+                st_d[s] = d;
+                st_id[s] = id;
+            }
+            else
+            {
+                unsigned long long pos = atomicAdd(&found, 1ull);
+                if (Mode == kWrite)
+                {
+                    out_ids[out_offsets[q] + pos] = id;
+                    out_dists[out_offsets[q] + pos] = base_of(strings, metric, d);
+                }
+            }
+        };
+        // after a tile, by the whole block: kNN merges the staged candidates into the k best
+        auto flush = [&]() {
+            __syncthreads();
+            if (Mode != kKnn || nstage == 0)
+                return;
+            const int ms = nstage, n = nbest;
+            for (int j = tid; j < ms; j += kBlock)
+            {
+                int r = 0;
+                for (int t = 0; t < ms; t++)
+                    r += before(st_d[t], st_id[t], st_d[j], st_id[j]) ||
+                         (st_d[t] == st_d[j] && st_id[t] == st_id[j] && t < j);
+                st2_d[r] = st_d[j];
+                st2_id[r] = st_id[j];
+            }
+            __syncthreads();
+            for (int j = tid; j < ms; j += kBlock)
+            {
+                int lo = 0, hi = n; // best entries before st2[j]
+                while (lo < hi)
+                {
+                    int mid = (lo + hi) / 2;
+                    if (before(best_d[mid], best_id[mid], st2_d[j], st2_id[j]))
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (j + lo < K)
+                {
+                    spare_d[j + lo] = st2_d[j];
+                    spare_id[j + lo] = st2_id[j];
+                }
+            }
+            for (int i = tid; i < n; i += kBlock)
+            {
+                int lo = 0, hi = ms; // staged entries not after best[i]
+                while (lo < hi)
+                {
+                    int mid = (lo + hi) / 2;
+                    if (!before(best_d[i], best_id[i], st2_d[mid], st2_id[mid]))
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (i + lo < K)
+                {
+                    spare_d[i + lo] = best_d[i];
+                    spare_id[i + lo] = best_id[i];
+                }
+            }
+            __syncthreads();
+            const int nn = min(K, n + ms);
+            for (int i = tid; i < nn; i += kBlock)
+            {
+                best_d[i] = spare_d[i];
+                best_id[i] = spare_id[i];
+            }
+            __syncthreads();
+            if (tid == 0)
+            {
+                nbest = nn;
+                nstage = 0;
+                rad = nn < K ? INFINITY : best_d[K - 1];
+            }
+            __syncthreads();
+        };
+        // examines candidates [0, count) of a list (object = at(i)) in tiles
+        auto scan = [&](unsigned long long count, auto at) {
+            for (unsigned long long t0 = 0; t0 < count; t0 += kTile)
+            {
+                if (strings)
+                {
+                    unsigned long long i = t0 + tid;
+                    if (i < count)
+                    {
+                        size_t o = at(i);
+                        offer(ix.objs.ids[o], string_distance(ix.objs, o, rad));
+                    }
+                }
+                else
+                    for (int j = warp; j < kTile; j += kWarps)
+                    {
+                        unsigned long long i = t0 + j;
+                        if (i >= count)
+                            break;
+                        size_t o = at(i);
+                        double d = vector_distance(ix.objs, o);
+                        if (lane == 0)
+                            offer(ix.objs.ids[o], d);
+                    }
+                flush();
+            }
+        };
+
+        if (Type == MetricIndex::kFlat)
+            scan(ix.objs.n, [](unsigned long long i) { return static_cast<size_t>(i); });
+        else if (Type == MetricIndex::kList)
+        {
+            const size_t nc = ix.aux.n;
+            for (size_t base = 0; base < nc; base += kBlock)
+            {
+                const int chunk = static_cast<int>(nc - base < kBlock ? nc - base : kBlock);
+                // 1. the chunk's center distances, bounded by r_c + r
+                if (strings)
+                {
+                    if (tid < chunk)
+                        cdist[tid] =
+                            string_distance(ix.aux, base + tid, ix.radii[base + tid] + rad);
+                }
+                else
+                    for (int c = warp; c < chunk; c += kWarps)
+                    {
+                        double d = vector_distance(ix.aux, base + c);
+                        if (lane == 0)
+                            cdist[c] = d;
+                    }
+                __syncthreads();
+                // 2. centers within the radius
+                if (tid < chunk)
+                    offer(ix.aux.ids[base + tid], cdist[tid]);
+                flush();
+                // 3. the first containing center ends the scan
+                if (tid == 0)
+                    stop = chunk;
+                __syncthreads();
+                const double r = rad;
+                if (tid < chunk)
+                {
+                    double d = cdist[tid], rc = ix.radii[base + tid];
+                    if (d < rc - r - slack(rc + r + d))
+                        atomicMin(&stop, tid);
+                }
+                __syncthreads();
+                const int last = stop < chunk ? stop : chunk - 1;
+                // 4. the buckets that may hold answers, flattened
+                if (tid < chunk)
+                {
+                    double d = cdist[tid], rc = ix.radii[base + tid];
+                    uint64_t size = 0;
+                    if (tid <= last && d <= rc + r + slack(rc + r + d))
+                        size = ix.bucket_offsets[base + tid + 1] - ix.bucket_offsets[base + tid];
+                    bpre[tid + 1] = size;
+                }
+                __syncthreads();
+                if (tid == 0)
+                {
+                    bpre[0] = 0;
+                    for (int c = 0; c < chunk; c++)
+                        bpre[c + 1] += bpre[c];
+                    total = bpre[chunk];
+                }
+                __syncthreads();
+                scan(total, [&](unsigned long long i) -> size_t {
+                    int lo = 0, hi = chunk; // the last c with bpre[c] <= i
+                    while (hi - lo > 1)
+                    {
+                        int mid = (lo + hi) / 2;
+                        if (bpre[mid] <= i)
+                            lo = mid;
+                        else
+                            hi = mid;
+                    }
+                    return static_cast<size_t>(ix.bucket_offsets[base + lo] + (i - bpre[lo]));
+                });
+                // 5. stop after a containing center (kNN: with the radius the buckets left)
+                if (tid == 0)
+                    flag = 0;
+                __syncthreads();
+                const double r2 = rad;
+                if (tid <= last)
+                {
+                    double d = cdist[tid], rc = ix.radii[base + tid];
+                    if (d < rc - r2 - slack(rc + r2 + d))
+                        flag = 1;
+                }
+                __syncthreads();
+                if (flag)
+                    break;
+            }
+        }
+        else
+        {
+            const int np = static_cast<int>(ix.aux.n);
+            const size_t n = ix.objs.n;
+            if (strings)
+                for (int j = tid; j < np; j += kBlock)
+                    dq[j] = string_distance(ix.aux, j, INFINITY);
+            else
+                for (int j = warp; j < np; j += kWarps)
+                {
+                    double d = vector_distance(ix.aux, j);
+                    if (lane == 0)
+                        dq[j] = d;
+                }
+            __syncthreads();
+            for (size_t t0 = 0; t0 < n; t0 += kBlock)
+            {
+                if (tid == 0)
+                    nsurv = 0;
+                __syncthreads();
+                const double r = rad;
+                const size_t i = t0 + tid;
+                if (i < n)
+                {
+                    bool keep = true;
+                    for (int j = 0; j < np && keep; j++)
+                    {
+                        double px = static_cast<double>(ix.table[static_cast<size_t>(j) * n + i]);
+                        double diff = fabs(px - dq[j]);
+                        double s = strings ? 0.0 : VS_LC_SLACK * 2.0 * fmax(r, fmax(px, dq[j]));
+                        if (diff > r + s)
+                            keep = false;
+                    }
+                    if (keep)
+                        surv[atomicAdd(&nsurv, 1)] = static_cast<uint32_t>(tid);
+                }
+                __syncthreads();
+                const int ns = nsurv;
+                if (strings)
+                {
+                    if (tid < ns)
+                    {
+                        size_t o = t0 + surv[tid];
+                        offer(ix.objs.ids[o], string_distance(ix.objs, o, r));
+                    }
+                }
+                else
+                    for (int s = warp; s < ns; s += kWarps)
+                    {
+                        size_t o = t0 + surv[s];
+                        double d = vector_distance(ix.objs, o);
+                        if (lane == 0)
+                            offer(ix.objs.ids[o], d);
+                    }
+                flush();
+            }
+        }
+
+        if (Mode == kCount && tid == 0)
+            counts[q] = found;
+        if (Mode == kKnn)
+        {
+            const size_t out = q * static_cast<size_t>(K);
+            for (int i = tid; i < K; i += kBlock)
+            {
+                if (i < nbest)
+                {
+                    out_ids[out + i] = best_id[i];
+                    out_dists[out + i] = base_of(strings, metric, best_d[i]);
+                }
+                else
+                {
+                    out_ids[out + i] = -1;
+                    out_dists[out + i] = INFINITY;
+                }
+            }
+            if (tid == 0)
+                counts[q] = static_cast<uint64_t>(nbest);
+        }
+        __syncthreads();
+    }
+}
+
+// ---- objects ----------------------------------------------------------------------------------
+
+class CudaMetric final : public MetricIndex
+{
+public:
+    template <typename Source>
+    CudaMetric(DeviceContext &dev, const Source &src) : host(src)
+    {
+        type_ = host.type();
+        kind_ = host.space().kind;
+        metric_ = host.space().metric;
+        dim_ = host.space().dim;
+        size_ = host.size();
+        cudaStream_t s = dev.main;
+        view.objs = upload(dev, host.space(), objs);
+        if (type_ == kList)
+        {
+            const vs_lc &lc = host.list();
+            view.aux = upload(dev, lc.centers, aux);
+            const size_t nc = lc.centers.n;
+            radii = DeviceArray<double>(*dev.pool, nc + 1, s);
+            boff = DeviceArray<uint64_t>(*dev.pool, nc + 1, s);
+            VS_CUDA_CHECK(cudaMemcpyAsync(radii.get(), lc.radii, (nc + 1) * sizeof(double),
+                                          cudaMemcpyHostToDevice, s));
+            VS_CUDA_CHECK(cudaMemcpyAsync(boff.get(), lc.bucket_offsets,
+                                          (nc + 1) * sizeof(uint64_t), cudaMemcpyHostToDevice,
+                                          s));
+            view.radii = radii.get();
+            view.bucket_offsets = boff.get();
+        }
+        else if (type_ == kPivots)
+        {
+            const vs_sss &p = host.pivots();
+            view.aux = upload(dev, p.pivots, aux);
+            const size_t np = p.pivots.n, n = p.objects.n;
+            std::vector<float> t(std::max<size_t>(np * n, 1));
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < np; j++)
+                    t[j * n + i] = p.table[i * np + j];
+            table = DeviceArray<float>(*dev.pool, t.size(), s);
+            VS_CUDA_CHECK(cudaMemcpyAsync(table.get(), t.data(), t.size() * sizeof(float),
+                                          cudaMemcpyHostToDevice, s));
+            VS_CUDA_CHECK(cudaStreamSynchronize(s)); // t goes out of scope
+            view.table = table.get();
+        }
+        VS_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+
+    HostMetric host; // the arrays, for the queries the kernels do not take
+    DevIndex view{};
+
+private:
+    struct Arrays
+    {
+        DeviceArray<float> vectors;
+        DeviceArray<uint32_t> chars;
+        DeviceArray<uint64_t> offsets;
+        DeviceArray<int64_t> ids;
+    };
+
+    // A host space's arrays (host_metric.h: rebased offsets, ids filled) on the device.
+    static DevSpace upload(DeviceContext &dev, const vs_mspace &h, Arrays &a)
+    {
+        cudaStream_t s = dev.main;
+        DevSpace d{};
+        d.strings = h.kind == VS_MSPACE_STRINGS;
+        d.metric = h.metric;
+        d.dim = static_cast<int>(h.dim);
+        d.n = h.n;
+        auto copy = [&](auto &arr, const auto *src, size_t n) {
+            using T = typename std::remove_pointer<decltype(arr.get())>::type;
+            arr = DeviceArray<T>(*dev.pool, std::max<size_t>(n, 1), s);
+            if (n > 0)
+                VS_CUDA_CHECK(cudaMemcpyAsync(arr.get(), src, n * sizeof(T),
+                                              cudaMemcpyHostToDevice, s));
+            return arr.get();
+        };
+        if (d.strings)
+        {
+            d.offsets = copy(a.offsets, h.offsets, h.n + 1);
+            d.chars = copy(a.chars, h.chars, static_cast<size_t>(h.offsets[h.n]));
+        }
+        else
+            d.vectors = copy(a.vectors, h.vectors, h.n * h.dim);
+        d.ids = copy(a.ids, h.ids, h.n);
+        return d;
+    }
+
+    Arrays objs, aux;
+    DeviceArray<double> radii;
+    DeviceArray<uint64_t> boff;
+    DeviceArray<float> table;
+};
+
+const CudaMetric &as_cuda_metric(const MetricIndex *m)
+{
+    auto *c = dynamic_cast<const CudaMetric *>(m);
+    if (!c)
+        throw Error(VS_INVALID_ARGUMENT, "metric index belongs to another backend");
+    return *c;
+}
+
+// ---- launches ---------------------------------------------------------------------------------
+
+int host_threads(const DeviceContext &dev)
+{
+    if (dev.cfg.num_threads > 0)
+        return dev.cfg.num_threads;
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+bool on_device(const vs_mspace &queries, size_t q)
+{
+    return queries.kind != VS_MSPACE_STRINGS ||
+           queries.offsets[q + 1] - queries.offsets[q] <= VS_EDIT_MYERS_MAX;
+}
+
+// Queries `which` packed on the device.
+struct QueryUpload
+{
+    DeviceArray<float> vectors;
+    DeviceArray<uint32_t> chars;
+    DeviceArray<uint64_t> offsets;
+    DevQueries view{};
+
+    QueryUpload(DeviceContext &dev, const vs_mspace &q, const std::vector<size_t> &which)
+    {
+        cudaStream_t s = dev.main;
+        view.n = which.size();
+        if (q.kind == VS_MSPACE_STRINGS)
+        {
+            std::vector<uint64_t> off(which.size() + 1, 0);
+            std::vector<uint32_t> ch;
+            for (size_t i = 0; i < which.size(); i++)
+            {
+                const uint64_t a = q.offsets[which[i]], b = q.offsets[which[i] + 1];
+                ch.insert(ch.end(), q.chars + a, q.chars + b);
+                off[i + 1] = ch.size();
+            }
+            ch.push_back(0);
+            offsets = DeviceArray<uint64_t>(*dev.pool, off.size(), s);
+            chars = DeviceArray<uint32_t>(*dev.pool, ch.size(), s);
+            VS_CUDA_CHECK(cudaMemcpyAsync(offsets.get(), off.data(), off.size() * sizeof(uint64_t),
+                                          cudaMemcpyHostToDevice, s));
+            VS_CUDA_CHECK(cudaMemcpyAsync(chars.get(), ch.data(), ch.size() * sizeof(uint32_t),
+                                          cudaMemcpyHostToDevice, s));
+            VS_CUDA_CHECK(cudaStreamSynchronize(s));
+            view.offsets = offsets.get();
+            view.chars = chars.get();
+        }
+        else
+        {
+            std::vector<float> v(std::max<size_t>(which.size() * q.dim, 1));
+            for (size_t i = 0; i < which.size(); i++)
+                std::copy(q.vectors + which[i] * q.dim, q.vectors + (which[i] + 1) * q.dim,
+                          v.begin() + i * q.dim);
+            vectors = DeviceArray<float>(*dev.pool, v.size(), s);
+            VS_CUDA_CHECK(cudaMemcpyAsync(vectors.get(), v.data(), v.size() * sizeof(float),
+                                          cudaMemcpyHostToDevice, s));
+            VS_CUDA_CHECK(cudaStreamSynchronize(s));
+            view.vectors = vectors.get();
+        }
+    }
+};
+
+template <int Mode>
+void launch(DeviceContext &dev, const CudaMetric &cm, const DevQueries &q, double radius,
+            int k, const uint64_t *out_offsets, uint64_t *counts, int64_t *ids, float *dists)
+{
+    const Layout L(Mode == kKnn ? k : 0,
+                   cm.type() == MetricIndex::kPivots ? static_cast<int>(cm.view.aux.n) : 0);
+    const void *kernel = nullptr;
+    switch (cm.type())
+    {
+    case MetricIndex::kList:
+        kernel = reinterpret_cast<const void *>(&metric_kernel<MetricIndex::kList, Mode>);
+        break;
+    case MetricIndex::kPivots:
+        kernel = reinterpret_cast<const void *>(&metric_kernel<MetricIndex::kPivots, Mode>);
+        break;
+    case MetricIndex::kFlat:
+        kernel = reinterpret_cast<const void *>(&metric_kernel<MetricIndex::kFlat, Mode>);
+        break;
+    }
+    const size_t smem = L.bytes;
+    if (smem + 1024 > dev.smem_optin)
+        throw Error(VS_UNSUPPORTED, "the metric search needs " + std::to_string(smem) +
+                                        " bytes of shared memory");
+    set_smem(kernel, smem + 1024); // the static part (a few counters) too
+    const unsigned grid = static_cast<unsigned>(std::min<size_t>(q.n, 65535));
+    DevIndex ix = cm.view;
+    DevQueries qs = q;
+    Layout lay = L;
+    void *args[] = {&ix, &qs, &radius, &lay, &out_offsets, &counts, &ids, &dists};
+    VS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kBlock), args, smem, dev.main));
+}
+
+void metric_knn(DeviceContext &dev, const CudaMetric &cm, const vs_mspace &queries, size_t k,
+                int64_t *out_ids, float *out_dists, int64_t *out_counts)
+{
+    const size_t nq = queries.n;
+    std::vector<size_t> gpu, host;
+    for (size_t q = 0; q < nq; q++)
+        (k <= VS_METRIC_GPU_MAX_K && on_device(queries, q) ? gpu : host).push_back(q);
+    if (!host.empty())
+        host_metric_knn(cm.host, queries, host.data(), host.size(), k, out_ids, out_dists,
+                        out_counts, host_threads(dev), dev.cfg);
+    cudaStream_t s = dev.main;
+    const size_t chunk = std::min(gpu.size(), kQueryChunk);
+    if (chunk == 0)
+        return;
+    DeviceArray<int64_t> d_ids(*dev.pool, chunk * k, s);
+    DeviceArray<float> d_dists(*dev.pool, chunk * k, s);
+    DeviceArray<uint64_t> d_counts(*dev.pool, chunk, s);
+    std::vector<int64_t> ids(chunk * k);
+    std::vector<float> dists(chunk * k);
+    std::vector<uint64_t> counts(chunk);
+    for (size_t g0 = 0; g0 < gpu.size(); g0 += chunk)
+    {
+        check_cancel(dev.cfg);
+        const size_t c = std::min(chunk, gpu.size() - g0);
+        std::vector<size_t> which(gpu.begin() + g0, gpu.begin() + g0 + c);
+        QueryUpload up(dev, queries, which);
+        launch<kKnn>(dev, cm, up.view, 0.0, static_cast<int>(k), nullptr, d_counts.get(),
+                     d_ids.get(), d_dists.get());
+        VS_LAUNCH_CHECK();
+        VS_CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_ids.get(), c * k * sizeof(int64_t),
+                                      cudaMemcpyDeviceToHost, s));
+        VS_CUDA_CHECK(cudaMemcpyAsync(dists.data(), d_dists.get(), c * k * sizeof(float),
+                                      cudaMemcpyDeviceToHost, s));
+        VS_CUDA_CHECK(cudaMemcpyAsync(counts.data(), d_counts.get(), c * sizeof(uint64_t),
+                                      cudaMemcpyDeviceToHost, s));
+        VS_CUDA_CHECK(cudaStreamSynchronize(s));
+        for (size_t i = 0; i < c; i++)
+        {
+            const size_t q = which[i];
+            std::copy(ids.begin() + i * k, ids.begin() + (i + 1) * k, out_ids + q * k);
+            std::copy(dists.begin() + i * k, dists.begin() + (i + 1) * k, out_dists + q * k);
+            if (out_counts)
+                out_counts[q] = static_cast<int64_t>(counts[i]);
+        }
+    }
+}
+
+void metric_range(DeviceContext &dev, const CudaMetric &cm, const vs_mspace &queries,
+                  double radius, RangeCollector *collector)
+{
+    const size_t nq = queries.n;
+    cudaStream_t s = dev.main;
+    std::vector<int64_t> counts, ids;
+    std::vector<float> dists;
+    for (size_t q0 = 0; q0 < nq; q0 += kQueryChunk)
+    {
+        check_cancel(dev.cfg);
+        const size_t q1 = std::min(nq, q0 + kQueryChunk);
+        std::vector<size_t> gpu;
+        for (size_t q = q0; q < q1; q++)
+            if (on_device(queries, q))
+                gpu.push_back(q);
+        std::vector<uint64_t> off(gpu.size() + 1, 0);
+        std::vector<int64_t> gids;
+        std::vector<float> gdists;
+        if (!gpu.empty())
+        {
+            const size_t c = gpu.size();
+            QueryUpload up(dev, queries, gpu);
+            DeviceArray<uint64_t> d_counts(*dev.pool, c, s);
+            launch<kCount>(dev, cm, up.view, radius, 0, nullptr, d_counts.get(), nullptr,
+                           nullptr);
+            VS_LAUNCH_CHECK();
+            std::vector<uint64_t> hc(c);
+            VS_CUDA_CHECK(cudaMemcpyAsync(hc.data(), d_counts.get(), c * sizeof(uint64_t),
+                                          cudaMemcpyDeviceToHost, s));
+            VS_CUDA_CHECK(cudaStreamSynchronize(s));
+            for (size_t i = 0; i < c; i++)
+                off[i + 1] = off[i] + hc[i];
+            const size_t total = off[c];
+            gids.resize(total);
+            gdists.resize(total);
+            if (total > 0)
+            {
+                DeviceArray<uint64_t> d_off(*dev.pool, c + 1, s);
+                DeviceArray<int64_t> d_ids(*dev.pool, total, s);
+                DeviceArray<float> d_dists(*dev.pool, total, s);
+                VS_CUDA_CHECK(cudaMemcpyAsync(d_off.get(), off.data(), (c + 1) * sizeof(uint64_t),
+                                              cudaMemcpyHostToDevice, s));
+                launch<kWrite>(dev, cm, up.view, radius, 0, d_off.get(), nullptr, d_ids.get(),
+                               d_dists.get());
+                VS_LAUNCH_CHECK();
+                VS_CUDA_CHECK(cudaMemcpyAsync(gids.data(), d_ids.get(), total * sizeof(int64_t),
+                                              cudaMemcpyDeviceToHost, s));
+                VS_CUDA_CHECK(cudaMemcpyAsync(gdists.data(), d_dists.get(),
+                                              total * sizeof(float), cudaMemcpyDeviceToHost, s));
+                VS_CUDA_CHECK(cudaStreamSynchronize(s));
+            }
+        }
+        // the chunk's answers in query order, ascending ids within a query
+        counts.clear();
+        ids.clear();
+        dists.clear();
+        std::vector<std::pair<int64_t, float>> m;
+        size_t g = 0;
+        for (size_t q = q0; q < q1; q++)
+        {
+            const size_t before = ids.size();
+            if (g < gpu.size() && gpu[g] == q)
+            {
+                m.clear();
+                for (uint64_t i = off[g]; i < off[g + 1]; i++)
+                    m.emplace_back(gids[i], gdists[i]);
+                std::sort(m.begin(), m.end());
+                for (const auto &p : m)
+                {
+                    ids.push_back(p.first);
+                    dists.push_back(p.second);
+                }
+                g++;
+            }
+            else
+                cm.host.range(vs_mspace_object(&queries, q), radius, ids, dists);
+            counts.push_back(static_cast<int64_t>(ids.size() - before));
+        }
+        collector->add(q0, q1 - q0, counts.data(), ids.data(), dists.data());
+    }
+}
+
+class CudaMetricBackend final : public MetricBackend
+{
+public:
+    explicit CudaMetricBackend(DeviceContext &dev) : dev_(dev) {}
+
+    Status create_list(const vs_lc &lc, MetricIndex **out) noexcept override
+    {
+        return dev_.on_device([&] { *out = new CudaMetric(dev_, lc); });
+    }
+    Status create_pivots(const vs_sss &sss, MetricIndex **out) noexcept override
+    {
+        return dev_.on_device([&] { *out = new CudaMetric(dev_, sss); });
+    }
+    Status create_flat(const vs_mspace &objects, MetricIndex **out) noexcept override
+    {
+        return dev_.on_device([&] { *out = new CudaMetric(dev_, objects); });
+    }
+
+    Status knn(const MetricIndex *index, const vs_mspace &queries, size_t k, int64_t *out_ids,
+               float *out_dists, int64_t *out_counts) noexcept override
+    {
+        return dev_.on_device([&] {
+            metric_knn(dev_, as_cuda_metric(index), queries, k, out_ids, out_dists, out_counts);
+        });
+    }
+
+    Status range(const MetricIndex *index, const vs_mspace &queries, double radius,
+                 RangeCollector *collector) noexcept override
+    {
+        return dev_.on_device(
+            [&] { metric_range(dev_, as_cuda_metric(index), queries, radius, collector); });
+    }
+
+private:
+    DeviceContext &dev_;
+};
+
+} // namespace
+
+std::unique_ptr<MetricBackend> make_cuda_metric(DeviceContext &dev)
+{
+    return std::unique_ptr<MetricBackend>(new CudaMetricBackend(dev));
+}
+
+} // namespace vs::cuda
