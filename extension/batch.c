@@ -338,6 +338,69 @@ check_round(VsBatch *bc, const ExactQuery *st, const int *todo, int ntodo, int k
 	pfree(pairs);
 }
 
+VsQueries
+vs_batch_queries(const VsBatch *bc, const int *which, int n)
+{
+	VsQueries	q;
+
+	memset(&q, 0, sizeof(q));
+	q.nq = n;
+	if (bc->queries != NULL)
+	{
+		float	   *v;
+
+		if (which == NULL)
+		{
+			q.vectors = bc->queries;
+			return q;
+		}
+		v = palloc_extended(sizeof(float) * bc->ref.dim * (Size) Max(n, 1), MCXT_ALLOC_HUGE);
+		for (int t = 0; t < n; t++)
+			memcpy(v + (Size) t * bc->ref.dim, bc->queries + (Size) which[t] * bc->ref.dim,
+				   sizeof(float) * bc->ref.dim);
+		q.vectors = v;
+	}
+	else if (which == NULL)
+	{
+		q.offsets = bc->offsets;
+		q.chars = bc->chars;
+	}
+	else
+	{
+		uint64	   *off = palloc_extended(sizeof(uint64) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+		uint32	   *chars;
+		Size		total = 0;
+
+		for (int t = 0; t < n; t++)
+			total += bc->offsets[which[t] + 1] - bc->offsets[which[t]];
+		chars = palloc_extended(sizeof(uint32) * (total + 1), MCXT_ALLOC_HUGE);
+		off[0] = 0;
+		for (int t = 0; t < n; t++)
+		{
+			uint64		a = bc->offsets[which[t]],
+						len = bc->offsets[which[t] + 1] - a;
+
+			memcpy(chars + off[t], bc->chars + a, sizeof(uint32) * len);
+			off[t + 1] = off[t] + len;
+		}
+		q.offsets = off;
+		q.chars = chars;
+	}
+	return q;
+}
+
+/* Frees a subset from vs_batch_queries. */
+static void
+free_queries(VsQueries *q)
+{
+	if (q->vectors)
+		pfree((float *) q->vectors);
+	if (q->offsets)
+		pfree((uint64 *) q->offsets);
+	if (q->chars)
+		pfree((uint32 *) q->chars);
+}
+
 void
 vs_batch_knn_exact(VsBatch *bc, int kq)
 {
@@ -360,31 +423,25 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 	kk = Min((int64) kq + Max(4, kq / 8), (int64) bc->ref.ntuples + 1);
 	while (ntodo > 0)
 	{
-		float	   *queries;
+		VsQueries	queries;
 		int64	   *ids;
 		float	   *dists;
 		int64	   *counts;
 		VsPairResult *res;
 		bool	   *checked;
+		bool		subset;
 		int			next = 0;
 
 		if ((double) ntodo * kk > 2.0 * VS_BATCH_MAX_RESULTS)
 			vs_batch_too_many(2 * (int64) VS_BATCH_MAX_RESULTS);
-		if (ntodo == bc->nq)
-			queries = bc->queries;	/* every query, in order */
-		else
-		{
-			queries = palloc_extended(sizeof(float) * bc->ref.dim * (Size) ntodo, MCXT_ALLOC_HUGE);
-			for (int t = 0; t < ntodo; t++)
-				memcpy(queries + (Size) t * bc->ref.dim, bc->queries + (Size) todo[t] * bc->ref.dim,
-					   sizeof(float) * bc->ref.dim);
-		}
+		subset = ntodo != bc->nq;
+		queries = vs_batch_queries(bc, subset ? todo : NULL, ntodo);
 		ids = palloc_extended(sizeof(int64) * ntodo * kk, MCXT_ALLOC_HUGE);
 		dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
 		counts = palloc(sizeof(int64) * ntodo);
 
 		INSTR_TIME_SET_CURRENT(t0);
-		vs_search_knn(&bc->ref, NULL, queries, ntodo, (int) kk, ids, dists, counts);
+		vs_search_knn_queries(&bc->ref, NULL, &queries, (int) kk, ids, dists, counts);
 		INSTR_TIME_SET_CURRENT(t1);
 		INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
 		res = palloc_extended(sizeof(VsPairResult) * ntodo * kk, MCXT_ALLOC_HUGE);
@@ -441,8 +498,8 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 		INSTR_TIME_SET_CURRENT(t0);
 		INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
 		bc->rounds++;
-		if (queries != bc->queries)
-			pfree(queries);
+		if (subset)
+			free_queries(&queries);
 		pfree(ids);
 		pfree(dists);
 		pfree(counts);
@@ -488,6 +545,60 @@ vs_batch_open(Oid indexoid, VsBatch *bc)
  * The SQL functions
  */
 
+/* Does the batch hold queries to search (vectors of an index that has a dimension, or text)? */
+static bool
+has_queries(const VsBatch *bc)
+{
+	return bc->nq > 0 && bc->ref.ntuples > 0 && (bc->queries != NULL || bc->chars != NULL);
+}
+
+static int
+query_number(const VsBatch *bc, int q)
+{
+	return bc->numbers ? bc->numbers[q] : q;
+}
+
+void
+vs_batch_knn_answer(ReturnSetInfo *rsinfo, VsBatch *bc, int k)
+{
+	int			kq;
+
+	if (!has_queries(bc))
+		goto done;
+
+	/* k beyond the index's entries returns every row; rows visible to us are among them */
+	kq = (int) Min((uint64) k, bc->ref.ntuples);
+	if ((double) bc->nq * kq > VS_BATCH_MAX_RESULTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("batch of %d queries with k = %d asks for more than %d rows",
+						bc->nq, kq, VS_BATCH_MAX_RESULTS),
+				 errhint("Split the queries over several calls or use a smaller k.")));
+
+	bc->answers = palloc0(sizeof(VsBatchAnswer) * bc->nq);
+	for (int q = 0; q < bc->nq; q++)
+		bc->answers[q].hits = palloc(sizeof(VsHit) * kq);
+	/* an exact index's search gives the distances: the rows' visibility is all to read */
+	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric,
+						vs_ref_kind(&bc->ref)->exact ? NULL : bc->queries);
+	vs_ref_kind(&bc->ref)->batch_knn(bc, kq);
+	report_times(bc, "vsearch_knn_batch");
+	vs_row_reader_end(&bc->reader);
+
+	for (int q = 0; q < bc->nq; q++)
+	{
+		VsBatchAnswer *a = &bc->answers[q];
+
+		qsort(a->hits, a->n, sizeof(VsHit), cmp_hit_qsort);
+		for (int i = 0; i < a->n; i++)
+			emit(rsinfo->setResult, rsinfo->setDesc, query_number(bc, q), &a->hits[i]);
+	}
+
+done:
+	index_close(bc->index, NoLock);
+	table_close(bc->heap, NoLock);
+}
+
 PG_FUNCTION_INFO_V1(vsearch_knn_batch);
 Datum
 vsearch_knn_batch(PG_FUNCTION_ARGS)
@@ -497,7 +608,6 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
 	int32		k = PG_GETARG_INT32(2);
 	VsBatch		bc;
-	int			kq;
 
 	if (k < 1)
 		ereport(ERROR,
@@ -508,52 +618,14 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	memset(&bc, 0, sizeof(bc));
 	open_index(indexoid, &bc);
 	read_queries(array, &bc);
-	if (bc.nq == 0 || bc.ref.dim == 0 || bc.ref.ntuples == 0)
-		goto done;
-
-	/* k beyond the index's entries returns every row; rows visible to us are among them */
-	kq = (int) Min((uint64) k, bc.ref.ntuples);
-	if ((double) bc.nq * kq > VS_BATCH_MAX_RESULTS)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("batch of %d queries with k = %d asks for more than %d rows",
-						bc.nq, kq, VS_BATCH_MAX_RESULTS),
-				 errhint("Split the queries over several calls or use a smaller k.")));
-
-	bc.answers = palloc0(sizeof(VsBatchAnswer) * bc.nq);
-	for (int q = 0; q < bc.nq; q++)
-		bc.answers[q].hits = palloc(sizeof(VsHit) * kq);
-	/* an exact index's search gives the distances: the rows' visibility is all to read */
-	vs_row_reader_begin(&bc.reader, bc.heap, bc.index, bc.ref.dim, bc.ref.metric,
-						vs_ref_kind(&bc.ref)->exact ? NULL : bc.queries);
-	vs_ref_kind(&bc.ref)->batch_knn(&bc, kq);
-	report_times(&bc, "vsearch_knn_batch");
-	vs_row_reader_end(&bc.reader);
-
-	for (int q = 0; q < bc.nq; q++)
-	{
-		VsBatchAnswer *a = &bc.answers[q];
-
-		qsort(a->hits, a->n, sizeof(VsHit), cmp_hit_qsort);
-		for (int i = 0; i < a->n; i++)
-			emit(rsinfo->setResult, rsinfo->setDesc, q, &a->hits[i]);
-	}
-
-done:
-	index_close(bc.index, NoLock);
-	table_close(bc.heap, NoLock);
+	vs_batch_knn_answer(rsinfo, &bc, k);
 	return (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(vsearch_range_batch);
-Datum
-vsearch_range_batch(PG_FUNCTION_ARGS)
+void
+vs_batch_range_answer(ReturnSetInfo *rsinfo, VsBatch *bc, double radius)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			indexoid = PG_GETARG_OID(0);
-	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
-	double		radius = PG_GETARG_FLOAT8(2);
-	VsBatch		bc;
+	VsQueries	queries;
 	VsRangeResult result;
 	VsHit	   *hits = NULL;
 	int64		maxhits = 0;
@@ -567,38 +639,34 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	instr_time	t0,
 				t1;
 
-	InitMaterializedSRF(fcinfo, 0);
-	memset(&bc, 0, sizeof(bc));
-	open_index(indexoid, &bc);
-	vs_check_radius(bc.ref.metric, radius);
-	read_queries(array, &bc);
-	if (bc.nq == 0 || bc.ref.dim == 0 || bc.ref.ntuples == 0)
+	if (!has_queries(bc))
 		goto done;
 
 	INSTR_TIME_SET_CURRENT(t0);
 	/* every row the index may find within the radius; the operator decides below */
-	vs_ref_kind(&bc.ref)->range_candidates(&bc.ref, bc.queries, bc.nq, radius, &result);
+	queries = vs_batch_queries(bc, NULL, bc->nq);
+	vs_ref_kind(&bc->ref)->range_candidates(&bc->ref, &queries, radius, &result);
 	vs_search_trim_cache();
 	INSTR_TIME_SET_CURRENT(t1);
-	INSTR_TIME_ACCUM_DIFF(bc.search_time, t1, t0);
-	bc.rounds = 1;
+	INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
+	bc->rounds = 1;
 
 	/*
 	 * The candidates of as many queries as fit in work_mem (64 bytes a pair with the sort's
 	 * scratch space), checked in one pass over the heap; a query with more goes alone.
 	 */
 	chunk = Max((Size) work_mem * 1024 / 64, 1024);
-	qfirst = palloc_extended(sizeof(Size) * ((Size) bc.nq + 1), MCXT_ALLOC_HUGE);
-	exact = vs_ref_kind(&bc.ref)->exact;
-	vs_row_reader_begin(&bc.reader, bc.heap, bc.index, bc.ref.dim, bc.ref.metric,
-						exact ? NULL : bc.queries);
-	for (int q0 = 0, q1; q0 < bc.nq; q0 = q1)
+	qfirst = palloc_extended(sizeof(Size) * ((Size) bc->nq + 1), MCXT_ALLOC_HUGE);
+	exact = vs_ref_kind(&bc->ref)->exact;
+	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric,
+						exact ? NULL : bc->queries);
+	for (int q0 = 0, q1; q0 < bc->nq; q0 = q1)
 	{
 		int64		from0 = result.offsets[q0];
 		Size		npairs,
 					p = 0;
 
-		for (q1 = q0 + 1; q1 < bc.nq && (Size) (result.offsets[q1 + 1] - from0) <= chunk; q1++)
+		for (q1 = q0 + 1; q1 < bc->nq && (Size) (result.offsets[q1 + 1] - from0) <= chunk; q1++)
 			;
 		npairs = result.offsets[q1] - from0;
 		if (npairs > PG_UINT32_MAX)
@@ -626,12 +694,12 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 					pairs[p].id = result.ids[j];
 					pairs[p].query = q;
 					pairs[p].slot = (uint32) p;
-					found[p] = vs_rank_value(bc.ref.metric, result.distances[j]);
+					found[p] = vs_rank_value(bc->ref.metric, result.distances[j]);
 					p++;
 				}
 		}
 		qfirst[q1 - q0] = p;
-		vs_check_pairs(&bc.reader, pairs, p, res);
+		vs_check_pairs(&bc->reader, pairs, p, res);
 
 		p = 0;
 		for (int q = q0; q < q1; q++)
@@ -659,13 +727,13 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 			if (n > 1)
 				qsort(hits, n, sizeof(VsHit), cmp_hit_qsort);
 			for (int64 i = 0; i < n; i++)
-				emit(rsinfo->setResult, rsinfo->setDesc, q, &hits[i]);
+				emit(rsinfo->setResult, rsinfo->setDesc, query_number(bc, q), &hits[i]);
 		}
 	}
 	INSTR_TIME_SET_CURRENT(t0);
-	INSTR_TIME_ACCUM_DIFF(bc.heap_time, t0, t1);
-	report_times(&bc, "vsearch_range_batch");
-	vs_row_reader_end(&bc.reader);
+	INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
+	report_times(bc, "vsearch_range_batch");
+	vs_row_reader_end(&bc->reader);
 	if (pairs)
 	{
 		pfree(pairs);
@@ -677,7 +745,25 @@ vsearch_range_batch(PG_FUNCTION_ARGS)
 	pfree(qfirst);
 
 done:
-	index_close(bc.index, NoLock);
-	table_close(bc.heap, NoLock);
+	index_close(bc->index, NoLock);
+	table_close(bc->heap, NoLock);
+}
+
+PG_FUNCTION_INFO_V1(vsearch_range_batch);
+Datum
+vsearch_range_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			indexoid = PG_GETARG_OID(0);
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(1);
+	double		radius = PG_GETARG_FLOAT8(2);
+	VsBatch		bc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&bc, 0, sizeof(bc));
+	open_index(indexoid, &bc);
+	vs_check_radius(bc.ref.metric, radius);
+	read_queries(array, &bc);
+	vs_batch_range_answer(rsinfo, &bc, radius);
 	return (Datum) 0;
 }

@@ -9,6 +9,7 @@
 
 #include "postgres.h"
 
+#include "nodes/execnodes.h"
 #include "portability/instr_time.h"
 
 #include "batchrows.h"
@@ -37,7 +38,10 @@ typedef struct VsBatch
 	Relation	index;
 	VsIndexRef	ref;
 	int			nq;
-	float	   *queries;		/* nq x dim */
+	float	   *queries;		/* nq x dim (vector queries) */
+	uint64	   *offsets;		/* text queries (vs_lc, vs_sss on text): nq + 1, into chars */
+	uint32	   *chars;
+	int		   *numbers;		/* the query numbers the rows report (NULL: positions) */
 	VsBatchAnswer *answers;		/* per query (kNN): filled by the kind's batch_knn */
 
 	/* visibility checks and distances */
@@ -67,5 +71,17 @@ extern void vs_batch_too_many(int64 limit) pg_attribute_noreturn();
  * kNN, widened until no unseen row can beat the k-th visible one.
  */
 extern void vs_batch_knn_exact(VsBatch *batch, int k);
+
+/* Queries [0, n) of the batch, or those listed in which (NULL: all), as the search layer takes
+ * them (the arrays are palloc'd when a subset). */
+extern VsQueries vs_batch_queries(const VsBatch *batch, const int *which, int n);
+
+/*
+ * The rest of vsearch_knn_batch and vsearch_range_batch once the index is open and the queries
+ * read (vectors or text): the search, the rows' checks, the answer rows into the SRF's store;
+ * closes the index and its table.
+ */
+extern void vs_batch_knn_answer(ReturnSetInfo *rsinfo, VsBatch *batch, int k);
+extern void vs_batch_range_answer(ReturnSetInfo *rsinfo, VsBatch *batch, double radius);
 
 #endif							/* VSEARCH_BATCH_H */

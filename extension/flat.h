@@ -147,13 +147,11 @@ extern void *vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref
 						  uint64 *generation);
 extern void vs_flat_destroy(struct vs_context *engine, void *obj);
 extern int	vs_flat_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
-						const float *queries, Size nq, Size k, int64 *ids, float *distances,
+						const VsQueries *queries, Size k, int64 *ids, float *distances,
 						int64 *counts);
 extern int	vs_flat_range(struct vs_context *engine, void *obj, const VsKindParams *params,
-						  const float *queries, Size nq, double radius, vs_alloc_fn alloc,
+						  const VsQueries *queries, double radius, vs_alloc_fn alloc,
 						  void *alloc_arg, vs_range_result *out);
-extern void vs_flat_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
-									 double radius, VsRangeResult *out);
 extern bool vs_flat_check_request(const struct VsRequest *req, char *why, Size whylen);
 
 /* flatbuild.c */

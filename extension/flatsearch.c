@@ -604,31 +604,23 @@ vs_flat_destroy(struct vs_context *engine, void *obj)
 
 int
 vs_flat_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
-			const float *queries, Size nq, Size k, int64 *ids, float *distances, int64 *counts)
+			const VsQueries *queries, Size k, int64 *ids, float *distances, int64 *counts)
 {
 	FlatObject *o = (FlatObject *) obj;
 
-	return vs_knn(engine, o->ds, queries, nq, k, vs_rank_metric(o->metric), NULL,
+	return vs_knn(engine, o->ds, queries->vectors, queries->nq, k, vs_rank_metric(o->metric), NULL,
 				  (int64_t *) ids, distances, (int64_t *) counts);
 }
 
 int
 vs_flat_range(struct vs_context *engine, void *obj, const VsKindParams *params,
-			  const float *queries, Size nq, double radius, vs_alloc_fn alloc, void *alloc_arg,
+			  const VsQueries *queries, double radius, vs_alloc_fn alloc, void *alloc_arg,
 			  vs_range_result *out)
 {
 	FlatObject *o = (FlatObject *) obj;
 
-	return vs_range(engine, o->ds, queries, nq, vs_rank_radius(o->metric, radius),
+	return vs_range(engine, o->ds, queries->vectors, queries->nq, vs_rank_radius(o->metric, radius),
 					vs_rank_metric(o->metric), NULL, alloc, alloc_arg, out);
-}
-
-/* The engine's distances are the operator's: the rows found are exactly those within radius. */
-void
-vs_flat_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
-						 VsRangeResult *out)
-{
-	vs_search_range(ref, NULL, queries, nq, radius, out);
 }
 
 bool

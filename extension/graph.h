@@ -256,7 +256,7 @@ extern int	vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32
 extern int	vs_graph_gather_nbrs(VsGraphReader *r, const uint32 *nodes, int n, uint32 *out);
 extern int	vs_graph_prune_nodes(const uint32 *cands, int ncands, const uint32 *cand_nbrs,
 								 int nbr_width, int degree, uint32 *out);
-extern void vs_graph_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+extern void vs_graph_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
 									  double radius, VsRangeResult *out);
 
 /* graphobject.c: the engine object (the worker's searches), and asking the worker */
@@ -264,7 +264,7 @@ extern void *vs_graph_load(const struct VsLoadEnv *env, void *obj, const VsIndex
 						   Size *bytes, uint64 *generation);
 extern void vs_graph_destroy_object(struct vs_context *engine, void *obj);
 extern int	vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKindParams *params,
-								const float *queries, Size nq, Size k, int64 *ids,
+								const VsQueries *queries, Size k, int64 *ids,
 								float *distances, int64 *counts);
 extern bool vs_graph_check_search(const struct VsRequest *req, char *why, Size whylen);
 extern void vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts,

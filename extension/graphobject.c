@@ -169,7 +169,7 @@ vs_graph_destroy_object(struct vs_context *engine, void *obj)
 
 int
 vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKindParams *params,
-					const float *queries, Size nq, Size k, int64 *ids, float *distances,
+					const VsQueries *queries, Size k, int64 *ids, float *distances,
 					int64 *counts)
 {
 	VsGraphObject *o = (VsGraphObject *) obj;
@@ -181,8 +181,8 @@ vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKindParams *pa
 	sp.ef = p.ef;
 	sp.starts = o->starts;
 	sp.nstarts = o->nstarts;
-	return vs_graph_knn(engine, o->graph, &sp, queries, nq, k, (int64_t *) ids, distances,
-						(int64_t *) counts);
+	return vs_graph_knn(engine, o->graph, &sp, queries->vectors, queries->nq, k,
+						(int64_t *) ids, distances, (int64_t *) counts);
 }
 
 /* A search request: a kNN request (range searches run in the backend) with a valid width. */
@@ -237,6 +237,7 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 	int64	   *ids;
 	float	   *dists;
 	int64	   *found;
+	VsQueries	qs;
 
 	if (ef >= 1 && ef <= VS_GRAPH_MAX_WORKER_EF && nstarts > 0 && nq > 0)
 	{
@@ -247,7 +248,8 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 		ids = palloc_extended(sizeof(int64) * nq * ef, MCXT_ALLOC_HUGE);
 		dists = palloc_extended(sizeof(float) * nq * ef, MCXT_ALLOC_HUGE);
 		found = palloc(sizeof(int64) * nq);
-		if (vs_worker_knn(&r->ref, &params, queries, nq, ef, ids, dists, found))
+		qs = vs_vector_queries(queries, nq);
+		if (vs_worker_knn(&r->ref, &params, &qs, ef, ids, dists, found))
 		{
 			for (int q = 0; q < nq; q++)
 			{

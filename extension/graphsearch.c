@@ -309,9 +309,11 @@ done:
  */
 
 void
-vs_graph_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
+vs_graph_range_candidates(const VsIndexRef *ref, const VsQueries *qs, double radius,
 						  VsRangeResult *out)
 {
+	const float *queries = qs->vectors;
+	int			nq = (int) qs->nq;
 	Relation	rel = vs_index_open_for_read(ref);
 	VsGraphReader r;
 	float		rr = vs_rank_radius(ref->metric, radius);

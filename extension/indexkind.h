@@ -93,13 +93,14 @@ typedef struct VsIndexKind
 	/*
 	 * Searches of an object with the kind's own parameters (the engine's conventions: ids,
 	 * distances and counts as vs_knn; range results as vs_range).  They return a vs_status and
-	 * raise no ERROR, so that the worker can evict and retry on VS_OUT_OF_MEMORY.
+	 * raise no ERROR, so that the worker can evict and retry on VS_OUT_OF_MEMORY.  The queries
+	 * are vectors, or strings for a kind with text indexes (search.h, VsQueries).
 	 */
 	int			(*knn) (struct vs_context *engine, void *obj, const VsKindParams *params,
-						const float *queries, Size nq, Size k, int64 *ids, float *distances,
+						const VsQueries *queries, Size k, int64 *ids, float *distances,
 						int64 *counts);
 	int			(*range) (struct vs_context *engine, void *obj, const VsKindParams *params,
-						  const float *queries, Size nq, double radius, vs_alloc_fn alloc,
+						  const VsQueries *queries, double radius, vs_alloc_fn alloc,
 						  void *alloc_arg, vs_range_result *out);
 
 	/*
@@ -113,7 +114,7 @@ typedef struct VsIndexKind
 	 * Rows that may lie within radius of each query under the SQL operator, with the kind's
 	 * current settings: range quals of a scan, and vsearch_range_batch.
 	 */
-	void		(*range_candidates) (const VsIndexRef *ref, const float *queries, int nq,
+	void		(*range_candidates) (const VsIndexRef *ref, const VsQueries *queries,
 									 double radius, VsRangeResult *out);
 
 	/* vsearch_knn_batch: the k visible rows per query the index's ORDER BY scan returns first. */

@@ -264,10 +264,10 @@ extern void *vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *re
 						   uint64 *generation);
 extern void vs_ivfpq_destroy_object(struct vs_context *engine, void *obj);
 extern int	vs_ivfpq_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
-						 const float *queries, Size nq, Size k, int64 *ids, float *distances,
+						 const VsQueries *queries, Size k, int64 *ids, float *distances,
 						 int64 *counts);
 extern int	vs_ivfpq_range_search(struct vs_context *engine, void *obj, const VsKindParams *params,
-								  const float *queries, Size nq, double radius, vs_alloc_fn alloc,
+								  const VsQueries *queries, double radius, vs_alloc_fn alloc,
 								  void *alloc_arg, vs_range_result *out);
 extern bool vs_ivfpq_check_search(const struct VsRequest *req, char *why, Size whylen);
 extern const float *vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id);
@@ -282,7 +282,7 @@ extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queri
 									   int probe_offset, int nprobe, int k, bool exact,
 									   int64 *ids, float *dists, int64 *counts);
 extern int64 *vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n);
-extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
+extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
 									  double radius, VsRangeResult *out);
 
 /*

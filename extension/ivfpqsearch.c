@@ -649,10 +649,12 @@ rerank_stored(struct vs_context *engine, const VsIvfpqCached *c, const float *qu
 
 int
 vs_ivfpq_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
-			 const float *queries, Size nq, Size k, int64 *ids, float *distances, int64 *counts)
+			 const VsQueries *qs, Size k, int64 *ids, float *distances, int64 *counts)
 {
 	VsIvfpqCached *c = (VsIvfpqCached *) obj;
 	VsIvfpqSearchParams p;
+	const float *queries = qs->vectors;
+	Size		nq = qs->nq;
 	int			rc;
 
 	memcpy(&p, params, sizeof(p));
@@ -693,11 +695,13 @@ radius_up(double radius)
 
 int
 vs_ivfpq_range_search(struct vs_context *engine, void *obj, const VsKindParams *params,
-					  const float *queries, Size nq, double radius, vs_alloc_fn alloc,
+					  const VsQueries *qs, double radius, vs_alloc_fn alloc,
 					  void *alloc_arg, vs_range_result *out)
 {
 	VsIvfpqCached *c = (VsIvfpqCached *) obj;
 	VsIvfpqSearchParams p;
+	const float *queries = qs->vectors;
+	Size		nq = qs->nq;
 
 	memcpy(&p, params, sizeof(p));
 	if (c->ivf == NULL)
@@ -820,9 +824,10 @@ vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n)
 /* Every entry of the first vsearch.ivfpq_probes lists whose estimate is <= radius, and every
  * pending entry (the index kind's range_candidates). */
 void
-vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq, double radius,
+vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries, double radius,
 						  VsRangeResult *out)
 {
+	int			nq = (int) queries->nq;
 	VsRangeResult res;
 	int64		total;
 	int64		npending = 0;
@@ -838,7 +843,7 @@ vs_ivfpq_range_candidates(const VsIndexRef *ref, const float *queries, int nq, d
 		p.probe_offset = 0;
 		p.nprobe = (uint32) Max(vs_ivfpq_probes, 1);
 		memcpy(&params, &p, sizeof(p));
-		vs_search_range(ref, &params, queries, nq, radius, &res);
+		vs_search_range_queries(ref, &params, queries, radius, &res);
 	}
 	pending = vs_ivfpq_pending_ids(ref, &npending);
 

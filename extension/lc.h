@@ -1,9 +1,10 @@
 /*
  * vs_lc: the List of Clusters index, exact range and kNN search under any metric the operator
  * class names: vectors under L2 or L1, text under edit distance (textdist.h).  The algorithm is
- * the engine's (vsearch/lc.h: build, range, kNN on host arrays); this access method stores the
- * list in pages, keeps it through inserts and VACUUM, and serves scans on the CPU in the backend
- * (the GPU path is to come: the page order is the one its device matrices will copy).
+ * the engine's (vsearch/lc.h: build, range, kNN on host arrays; vsearch/metric.h: the object the
+ * searches run on, on the CPU or the GPU); this access method stores the list in pages, keeps it
+ * through inserts and VACUUM, and serves scans through the search layer: in the GPU worker when it
+ * serves, else on the CPU in the backend (the page order is the one the device matrices copy).
  *
  * Layout (block 0 is the metapage; two chains of pages follow, linked by `next`):
  *
@@ -24,7 +25,8 @@
  * VS_LC_DEAD and is never reported.  Every page change is Generic WAL.
  *
  * Files: lcutils.c (the kind, metapage, options, handler), lcsearch.c (the engine object from the
- * pages, searches), lcbuild.c, lcinsert.c, lcvacuum.c, lcscan.c, lccost.c.
+ * pages, searches), lcbuild.c, lcinsert.c, lcvacuum.c, lcscan.c, lcbatch.c (the text batch
+ * functions), lccost.c.
  */
 #ifndef VSEARCH_LC_AM_H
 #define VSEARCH_LC_AM_H
@@ -42,6 +44,7 @@
 #include "search.h"
 #include "textdist.h"
 #include "vsearch/lc.h"
+#include "vsearch/metric.h"
 
 #define VS_LC_KIND				4	/* the index kind's id (indexkind.h); never reused */
 
@@ -125,24 +128,18 @@ typedef struct VsLcValue
 	int			len;
 } VsLcValue;
 
-/* The engine object of an index (lcsearch.c). */
-typedef struct VsLcObject
+/* The engine object of a vs_lc or vs_sss index (lcsearch.c): the engine's metric index. */
+typedef struct VsMetricObject
 {
 	bool		text;
-	vs_metric	metric;
+	vs_metric	metric;			/* L2, L1 or VS_METRIC_LEVENSHTEIN */
 	uint32		dim;
-	vs_lc		lc;				/* over the arrays below */
-	int64	   *center_ids;
-	double	   *radii;
-	uint64	   *bucket_offsets;
-	int64	   *member_ids;
-	float	   *center_vectors;
-	float	   *member_vectors;
-	uint32	   *center_chars;
-	uint64	   *center_offsets;
-	uint32	   *member_chars;
-	uint64	   *member_offsets;
-} VsLcObject;
+	vs_metric_index *index;		/* in the load's engine context */
+} VsMetricObject;
+
+/* Creates the engine object of a kind's arrays (a vs_lc, a vs_sss). */
+typedef vs_status (*VsMetricCreate) (struct vs_context *engine, const void *arrays,
+									 vs_metric_index **out);
 
 /* lcutils.c */
 extern const VsIndexKind vs_lc_kind;
@@ -169,23 +166,20 @@ extern void vs_lc_check_chain(struct VsCheck *c, BlockNumber head, BlockNumber t
 extern void vs_lc_check_object(struct VsCheck *c, BlockNumber blkno, bool text, uint32 dim,
 							   const uint32 *data, uint32 len, int max_len);
 
-/* lcbatch.c: the batch functions on vector indexes of vs_lc and vs_sss (indexkind.h) */
-extern void vs_metric_range_candidates(const VsIndexRef *ref, const float *queries, int nq,
-									   double radius, VsRangeResult *out);
-extern void vs_metric_batch_knn(struct VsBatch *batch, int k);
-
-/* lcsearch.c */
+/* lcsearch.c: vs_lc's load, and the engine object and searches of vs_lc and vs_sss */
 extern void *vs_lc_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
 						uint64 *generation);
-extern void vs_lc_destroy(struct vs_context *engine, void *obj);
-extern int	vs_lc_tick(void *arg, size_t done);
-extern void vs_lc_search_range(void *obj, VsLcValue q, double radius, int64 **ids,
-							   double **dists, int64 *n);
-extern int64 vs_lc_search_knn(void *obj, VsLcValue q, int k, int64 *ids, double *dists);
-extern vs_mobject vs_lc_query_object(bool text, VsLcValue q);
-extern void vs_lc_status(int st);
-extern void vs_lc_hits_palloc(vs_mhits *hits, int64 **ids, double **dists, int64 *n);
-extern bool vs_lc_check_request(const struct VsRequest *req, char *why, Size whylen);
+extern VsMetricObject *vs_metric_object(const VsLoadEnv *env, const VsIndexRef *ref, bool text,
+										vs_metric metric, uint32 dim, VsMetricCreate create,
+										const void *arrays, Size bytes);
+extern void vs_metric_destroy(struct vs_context *engine, void *obj);
+extern int	vs_metric_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
+						  const VsQueries *queries, Size k, int64 *ids, float *distances,
+						  int64 *counts);
+extern int	vs_metric_range(struct vs_context *engine, void *obj, const VsKindParams *params,
+							const VsQueries *queries, double radius, vs_alloc_fn alloc,
+							void *alloc_arg, vs_range_result *out);
+extern bool vs_metric_check_request(const struct VsRequest *req, char *why, Size whylen);
 
 /* lcbuild.c */
 extern IndexBuildResult *vs_lc_ambuild(Relation heap, Relation index, IndexInfo *indexInfo);
@@ -202,23 +196,15 @@ extern IndexBulkDeleteResult *vs_lc_bulkdelete(IndexVacuumInfo *info, IndexBulkD
 											   IndexBulkDeleteCallback callback,
 											   void *callback_state);
 
-/* lcscan.c: the scans of vs_lc and vs_sss, around their searches of a cached object */
-typedef struct VsMetricSearchOps
-{
-	/* every row within radius of q (palloc'd ids and distances) */
-	void		(*range) (void *obj, VsLcValue q, double radius, int64 **ids, double **dists,
-						  int64 *n);
-	/* the k nearest by (distance, id); returns how many */
-	int64		(*knn) (void *obj, VsLcValue q, int k, int64 *ids, double *dists);
-} VsMetricSearchOps;
-
-extern IndexScanDesc vs_metric_beginscan(Relation index, int nkeys, int norderbys,
-										 const VsMetricSearchOps *ops);
+/* lcscan.c: the scans of vs_lc and vs_sss, through the search layer */
+extern IndexScanDesc vs_metric_beginscan(Relation index, int nkeys, int norderbys);
 extern bool vs_metric_gettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 vs_metric_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
-extern IndexScanDesc vs_lc_beginscan(Relation index, int nkeys, int norderbys);
-extern void vs_lc_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
-						 int norderbys);
+extern void vs_metric_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
+							 int norderbys);
+
+/* One query as the search layer takes it (q: a vector of the index's dimension, or characters). */
+extern VsQueries vs_metric_query(bool text, VsLcValue q, uint64 *offsets);
 
 /* lccost.c */
 extern void vs_lc_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,

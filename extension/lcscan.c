@@ -1,6 +1,7 @@
 /*
- * vs_lc and vs_sss: index scans (amgettuple, amgetbitmap), on the CPU in this backend (the search
- * itself is the kind's: VsMetricSearchOps).
+ * vs_lc and vs_sss: index scans (amgettuple, amgetbitmap).  The searches go through the search
+ * layer (search.h): to the GPU worker when it serves, else on this backend's CPU, on the kind's
+ * engine object (lcsearch.c), with the query as a vector or the characters of a text.
  *
  * WHERE col <<->> sphere(q, r) / <<+>> / text: col <<~>> sphere('word'::text, r)
  *   One range search per qual (vsearch/lc.h, vsearch/sss.h), which finds exactly the rows the
@@ -34,17 +35,16 @@
 typedef struct LcScanOpaqueData
 {
 	VsScanBase	base;			/* cxt, started, done, ref */
-	const VsMetricSearchOps *ops;	/* vs_lc's or vs_sss's searches */
 	bool		text;
-	void	   *obj;
 
 	/* ORDER BY */
 	bool		ordered;
 	VsLcValue	query;
+	uint64		query_offsets[2];
 	int			k;
 	bool		exhausted;
 	int64	   *ids;
-	double	   *dists;
+	float	   *dists;			/* rank units (search.h) */
 	int64		count;
 	int64		pos;
 	bool		have_last;
@@ -61,33 +61,35 @@ typedef struct LcScanOpaqueData
 
 typedef LcScanOpaqueData *LcScanOpaque;
 
-static const VsMetricSearchOps lc_ops = {
-	.range = vs_lc_search_range,
-	.knn = vs_lc_search_knn,
-};
-
 IndexScanDesc
-vs_metric_beginscan(Relation index, int nkeys, int norderbys, const VsMetricSearchOps *ops)
+vs_metric_beginscan(Relation index, int nkeys, int norderbys)
 {
-	IndexScanDesc scan = vs_scan_begin(index, nkeys, norderbys, sizeof(LcScanOpaqueData));
-
-	((LcScanOpaque) scan->opaque)->ops = ops;
-	return scan;
-}
-
-IndexScanDesc
-vs_lc_beginscan(Relation index, int nkeys, int norderbys)
-{
-	return vs_metric_beginscan(index, nkeys, norderbys, &lc_ops);
+	return vs_scan_begin(index, nkeys, norderbys, sizeof(LcScanOpaqueData));
 }
 
 void
-vs_lc_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
+vs_metric_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
 {
-	const VsMetricSearchOps *ops = ((LcScanOpaque) scan->opaque)->ops;
-
 	vs_scan_rescan(scan, keys, orderbys);	/* zeroes the opaque past its base */
-	((LcScanOpaque) scan->opaque)->ops = ops;
+}
+
+VsQueries
+vs_metric_query(bool text, VsLcValue q, uint64 *offsets)
+{
+	VsQueries	qs;
+
+	memset(&qs, 0, sizeof(qs));
+	qs.nq = 1;
+	if (text)
+	{
+		offsets[0] = 0;
+		offsets[1] = (uint64) q.len;
+		qs.offsets = offsets;
+		qs.chars = q.data;
+	}
+	else
+		qs.vectors = q.data;
+	return qs;
 }
 
 /* A query of the scan (a vector of the index's dimension, or a text's characters). */
@@ -190,28 +192,31 @@ scan_start(IndexScanDesc scan)
 	if (have_query)
 		so->query = query_value(so, scan->orderByData[0].sk_argument);
 
-	so->obj = vs_search_object(&so->base.ref);
-
 	/* One range search per qual; the rows every one of them found. */
 	so->has_range = nranges > 0;
 	for (int i = 0; i < nranges; i++)
 	{
-		int64	   *ids;
-		double	   *dists;
+		uint64		offsets[2];
+		VsQueries	q = vs_metric_query(so->text, query_value(so, centers[i]), offsets);
+		VsRangeResult res;
 		int64		n;
 
-		so->ops->range(so->obj, query_value(so, centers[i]), radii[i], &ids, &dists, &n);
-		pfree(dists);
-		n = vs_sort_ids(ids, n);
+		vs_search_range_queries(&so->base.ref, NULL, &q, radii[i], &res);
+		if (res.distances)
+			pfree(res.distances);
+		if (res.ids == NULL)
+			res.ids = palloc(sizeof(int64));
+		n = vs_sort_ids(res.ids, res.total);
+		pfree(res.offsets);
 		if (i == 0)
 		{
-			so->cand = ids;
+			so->cand = res.ids;
 			so->ncand = n;
 		}
 		else
 		{
-			so->ncand = vs_intersect_ids(so->cand, so->ncand, ids, n);
-			pfree(ids);
+			so->ncand = vs_intersect_ids(so->cand, so->ncand, res.ids, n);
+			pfree(res.ids);
 		}
 		if (so->ncand == 0)
 		{
@@ -219,7 +224,6 @@ scan_start(IndexScanDesc scan)
 			break;
 		}
 	}
-	vs_search_trim_cache();
 	MemoryContextSwitchTo(old);
 }
 
@@ -253,16 +257,19 @@ next_batch(LcScanOpaque so)
 	if (so->dists)
 		pfree(so->dists);
 	so->ids = palloc_extended(sizeof(int64) * k, MCXT_ALLOC_HUGE);
-	so->dists = palloc_extended(sizeof(double) * k, MCXT_ALLOC_HUGE);
+	so->dists = palloc_extended(sizeof(float) * k, MCXT_ALLOC_HUGE);
 	MemoryContextSwitchTo(old);
 
-	/* the cached object is valid until the cache is trimmed: ask for it again */
-	so->obj = vs_search_object(&so->base.ref);
-	so->count = so->ops->knn(so->obj, so->query, (int) k, so->ids, so->dists);
+	{
+		VsQueries	q = vs_metric_query(so->text, so->query, so->query_offsets);
+		int64		count = 0;
+
+		vs_search_knn_queries(&so->base.ref, NULL, &q, (int) k, so->ids, so->dists, &count);
+		so->count = count;
+	}
 	so->k = (int) k;
 	so->pos = 0;
 	so->exhausted = so->count < k;
-	vs_search_trim_cache();
 }
 
 static int
@@ -281,7 +288,7 @@ next_ordered(LcScanOpaque so, int64 *id, double *dist)
 		while (so->pos < so->count)
 		{
 			int64		i = so->ids[so->pos];
-			double		d = so->dists[so->pos];
+			double		d = vs_rank_value(so->base.ref.metric, so->dists[so->pos]);
 
 			so->pos++;
 			if (so->have_last && cmp_pair(d, i, so->last_dist, so->last_id) <= 0)

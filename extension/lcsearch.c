@@ -1,11 +1,17 @@
 /*
- * vs_lc: the engine object of an index (read from its pages into the arrays of vsearch/lc.h) and
- * its searches on the CPU in this backend.
+ * vs_lc and vs_sss: the engine objects of their indexes and the searches on them, the index kinds'
+ * load / destroy / knn / range / check_request (indexkind.h).
  *
- * The object is cached by the search layer (vs_search_object: the backend's object cache, keyed by
- * index and labelled with the metapage generation read before the pages); any change of the index
- * (insert, VACUUM) makes the next search read it again.  Members are grouped by cluster in the
- * order the pages hold them (the build's order, then inserts in arrival order).
+ * A vs_lc index is read from its pages into the arrays of vsearch/lc.h (centers with their radii,
+ * then the members grouped by cluster in the order the pages hold them: the build's order, then
+ * inserts in arrival order), a vs_sss index into those of vsearch/sss.h (ssssearch.c); the arrays
+ * become the engine's metric index (vsearch/metric.h) in the load's engine context -- the backend's
+ * CPU engine, or the GPU worker's device -- and the scratch arrays go with the load.  The object is
+ * cached (the backend's object cache, or the worker's), keyed by index and labelled with the
+ * metapage generation read before the pages; any change of the index (insert, VACUUM) makes the
+ * next search read it again.  Searches run on the engine (on the GPU in the worker: one block per
+ * query) and return the operator's distances in rank units (search.h): L2 squared, L1 and edit
+ * distances as they are.
  */
 #include "postgres.h"
 
@@ -13,8 +19,8 @@
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 
-#include "batch.h"
 #include "lc.h"
+#include "worker_internal.h"
 
 /* A growing array in the object's memory context. */
 typedef struct Grow
@@ -136,6 +142,28 @@ gather(void *arg, const VsLcTuple *t)
 	*(uint64 *) grow_add(&g->offsets, 1) = g->values.n;
 }
 
+/* The arrays of a list read from the pages (scratch memory of the load). */
+typedef struct LcArrays
+{
+	vs_lc		lc;				/* over the arrays below */
+	int64	   *center_ids;
+	double	   *radii;
+	uint64	   *bucket_offsets;
+	int64	   *member_ids;
+	float	   *center_vectors;
+	float	   *member_vectors;
+	uint32	   *center_chars;
+	uint64	   *center_offsets;
+	uint32	   *member_chars;
+	uint64	   *member_offsets;
+} LcArrays;
+
+static vs_status
+create_lc(struct vs_context *engine, const void *arrays, vs_metric_index **out)
+{
+	return vs_metric_index_lc(engine, (const vs_lc *) arrays, out);
+}
+
 void *
 vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 		   uint64 *generation)
@@ -143,7 +171,8 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 	LcLoad		ld;
 	Buffer		buf;
 	VsLcMetaPageData meta;
-	VsLcObject *obj;
+	LcArrays	arrays;
+	LcArrays   *obj;
 	Gathered	centers;
 	Gathered	members;
 	Size		nc,
@@ -174,14 +203,12 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 
 	nc = centers.ids.n;
 	nm = members.ids.n;
-	obj = MemoryContextAllocZero(env->cxt, sizeof(VsLcObject));
-	obj->text = ld.text;
-	obj->metric = (vs_metric) meta.metric;
-	obj->dim = meta.dim;
-	obj->center_ids = MemoryContextAllocHuge(env->cxt, sizeof(int64) * (nc + 1));
-	obj->radii = MemoryContextAllocHuge(env->cxt, sizeof(double) * (nc + 1));
-	obj->bucket_offsets = MemoryContextAllocZero(env->cxt, sizeof(uint64) * (nc + 1));
-	obj->member_ids = MemoryContextAllocHuge(env->cxt, sizeof(int64) * (nm + 1));
+	obj = &arrays;
+	memset(obj, 0, sizeof(*obj));
+	obj->center_ids = palloc_extended(sizeof(int64) * (nc + 1), MCXT_ALLOC_HUGE);
+	obj->radii = palloc_extended(sizeof(double) * (nc + 1), MCXT_ALLOC_HUGE);
+	obj->bucket_offsets = palloc_extended(sizeof(uint64) * (nc + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	obj->member_ids = palloc_extended(sizeof(int64) * (nm + 1), MCXT_ALLOC_HUGE);
 	memcpy(obj->center_ids, centers.ids.data, sizeof(int64) * nc);
 	memcpy(obj->radii, centers.radii.data, sizeof(double) * nc);
 
@@ -209,12 +236,12 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 		uint64	   *target = palloc_extended(sizeof(uint64) * (nm + 1), MCXT_ALLOC_HUGE);
 		uint64		at = 0;
 
-		obj->center_chars = MemoryContextAllocHuge(env->cxt, sizeof(uint32) * (centers.values.n + 1));
-		obj->center_offsets = MemoryContextAllocHuge(env->cxt, sizeof(uint64) * (nc + 1));
+		obj->center_chars = palloc_extended(sizeof(uint32) * (centers.values.n + 1), MCXT_ALLOC_HUGE);
+		obj->center_offsets = palloc_extended(sizeof(uint64) * (nc + 1), MCXT_ALLOC_HUGE);
 		memcpy(obj->center_chars, centers.values.data, sizeof(uint32) * centers.values.n);
 		memcpy(obj->center_offsets, centers.offsets.data, sizeof(uint64) * (nc + 1));
-		obj->member_chars = MemoryContextAllocHuge(env->cxt, sizeof(uint32) * (members.values.n + 1));
-		obj->member_offsets = MemoryContextAllocHuge(env->cxt, sizeof(uint64) * (nm + 1));
+		obj->member_chars = palloc_extended(sizeof(uint32) * (members.values.n + 1), MCXT_ALLOC_HUGE);
+		obj->member_offsets = palloc_extended(sizeof(uint64) * (nm + 1), MCXT_ALLOC_HUGE);
 		/* where each member goes, then the offsets and characters in that order */
 		for (Size i = 0; i < nm; i++)
 			target[i] = pos[((uint32 *) members.clusters.data)[i]]++;
@@ -244,9 +271,9 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 	{
 		Size		dim = meta.dim;
 
-		obj->center_vectors = MemoryContextAllocHuge(env->cxt, sizeof(float) * (nc * dim + 1));
+		obj->center_vectors = palloc_extended(sizeof(float) * (nc * dim + 1), MCXT_ALLOC_HUGE);
 		memcpy(obj->center_vectors, centers.values.data, sizeof(float) * nc * dim);
-		obj->member_vectors = MemoryContextAllocHuge(env->cxt, sizeof(float) * (nm * dim + 1));
+		obj->member_vectors = palloc_extended(sizeof(float) * (nm * dim + 1), MCXT_ALLOC_HUGE);
 		for (Size i = 0; i < nm; i++)
 		{
 			uint64		j = pos[((uint32 *) members.clusters.data)[i]]++;
@@ -278,106 +305,119 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 	*bytes = (nc + nm) * (sizeof(int64) + sizeof(uint64) + sizeof(double)) +
 		(centers.values.n + members.values.n) * sizeof(uint32);
 	*generation = meta.generation;
-	return obj;
+	return vs_metric_object(env, ref, ld.text, (vs_metric) meta.metric, meta.dim, create_lc,
+							&obj->lc, *bytes);
 }
 
-void
-vs_lc_destroy(struct vs_context *engine, void *obj)
-{
-	/* everything is in the object's memory context */
-}
+/* ---------------------------------------------------------------------------------------------
+ * The engine object and its searches (vs_lc and vs_sss alike)
+ */
 
-int
-vs_lc_tick(void *arg, size_t done)
+VsMetricObject *
+vs_metric_object(const VsLoadEnv *env, const VsIndexRef *ref, bool text, vs_metric metric,
+				 uint32 dim, VsMetricCreate create, const void *arrays, Size bytes)
 {
-	return InterruptPending ? 1 : 0;
-}
+	VsMetricObject *o;
+	int			rc;
 
-vs_mobject
-vs_lc_query_object(bool text, VsLcValue q)
-{
-	vs_mobject	o;
-
-	memset(&o, 0, sizeof(o));
-	if (text)
-		o.chars = q.data;
-	else
-		o.vector = q.data;
-	o.len = q.len;
+	if (env->limit > 0 && bytes > env->limit)
+		vs_load_too_large(env, ref->indexrelid, bytes);
+	o = MemoryContextAllocZero(env->cxt, sizeof(VsMetricObject));
+	o->text = text;
+	o->metric = metric;
+	o->dim = dim;
+	if (env->reserve)
+		(void) env->reserve(env->arg, bytes);
+	for (;;)
+	{
+		rc = create(env->engine, arrays, &o->index);
+		if (rc == VS_OUT_OF_MEMORY && env->evict_one && env->evict_one(env->arg))
+			continue;
+		break;
+	}
+	if (rc != VS_OK)
+		ereport(ERROR,
+				(errcode(rc == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+				 errmsg("loading index %u failed: %s: %s", ref->indexrelid,
+						vs_status_name((vs_status) rc), vs_last_error(env->engine))));
 	return o;
 }
 
-/* ERROR for an engine status (after a cancel, the pending interrupt). */
 void
-vs_lc_status(int st)
+vs_metric_destroy(struct vs_context *engine, void *obj)
 {
-	if (st == VS_OK)
-		return;
-	if (st == VS_CANCELLED)
-		CHECK_FOR_INTERRUPTS();
-	if (st == VS_OUT_OF_MEMORY)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory in a vs_lc search")));
-	vs_engine_error(st);
+	VsMetricObject *o = (VsMetricObject *) obj;
+
+	if (o->index != NULL)
+		vs_metric_index_destroy(engine, o->index);
 }
 
-/* Copies engine hits into palloc'd arrays and frees them. */
-void
-vs_lc_hits_palloc(vs_mhits *hits_in, int64 **ids, double **dists, int64 *n)
+/* The queries as the engine takes them: the index's kind of object (the engine checks it). */
+static vs_mspace
+query_space(const VsMetricObject *o, const VsQueries *queries)
 {
-	vs_mhits	hits = *hits_in;
+	vs_mspace	s;
 
-	*n = (int64) hits.n;
-	*ids = palloc_extended(sizeof(int64) * (hits.n + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-	*dists = palloc_extended(sizeof(double) * (hits.n + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-	if (*ids == NULL || *dists == NULL)
+	memset(&s, 0, sizeof(s));
+	s.n = queries->nq;
+	if (queries->vectors != NULL)
 	{
-		vs_mhits_free(&hits);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory for %zu range results", hits.n)));
+		s.kind = VS_MSPACE_VECTORS;
+		s.metric = o->metric;
+		s.dim = o->dim;
+		s.vectors = queries->vectors;
 	}
-	if (hits.n > 0)
+	else
 	{
-		memcpy(*ids, hits.ids, sizeof(int64) * hits.n);
-		memcpy(*dists, hits.distances, sizeof(double) * hits.n);
+		s.kind = VS_MSPACE_STRINGS;
+		s.metric = VS_METRIC_L2;
+		s.chars = queries->chars;
+		s.offsets = queries->offsets;
 	}
-	vs_mhits_free(&hits);
+	return s;
 }
 
-void
-vs_lc_search_range(void *vobj, VsLcValue q, double radius, int64 **ids, double **dists, int64 *n)
+/* The engine's distances are the metric's base: L2 squared, i.e. rank units already. */
+int
+vs_metric_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
+			  const VsQueries *queries, Size k, int64 *ids, float *distances, int64 *counts)
 {
-	VsLcObject *obj = (VsLcObject *) vobj;
-	vs_mobject	o = vs_lc_query_object(obj->text, q);
-	vs_mhits	hits;
-	int			st;
+	VsMetricObject *o = (VsMetricObject *) obj;
+	vs_mspace	q = query_space(o, queries);
 
-	memset(&hits, 0, sizeof(hits));
-	st = vs_lc_range(&obj->lc, &o, radius, vs_lc_tick, NULL, &hits, NULL);
-	if (st != VS_OK)
-	{
-		vs_mhits_free(&hits);
-		vs_lc_status(st);
-	}
-	vs_lc_hits_palloc(&hits, ids, dists, n);
+	return vs_metric_index_knn(engine, o->index, &q, k, (int64_t *) ids, distances,
+							   (int64_t *) counts);
 }
 
-int64
-vs_lc_search_knn(void *vobj, VsLcValue q, int k, int64 *ids, double *dists)
+int
+vs_metric_range(struct vs_context *engine, void *obj, const VsKindParams *params,
+				const VsQueries *queries, double radius, vs_alloc_fn alloc, void *alloc_arg,
+				vs_range_result *out)
 {
-	VsLcObject *obj = (VsLcObject *) vobj;
-	vs_mobject	o = vs_lc_query_object(obj->text, q);
-	size_t		count = 0;
+	VsMetricObject *o = (VsMetricObject *) obj;
+	vs_mspace	q = query_space(o, queries);
 
-	vs_lc_status(vs_lc_knn(&obj->lc, &o, (size_t) k, vs_lc_tick, NULL, ids, dists, &count, NULL));
-	return (int64) count;
+	return vs_metric_index_range(engine, o->index, &q, radius, alloc, alloc_arg, out);
 }
 
+/*
+ * A search request of vs_lc or vs_sss: kNN or range, no parameters, strings under edit distance
+ * (a text index) or vectors under L2 or L1.
+ */
 bool
-vs_lc_check_request(const struct VsRequest *req, char *why, Size whylen)
+vs_metric_check_request(const struct VsRequest *req, char *why, Size whylen)
 {
-	snprintf(why, whylen, "vs_lc and vs_sss are searched in the backend (their GPU path is not built yet)");
+	static const VsKindParams none;
+
+	if (req->op != VS_OP_KNN && req->op != VS_OP_RANGE)
+		snprintf(why, whylen, "vs_lc and vs_sss answer kNN and range requests only");
+	else if (memcmp(&req->params, &none, sizeof(none)) != 0)
+		snprintf(why, whylen, "vs_lc and vs_sss searches take no parameters");
+	else if (req->qformat == VS_QUERIES_STRINGS ? req->metric != VS_METRIC_LEVENSHTEIN
+			 : (req->metric != VS_METRIC_L2 && req->metric != VS_METRIC_L1))
+		snprintf(why, whylen, "vs_lc and vs_sss do not search %s queries under metric %u",
+				 req->qformat == VS_QUERIES_STRINGS ? "string" : "vector", req->metric);
+	else
+		return true;
 	return false;
 }

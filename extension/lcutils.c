@@ -13,6 +13,7 @@
 #include "commands/defrem.h"
 #include "utils/lsyscache.h"
 
+#include "batch.h"
 #include "lc.h"
 #include "vector.h"
 
@@ -217,23 +218,23 @@ const VsIndexKind vs_lc_kind = {
 	.bulkdelete = vs_lc_bulkdelete,
 	.costestimate = vs_lc_costestimate,
 	.options = vs_lc_options,
-	.beginscan = vs_lc_beginscan,
-	.rescan = vs_lc_rescan,
+	.beginscan = vs_metric_beginscan,
+	.rescan = vs_metric_rescan,
 	.gettuple = vs_metric_gettuple,
 	.getbitmap = vs_metric_getbitmap,
 	.endscan = vs_scan_end,
 	.init = vs_lc_init,
 	.read_ref = lc_read_ref,
 	.load = vs_lc_load,
-	.destroy = vs_lc_destroy,
-	.knn = NULL,				/* searched in the backend by lcscan.c, never through the worker */
-	.range = NULL,
+	.destroy = vs_metric_destroy,
+	.knn = vs_metric_knn,
+	.range = vs_metric_range,
 	.exact = true,
-	.range_candidates = vs_metric_range_candidates,
-	.batch_knn = vs_metric_batch_knn,
-	.max_k = 0,
+	.range_candidates = vs_search_range_candidates,
+	.batch_knn = vs_batch_knn_exact,
+	.max_k = 1 << 20,			/* a drained scan's k grows to the index's entries */
 	.check = vs_lc_check,
-	.check_request = vs_lc_check_request,
+	.check_request = vs_metric_check_request,
 };
 
 PG_FUNCTION_INFO_V1(vs_lc_handler);

@@ -148,9 +148,10 @@ vs_scan_range_rows(const VsIndexRef *ref, const VsScanKeys *keys, int64 **ids, i
 	for (int i = 0; i < keys->nranges; i++)
 	{
 		VsRangeResult result;
+		VsQueries	q = vs_vector_queries(keys->centers[i], 1);
 		int64		m;
 
-		kind->range_candidates(ref, keys->centers[i], 1, keys->radii[i], &result);
+		kind->range_candidates(ref, &q, keys->radii[i], &result);
 		m = vs_sort_ids(result.ids, result.total);
 		if (i == 0)
 		{

@@ -304,32 +304,48 @@ vs_search_trim_cache(void)
 
 static const VsKindParams no_params;
 
+/* A vector index that never held a vector has no dimension: its searches find nothing. */
+static bool
+never_held_a_vector(const VsIndexRef *ref, const VsQueries *queries)
+{
+	return queries->vectors != NULL && ref->dim == 0;
+}
+
 void
 vs_search_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
 			  int k, int64 *ids, float *distances, int64 *counts)
 {
+	VsQueries	qs = vs_vector_queries(queries, Max(nq, 0));
+
+	vs_search_knn_queries(ref, params, &qs, k, ids, distances, counts);
+}
+
+void
+vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
+					  const VsQueries *queries, int k, int64 *ids, float *distances, int64 *counts)
+{
 	const VsIndexKind *kind = vs_ref_kind(ref);
+	Size		nq = queries->nq;
 	int			retries = 0;
 
-	if (nq <= 0)
+	if (nq == 0)
 		return;
 	if (params == NULL)
 		params = &no_params;
 	if (k <= 0)
 	{
-		for (int q = 0; q < nq; q++)
+		for (Size q = 0; q < nq; q++)
 			counts[q] = 0;
 		return;
 	}
-	if (vs_worker_knn(ref, params, queries, nq, k, ids, distances, counts))
+	if (vs_worker_knn(ref, params, queries, k, ids, distances, counts))
 		return;
 
-	if (ref->dim == 0)
+	if (never_held_a_vector(ref, queries))
 	{
-		/* an index that never held a vector */
-		for (int q = 0; q < nq; q++)
+		for (Size q = 0; q < nq; q++)
 			counts[q] = 0;
-		for (size_t i = 0; i < (size_t) nq * k; i++)
+		for (Size i = 0; i < nq * k; i++)
 		{
 			ids[i] = -1;
 			distances[i] = INFINITY;
@@ -342,7 +358,7 @@ vs_search_knn(const VsIndexRef *ref, const VsKindParams *params, const float *qu
 		void	   *obj = vs_search_object(ref);
 		int			st;
 
-		st = kind->knn(engine_ctx, obj, params, queries, nq, k, ids, distances, counts);
+		st = kind->knn(engine_ctx, obj, params, queries, k, ids, distances, counts);
 		if (st == VS_OK)
 		{
 			vs_search_trim_cache();
@@ -365,7 +381,17 @@ void
 vs_search_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
 				double radius, VsRangeResult *out)
 {
+	VsQueries	qs = vs_vector_queries(queries, Max(nq, 0));
+
+	vs_search_range_queries(ref, params, &qs, radius, out);
+}
+
+void
+vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
+						const VsQueries *queries, double radius, VsRangeResult *out)
+{
 	const VsIndexKind *kind = vs_ref_kind(ref);
+	int			nq = (int) queries->nq;
 	int			retries = 0;
 
 	memset(out, 0, sizeof(VsRangeResult));
@@ -375,10 +401,10 @@ vs_search_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("range search radius is NaN")));
-	if (nq > 0 && vs_worker_range(ref, params, queries, nq, radius, out))
+	if (nq > 0 && vs_worker_range(ref, params, queries, radius, out))
 		return;
 
-	if (nq <= 0 || ref->dim == 0)
+	if (nq <= 0 || never_held_a_vector(ref, queries))
 	{
 		out->nq = Max(nq, 0);
 		out->total = 0;
@@ -395,7 +421,7 @@ vs_search_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 		int			st;
 
 		memset(&result, 0, sizeof(result));
-		st = kind->range(engine_ctx, obj, params, queries, nq, radius, range_alloc, NULL, &result);
+		st = kind->range(engine_ctx, obj, params, queries, radius, range_alloc, NULL, &result);
 		if (st == VS_OK)
 		{
 			out->nq = nq;
@@ -415,6 +441,13 @@ vs_search_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 			vs_engine_error(st);
 		vs_engine_cancelled(&retries);
 	}
+}
+
+void
+vs_search_range_candidates(const VsIndexRef *ref, const VsQueries *queries, double radius,
+						   VsRangeResult *out)
+{
+	vs_search_range_queries(ref, NULL, queries, radius, out);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -53,6 +53,31 @@ typedef struct VsIndexRef
 	uint64		kind_info[4];	/* the kind's own, from its metapage */
 } VsIndexRef;
 
+/*
+ * The queries of a search: nq vectors of the index's dimension (every vector index), or nq strings
+ * of characters (the text indexes of vs_lc and vs_sss: pg_wchar code points, textdist.h) back to
+ * back, string i being chars[offsets[i] .. offsets[i + 1]).
+ */
+typedef struct VsQueries
+{
+	Size		nq;
+	const float *vectors;		/* nq x dim; NULL for strings */
+	const uint64 *offsets;		/* strings: nq + 1 */
+	const uint32 *chars;
+} VsQueries;
+
+static inline VsQueries
+vs_vector_queries(const float *vectors, Size nq)
+{
+	VsQueries	q;
+
+	q.nq = nq;
+	q.vectors = vectors;
+	q.offsets = NULL;
+	q.chars = NULL;
+	return q;
+}
+
 /* Range results: CSR in the caller's memory context. */
 typedef struct VsRangeResult
 {
@@ -134,11 +159,23 @@ extern void vs_engine_cancelled(int *retries);
  * serves, else on this backend's cached engine object of the index.
  *   kNN:   ids/distances nq x k, counts nq (rows found <= k);
  *   range: every row within radius of each query.
+ * vs_search_knn / vs_search_range take vectors; the _queries forms strings too (VsQueries).
  */
 extern void vs_search_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries,
 						  int nq, int k, int64 *ids, float *distances, int64 *counts);
 extern void vs_search_range(const VsIndexRef *ref, const VsKindParams *params,
 							const float *queries, int nq, double radius, VsRangeResult *out);
+extern void vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
+								  const VsQueries *queries, int k, int64 *ids, float *distances,
+								  int64 *counts);
+extern void vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
+									const VsQueries *queries, double radius,
+									VsRangeResult *out);
+
+/* The range_candidates of an exact kind (indexkind.h): its search finds exactly the rows within
+ * the radius, with the operator's distances. */
+extern void vs_search_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
+									   double radius, VsRangeResult *out);
 
 /*
  * This backend's engine object of the index (the kind's), at least as new as ref: for a kind's

@@ -1,9 +1,10 @@
 /*
  * vs_sss: the Sparse Spatial Selection pivot-table index, exact range and kNN search under the
  * metrics of vs_lc's operator classes (vectors under L2 or L1, text under edit distance).  The
- * algorithm is the engine's (vsearch/sss.h); this access method stores the pivots and the table in
- * pages, keeps them through inserts and VACUUM, and serves scans on the CPU in the backend through
- * vs_lc's scan code (lcscan.c) and value helpers (lcutils.c).
+ * algorithm is the engine's (vsearch/sss.h, searched as a vsearch/metric.h object: on the CPU in
+ * the backend, or on the GPU in the worker); this access method stores the pivots and the table in
+ * pages, keeps them through inserts and VACUUM, and serves scans through vs_lc's scan code
+ * (lcscan.c), engine object (lcsearch.c) and value helpers (lcutils.c).
  *
  * Layout (block 0 is the metapage; two chains of pages follow, linked by `next`):
  *
@@ -75,22 +76,6 @@ typedef struct VsSssOptions
 	int			max_pivots;
 } VsSssOptions;
 
-typedef struct VsSssObject
-{
-	bool		text;
-	vs_metric	metric;
-	uint32		dim;
-	vs_sss		sss;
-	float	   *pivot_vectors;
-	uint32	   *pivot_chars;
-	uint64	   *pivot_offsets;
-	float	   *row_vectors;
-	uint32	   *row_chars;
-	uint64	   *row_offsets;
-	int64	   *row_ids;
-	float	   *table;
-} VsSssObject;
-
 /* sssutils.c */
 extern const VsIndexKind vs_sss_kind;
 extern void vs_sss_init_page(Page page, uint16 flags);
@@ -103,10 +88,6 @@ extern int	vs_sss_max_len(uint32 npivots);
 /* ssssearch.c */
 extern void *vs_sss_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
 						 uint64 *generation);
-extern void vs_sss_search_range(void *obj, VsLcValue q, double radius, int64 **ids,
-								double **dists, int64 *n);
-extern int64 vs_sss_search_knn(void *obj, VsLcValue q, int k, int64 *ids, double *dists);
-extern const VsMetricSearchOps vs_sss_search_ops;
 
 /* sssbuild.c */
 extern IndexBuildResult *vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo);

@@ -1,7 +1,8 @@
 /*
- * vs_sss: the engine object of an index (pivots, rows and the pivot table read from its pages into
- * the arrays of vsearch/sss.h) and its searches on the CPU in this backend.  Cached by the search
- * layer like vs_lc's (lcsearch.c); any change of the index makes the next search read it again.
+ * vs_sss: the engine object of an index: pivots, rows and the pivot table read from its pages into
+ * the arrays of vsearch/sss.h, which become the engine's metric index (vsearch/metric.h) as vs_lc's
+ * do (lcsearch.c, which searches both); any change of the index makes the next search read it
+ * again.
  */
 #include "postgres.h"
 
@@ -123,6 +124,12 @@ fill_space(vs_mspace *s, bool text, vs_metric metric, uint32 dim, Size n, uint32
 	s->ids = ids;
 }
 
+static vs_status
+create_sss(struct vs_context *engine, const void *arrays, vs_metric_index **out)
+{
+	return vs_metric_index_sss(engine, (const vs_sss *) arrays, out);
+}
+
 void *
 vs_sss_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 			uint64 *generation)
@@ -130,7 +137,8 @@ vs_sss_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 	SssRead		rd;
 	Buffer		buf;
 	VsSssMetaPageData meta;
-	VsSssObject *obj;
+	vs_sss		sss;
+	vs_metric	metric;
 
 	if (old != NULL)
 		return NULL;			/* no refresh in place: read it all again */
@@ -145,58 +153,20 @@ vs_sss_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 	rd.npivots = meta.npivots;
 	rd.dim = meta.dim;
 	rd.text = meta.metric == VS_METRIC_LEVENSHTEIN;
-	rd.cxt = env->cxt;
+	rd.cxt = CurrentMemoryContext;	/* scratch: the engine object gets copies */
+	metric = (vs_metric) meta.metric;
 
-	obj = MemoryContextAllocZero(env->cxt, sizeof(VsSssObject));
-	obj->text = rd.text;
-	obj->metric = (vs_metric) meta.metric;
-	obj->dim = meta.dim;
-
+	memset(&sss, 0, sizeof(sss));
 	read_chain(&rd, meta.pivot_head, false);
-	fill_space(&obj->sss.pivots, rd.text, obj->metric, rd.dim, rd.n, rd.values, rd.offsets, NULL);
+	fill_space(&sss.pivots, rd.text, metric, rd.dim, rd.n, rd.values, rd.offsets, NULL);
 	*bytes = rd.nvalues * sizeof(uint32);
 	read_chain(&rd, meta.row_head, true);
-	fill_space(&obj->sss.objects, rd.text, obj->metric, rd.dim, rd.n, rd.values, rd.offsets,
-			   rd.ids);
-	obj->sss.table = rd.table;
+	fill_space(&sss.objects, rd.text, metric, rd.dim, rd.n, rd.values, rd.offsets, rd.ids);
+	sss.table = rd.table;
 	*bytes += rd.nvalues * sizeof(uint32) + rd.n * (sizeof(uint64) + sizeof(int64) +
 													sizeof(float) * rd.npivots);
 	vs_index_close_for_read(rd.rel);
 	FreeAccessStrategy(rd.bas);
 	*generation = meta.generation;
-	return obj;
+	return vs_metric_object(env, ref, rd.text, metric, meta.dim, create_sss, &sss, *bytes);
 }
-
-void
-vs_sss_search_range(void *vobj, VsLcValue q, double radius, int64 **ids, double **dists, int64 *n)
-{
-	VsSssObject *obj = (VsSssObject *) vobj;
-	vs_mobject	o = vs_lc_query_object(obj->text, q);
-	vs_mhits	hits;
-	int			st;
-
-	memset(&hits, 0, sizeof(hits));
-	st = vs_sss_range(&obj->sss, &o, radius, vs_lc_tick, NULL, &hits, NULL);
-	if (st != VS_OK)
-	{
-		vs_mhits_free(&hits);
-		vs_lc_status(st);
-	}
-	vs_lc_hits_palloc(&hits, ids, dists, n);
-}
-
-int64
-vs_sss_search_knn(void *vobj, VsLcValue q, int k, int64 *ids, double *dists)
-{
-	VsSssObject *obj = (VsSssObject *) vobj;
-	vs_mobject	o = vs_lc_query_object(obj->text, q);
-	size_t		count = 0;
-
-	vs_lc_status(vs_sss_knn(&obj->sss, &o, (size_t) k, vs_lc_tick, NULL, ids, dists, &count, NULL));
-	return (int64) count;
-}
-
-const VsMetricSearchOps vs_sss_search_ops = {
-	.range = vs_sss_search_range,
-	.knn = vs_sss_search_knn,
-};

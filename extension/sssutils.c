@@ -9,6 +9,7 @@
 #include "fmgr.h"
 #include "storage/bufmgr.h"
 
+#include "batch.h"
 #include "sss.h"
 
 static relopt_kind sss_relopt_kind;
@@ -103,12 +104,6 @@ sss_read_ref(Relation index, VsIndexRef *ref)
 	ref->kind_info[0] = meta.npivots;
 }
 
-static IndexScanDesc
-sss_beginscan(Relation index, int nkeys, int norderbys)
-{
-	return vs_metric_beginscan(index, nkeys, norderbys, &vs_sss_search_ops);
-}
-
 const VsIndexKind vs_sss_kind = {
 	.id = VS_SSS_KIND,
 	.name = "vs_sss",
@@ -120,23 +115,23 @@ const VsIndexKind vs_sss_kind = {
 	.bulkdelete = vs_sss_bulkdelete,
 	.costestimate = vs_sss_costestimate,
 	.options = vs_sss_options,
-	.beginscan = sss_beginscan,
-	.rescan = vs_lc_rescan,
+	.beginscan = vs_metric_beginscan,
+	.rescan = vs_metric_rescan,
 	.gettuple = vs_metric_gettuple,
 	.getbitmap = vs_metric_getbitmap,
 	.endscan = vs_scan_end,
 	.init = vs_sss_init,
 	.read_ref = sss_read_ref,
 	.load = vs_sss_load,
-	.destroy = vs_lc_destroy,
-	.knn = NULL,				/* searched in the backend by lcscan.c, never through the worker */
-	.range = NULL,
+	.destroy = vs_metric_destroy,
+	.knn = vs_metric_knn,
+	.range = vs_metric_range,
 	.exact = true,
-	.range_candidates = vs_metric_range_candidates,
-	.batch_knn = vs_metric_batch_knn,
-	.max_k = 0,
+	.range_candidates = vs_search_range_candidates,
+	.batch_knn = vs_batch_knn_exact,
+	.max_k = 1 << 20,			/* a drained scan's k grows to the index's entries */
 	.check = vs_sss_check,
-	.check_request = vs_lc_check_request,
+	.check_request = vs_metric_check_request,
 };
 
 PG_FUNCTION_INFO_V1(vs_sss_handler);

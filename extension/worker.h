@@ -5,7 +5,8 @@
  * the CPU in this backend instead (no worker, no GPU, the worker failed, vsearch.device = cpu); the
  * fallback is counted in vsearch_stat.  With vsearch.device = gpu a failure is an ERROR instead.
  * Query cancel and statement_timeout interrupt the wait.  A request names its index kind and
- * carries the kind's parameter block (indexkind.h), which the worker has that kind check.
+ * carries the kind's parameter block (indexkind.h), which the worker has that kind check, and its
+ * queries: vectors, or the strings of a text index (search.h, VsQueries).
  */
 #ifndef VSEARCH_WORKER_H
 #define VSEARCH_WORKER_H
@@ -13,10 +14,10 @@
 #include "search.h"
 
 extern bool vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params,
-						  const float *queries, int nq, int k, int64 *ids, float *distances,
+						  const VsQueries *queries, int k, int64 *ids, float *distances,
 						  int64 *counts);
 extern bool vs_worker_range(const VsIndexRef *ref, const VsKindParams *params,
-							const float *queries, int nq, double radius, VsRangeResult *out);
+							const VsQueries *queries, double radius, VsRangeResult *out);
 
 /* Consecutive bytes of caller memory (parts of a build request's payload or answer). */
 typedef struct VsWorkerBuffer

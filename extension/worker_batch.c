@@ -30,6 +30,86 @@ count_call(int rc, Size queries)
 	vsw_update_device_stats(false);
 }
 
+/*
+ * The queries of a group, copied out of the requests' segments into one set (q0: each request's
+ * first query in it).  Strings are checked as they are copied: offsets from 0, ascending, ending at
+ * the characters the request's length leaves; a request whose offsets are not is answered INVALID
+ * and left out.  Returns the requests kept.
+ */
+static int
+gather_queries(VsActive **reqs, int n, VsQueries *out)
+{
+	const VsRequest *r0 = &reqs[0]->req;
+	Size		nq = 0,
+				nchars = 0;
+	int			kept = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (r0->qformat == VS_QUERIES_VECTORS)
+	{
+		float	   *v;
+
+		for (int r = 0; r < n; r++)
+		{
+			reqs[r]->q0 = nq;
+			nq += reqs[r]->req.nq;
+		}
+		v = MemoryContextAllocHuge(vsw_batch_cxt, nq * r0->dim * sizeof(float));
+		for (int r = 0; r < n; r++)
+			memcpy(v + reqs[r]->q0 * r0->dim, (char *) reqs[r]->hdr + reqs[r]->req.queries_off,
+				   (Size) reqs[r]->req.nq * r0->dim * sizeof(float));
+		out->nq = nq;
+		out->vectors = v;
+		return n;
+	}
+
+	for (int r = 0; r < n; r++)
+	{
+		nq += reqs[r]->req.nq;
+		nchars += (reqs[r]->req.queries_len - (reqs[r]->req.nq + 1) * sizeof(uint64)) /
+			sizeof(uint32);
+	}
+	{
+		uint64	   *offsets = MemoryContextAllocHuge(vsw_batch_cxt, (nq + 1) * sizeof(uint64));
+		uint32	   *chars = MemoryContextAllocHuge(vsw_batch_cxt, (nchars + 1) * sizeof(uint32));
+		Size		q = 0,
+					at = 0;
+
+		offsets[0] = 0;
+		for (int r = 0; r < n; r++)
+		{
+			const VsRequest *req = &reqs[r]->req;
+			const char *base = (const char *) reqs[r]->hdr + req->queries_off;
+			Size		len = (req->queries_len - (req->nq + 1) * sizeof(uint64)) / sizeof(uint32);
+			uint64	   *off = offsets + q; /* this request's offsets, then rebased */
+			bool		ok;
+
+			memcpy(off, base, (req->nq + 1) * sizeof(uint64));
+			ok = off[0] == 0 && off[req->nq] == len;
+			for (uint32 i = 0; ok && i < req->nq; i++)
+				ok = off[i + 1] >= off[i];
+			if (!ok)
+			{
+				offsets[q] = at;
+				vsw_finish_request(vsw_active_index(reqs[r]), VS_ANSWER_INVALID,
+								   "string queries with malformed offsets");
+				continue;
+			}
+			memcpy(chars + at, base + (req->nq + 1) * sizeof(uint64), len * sizeof(uint32));
+			for (uint32 i = 0; i <= req->nq; i++)
+				off[i] += at;
+			reqs[r]->q0 = q;
+			q += req->nq;
+			at += len;
+			reqs[kept++] = reqs[r];
+		}
+		out->nq = q;
+		out->offsets = offsets;
+		out->chars = chars;
+	}
+	return kept;
+}
+
 /* One engine call for search requests on the same index, operation, metric and parameters. */
 static void
 process_search(VsActive **reqs, int n)
@@ -37,10 +117,10 @@ process_search(VsActive **reqs, int n)
 	const VsRequest *r0 = &reqs[0]->req;
 	const VsIndexKind *kind = vs_kind_by_id(r0->kind);	/* checked at intake */
 	uint64		generation = 0;
-	Size		nq = 0;
+	Size		nq;
 	uint32		kmax = 0;
 	VsCachedObject *entry;
-	float	   *queries;
+	VsQueries	queries;
 	VsResultBuf *buf;
 	int			rc;
 	bool		retried = false;
@@ -48,18 +128,16 @@ process_search(VsActive **reqs, int n)
 	uint64		engine_start,
 				engine_end;
 
+	n = gather_queries(reqs, n, &queries);
+	if (n == 0)
+		return;
+	r0 = &reqs[0]->req;
+	nq = queries.nq;
 	for (int r = 0; r < n; r++)
 	{
 		generation = Max(generation, reqs[r]->req.generation);
-		reqs[r]->q0 = nq;
-		nq += reqs[r]->req.nq;
 		kmax = Max(kmax, reqs[r]->req.k);
 	}
-
-	queries = MemoryContextAllocHuge(vsw_batch_cxt, nq * r0->dim * sizeof(float));
-	for (int r = 0; r < n; r++)
-		memcpy(queries + reqs[r]->q0 * r0->dim, (char *) reqs[r]->hdr + reqs[r]->req.queries_off,
-			   (Size) reqs[r]->req.nq * r0->dim * sizeof(float));
 
 again:
 	entry = vsw_cache_prepare(r0, generation, err, sizeof(err));
@@ -81,7 +159,7 @@ again:
 		buf->counts = MemoryContextAllocHuge(vsw_result_cxt, nq * sizeof(int64));
 		for (;;)
 		{
-			rc = kind->knn(vsw_engine, entry->obj, &r0->params, queries, nq, kmax, buf->ids,
+			rc = kind->knn(vsw_engine, entry->obj, &r0->params, &queries, kmax, buf->ids,
 						   buf->distances, buf->counts);
 			if (rc == VS_OUT_OF_MEMORY && vsw_cache_evict_one(entry))
 				continue;
@@ -92,7 +170,7 @@ again:
 	{
 		for (;;)
 		{
-			rc = kind->range(vsw_engine, entry->obj, &r0->params, queries, nq, r0->radius, NULL,
+			rc = kind->range(vsw_engine, entry->obj, &r0->params, &queries, r0->radius, NULL,
 							 NULL, &buf->range);
 			if (rc != VS_OK)
 				vs_range_result_free(&buf->range);

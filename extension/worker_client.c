@@ -305,8 +305,18 @@ typedef struct VsCall
  * Sends a request and waits for the answer, writing it through the sink.  Returns true on
  * success; false with a reason when the worker could not answer (the caller falls back).
  */
+/* Bytes of a request's queries (worker_internal.h, VsQueryFormat). */
+static Size
+query_bytes(const VsIndexRef *ref, const VsQueries *queries)
+{
+	if (queries->vectors != NULL)
+		return queries->nq * ref->dim * sizeof(float);
+	return (queries->nq + 1) * sizeof(uint64) +
+		(queries->offsets[queries->nq] - queries->offsets[0]) * sizeof(uint32);
+}
+
 static bool
-worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int nq,
+worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 			VsSink *sink, char *reason, Size reasonlen)
 {
 	VsWorkerShared *s = vs_worker_shared;
@@ -325,6 +335,9 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 	uint64		start_ns = vs_clock_ns(),
 				submitted_ns;
 	bool		ok = false;
+	bool		strings = queries->vectors == NULL;
+	Size		nq = queries->nq;
+	Size		qlen = query_bytes(ref, queries);
 
 	SpinLockAcquire(&s->mutex);
 	state = s->state;
@@ -370,7 +383,7 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 
 	/* the segment: header | queries | payload | result area */
 	header = MAXALIGN(sizeof(VsRequest));
-	qbytes = MAXALIGN((Size) nq * ref->dim * sizeof(float));
+	qbytes = MAXALIGN(qlen);
 	for (int i = 0; i < call->npayload; i++)
 		plen += call->payload[i].len;
 	zbytes = MAXALIGN(plen);
@@ -398,8 +411,9 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 	req->op = call->op;
 	req->kind = ref->kind;
 	req->metric = ref->metric;
-	req->dim = ref->dim;
-	req->nq = nq;
+	req->qformat = strings ? VS_QUERIES_STRINGS : VS_QUERIES_VECTORS;
+	req->dim = strings ? 0 : ref->dim;
+	req->nq = (uint32) nq;
 	req->k = call->op == VS_OP_KNN ? call->k : 0;
 	req->radius = call->op == VS_OP_RANGE ? call->radius : 0;
 	req->params = *call->params;
@@ -410,6 +424,7 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 	req->locator = ref->locator;
 	req->relpersistence = ref->relpersistence;
 	req->queries_off = header;
+	req->queries_len = qlen;
 	req->payload_off = plen > 0 ? header + qbytes : 0;
 	req->payload_len = plen;
 	req->area_off = header + qbytes + zbytes;
@@ -419,7 +434,19 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const float *queries, int
 	req->status = VS_ANSWER_NONE;
 	pg_atomic_init_u64(&req->produced, 0);
 	pg_atomic_init_u64(&req->consumed, 0);
-	memcpy((char *) req + header, queries, (Size) nq * ref->dim * sizeof(float));
+	if (strings)
+	{
+		uint64	   *offsets = (uint64 *) ((char *) req + header);
+		uint64		first = queries->offsets[0];
+
+		/* from 0 in the request, whatever slice of a larger set the queries are */
+		for (Size i = 0; i <= nq; i++)
+			offsets[i] = queries->offsets[i] - first;
+		memcpy(offsets + nq + 1, queries->chars + first,
+			   (queries->offsets[nq] - first) * sizeof(uint32));
+	}
+	else
+		memcpy((char *) req + header, queries->vectors, qlen);
 	for (Size i = 0, at = 0; i < (Size) call->npayload; at += call->payload[i++].len)
 		memcpy((char *) req + req->payload_off + at, call->payload[i].data, call->payload[i].len);
 
@@ -634,8 +661,10 @@ vs_worker_client_init(void)
 
 /* Common checks; returns false (with a reason) when the request cannot go to the worker. */
 static bool
-worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)
+worker_usable(const VsIndexRef *ref, const VsQueries *queries, char *reason, Size reasonlen)
 {
+	Size		nq = queries->nq;
+
 	if (!vs_worker_shared)
 	{
 		snprintf(reason, reasonlen,
@@ -648,8 +677,11 @@ worker_usable(const VsIndexRef *ref, int nq, char *reason, Size reasonlen)
 				 "temporary indexes live in backend-local buffers the worker cannot read");
 		return false;
 	}
-	if (ref->dim < 1 || (uint64) nq * ref->dim > MaxAllocHugeSize / sizeof(float) / 2 ||
-		nq > VS_MAX_REQUEST_QUERIES)
+	if (nq > VS_MAX_REQUEST_QUERIES ||
+		(queries->vectors != NULL &&
+		 (ref->dim < 1 || (uint64) nq * ref->dim > MaxAllocHugeSize / sizeof(float) / 2)) ||
+		(queries->vectors == NULL &&
+		 query_bytes(ref, queries) > MaxAllocHugeSize / 2))
 	{
 		snprintf(reason, reasonlen, "the request is too large for the worker");
 		return false;
@@ -683,17 +715,33 @@ queries_per_request(const VsIndexRef *ref, int nq)
 	return per >= nq ? nq : Max(1, (int) per);
 }
 
+/* Queries [q0, q0 + n) of a set (strings keep the set's characters: offsets are not rebased). */
+static VsQueries
+slice_queries(const VsIndexRef *ref, const VsQueries *queries, int q0, int n)
+{
+	VsQueries	s = *queries;
+
+	s.nq = n;
+	if (s.vectors != NULL)
+		s.vectors += (Size) q0 * ref->dim;
+	else
+		s.offsets += q0;
+	return s;
+}
+
 static bool
-knn_call(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq, int k,
+knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries, int k,
 		 uint32 maxk, int64 *ids, float *distances, int64 *counts)
 {
 	char		reason[300];
 	VsCall		call;
+	int			nq = (int) queries->nq;
 	int			slice;
 
-	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || k <= 0 || ref->dim == 0)
+	if (vs_device_mode == VS_DEVICE_CPU || nq == 0 || k <= 0 ||
+		(queries->vectors != NULL && ref->dim == 0))
 		return false;
-	if (!worker_usable(ref, nq, reason, sizeof(reason)))
+	if (!worker_usable(ref, queries, reason, sizeof(reason)))
 		return vs_worker_decline(reason);
 	if ((uint32) k > maxk || (uint64) nq * k > VS_MAX_KNN_RESULTS)
 		return vs_worker_decline("k is larger than the worker accepts");
@@ -706,6 +754,7 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const float *queries
 	for (int q0 = 0; q0 < nq; q0 += slice)
 	{
 		int			n = Min(slice, nq - q0);
+		VsQueries	part = slice_queries(ref, queries, q0, n);
 		VsSink		sink;
 
 		memset(&sink, 0, sizeof(sink));
@@ -715,8 +764,7 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const float *queries
 		sink_add(&sink, counts + q0, (uint64) n * sizeof(int64));
 		sink_add(&sink, ids + (Size) q0 * k, (uint64) n * k * sizeof(int64));
 		sink_add(&sink, distances + (Size) q0 * k, (uint64) n * k * sizeof(float));
-		if (!worker_call(ref, &call, queries + (Size) q0 * ref->dim, n, &sink, reason,
-						 sizeof(reason)))
+		if (!worker_call(ref, &call, &part, &sink, reason, sizeof(reason)))
 			return vs_worker_decline(reason);
 		if (sink.stream_len != (uint64) n * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
 			elog(ERROR, "vsearch worker: kNN answer has the wrong length");
@@ -728,17 +776,19 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const float *queries
 }
 
 bool
-vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
-			  int k, int64 *ids, float *distances, int64 *counts)
+vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries, int k,
+			  int64 *ids, float *distances, int64 *counts)
 {
-	return knn_call(ref, params, queries, nq, k, vs_ref_kind(ref)->max_k, ids, distances, counts);
+	return knn_call(ref, params, queries, k, vs_ref_kind(ref)->max_k, ids, distances, counts);
 }
 
 bool
 vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params, const float *query, int k,
 				  int64 *ids, float *distances, int64 *counts)
 {
-	return knn_call(ref, params, query, 1, k, PG_UINT32_MAX, ids, distances, counts);
+	VsQueries	qs = vs_vector_queries(query, 1);
+
+	return knn_call(ref, params, &qs, k, PG_UINT32_MAX, ids, distances, counts);
 }
 
 static void
@@ -753,20 +803,20 @@ range_parts_free(VsRangeResult *parts, int n)
 	pfree(parts);
 }
 
-/* One range request of nq queries; false (with the reason) when the worker did not answer. */
+/* One range request; false (with the reason) when the worker did not answer. */
 static bool
-range_request(const VsIndexRef *ref, const VsCall *call, const float *queries, int nq,
+range_request(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 			  VsRangeResult *out, char *reason, Size reasonlen)
 {
 	VsSink		sink;
 
 	memset(&sink, 0, sizeof(sink));
 	sink.op = VS_OP_RANGE;
-	sink.nq = nq;
+	sink.nq = (int) queries->nq;
 	sink.range = out;
 	sink.result_cxt = CurrentMemoryContext;
 	sink_add(&sink, &sink.total, sizeof(int64));
-	if (!worker_call(ref, call, queries, nq, &sink, reason, reasonlen))
+	if (!worker_call(ref, call, queries, &sink, reason, reasonlen))
 	{
 		/* a partly received answer: free what was allocated */
 		if (sink.nregions > 1)
@@ -782,19 +832,21 @@ range_request(const VsIndexRef *ref, const VsCall *call, const float *queries, i
 }
 
 bool
-vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
+vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries,
 				double radius, VsRangeResult *out)
 {
 	char		reason[300];
 	VsCall		call;
+	int			nq = (int) queries->nq;
 	int			slice;
 	int			nparts;
 	VsRangeResult *parts;
 	int64		total = 0;
 
-	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0 || isnan(radius) || ref->dim == 0)
+	if (vs_device_mode == VS_DEVICE_CPU || nq == 0 || isnan(radius) ||
+		(queries->vectors != NULL && ref->dim == 0))
 		return false;
-	if (!worker_usable(ref, nq, reason, sizeof(reason)))
+	if (!worker_usable(ref, queries, reason, sizeof(reason)))
 		return vs_worker_decline(reason);
 
 	memset(&call, 0, sizeof(call));
@@ -804,7 +856,7 @@ vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 	slice = queries_per_request(ref, nq);
 	if (slice >= nq)
 	{
-		if (!range_request(ref, &call, queries, nq, out, reason, sizeof(reason)))
+		if (!range_request(ref, &call, queries, out, reason, sizeof(reason)))
 			return vs_worker_decline(reason);
 		return true;
 	}
@@ -815,9 +867,9 @@ vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const float *
 	for (int p = 0; p < nparts; p++)
 	{
 		int			q0 = p * slice;
+		VsQueries	part = slice_queries(ref, queries, q0, Min(slice, nq - q0));
 
-		if (!range_request(ref, &call, queries + (Size) q0 * ref->dim, Min(slice, nq - q0),
-						   &parts[p], reason, sizeof(reason)))
+		if (!range_request(ref, &call, &part, &parts[p], reason, sizeof(reason)))
 		{
 			range_parts_free(parts, p);
 			return vs_worker_decline(reason);
@@ -858,6 +910,7 @@ vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *
 	char		reason[300];
 	VsSink		sink;
 	VsCall		call;
+	VsQueries	qs = vs_vector_queries(rows, Max(nrows, 0));
 
 	if (vs_device_mode == VS_DEVICE_CPU || nrows <= 0 || ref->dim == 0)
 		return false;
@@ -883,7 +936,7 @@ vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *
 		sink_add(&sink, answer[i].data, answer[i].len);
 		call.answer_len += answer[i].len;
 	}
-	if (!worker_call(ref, &call, rows, nrows, &sink, reason, sizeof(reason)))
+	if (!worker_call(ref, &call, &qs, &sink, reason, sizeof(reason)))
 		return vs_worker_decline(reason);
 	if (sink.stream_len != call.answer_len)
 		elog(ERROR, "vsearch worker: the build step's answer has the wrong length");

@@ -15,6 +15,7 @@
 #include "utils/hsearch.h"
 
 #include "indexkind.h"
+#include "textdist.h"
 #include "vector.h"
 #include "worker_proc.h"
 
@@ -114,11 +115,27 @@ disjoint(uint64 a_off, uint64 a_len, uint64 b_off, uint64 b_len)
 	return a_off >= b_off + b_len || b_off >= a_off + a_len;
 }
 
+/*
+ * The bytes a request's queries must take: vectors nq x dim floats; strings their offsets and at
+ * least no characters (the characters' count is offsets[nq], checked when they are copied,
+ * worker_batch.c).  0 for a malformed format.
+ */
+static uint64
+min_query_bytes(const VsRequest *r)
+{
+	if (r->qformat == VS_QUERIES_VECTORS)
+		return (uint64) r->nq * r->dim * sizeof(float);
+	if (r->qformat == VS_QUERIES_STRINGS)
+		return ((uint64) r->nq + 1) * sizeof(uint64);
+	return 0;
+}
+
 static bool
 validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 {
 	const VsIndexKind *kind = vs_kind_by_id(r->kind);
-	uint64		qbytes = (uint64) r->nq * r->dim * sizeof(float);
+	uint64		qbytes = r->queries_len;
+	bool		strings = r->qformat == VS_QUERIES_STRINGS;
 
 	if (r->protocol != VS_REQUEST_PROTOCOL)
 		snprintf(why, whylen, "protocol %u, the worker speaks %u", r->protocol, VS_REQUEST_PROTOCOL);
@@ -128,9 +145,12 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 		snprintf(why, whylen, "unknown index kind %u", r->kind);
 	else if (r->op == VS_OP_BUILD && kind->build_step == NULL)
 		snprintf(why, whylen, "%s has no build steps", kind->name);
-	else if (r->metric >= VS_METRIC_COUNT)
-		snprintf(why, whylen, "unknown metric %u", r->metric);
-	else if (r->dim < 1 || r->dim > VECTOR_MAX_DIM)
+	else if (r->qformat != VS_QUERIES_VECTORS && !(strings && r->op != VS_OP_BUILD))
+		snprintf(why, whylen, "query format %u is not valid here", r->qformat);
+	else if (strings ? r->metric != VS_METRIC_LEVENSHTEIN : r->metric >= VS_METRIC_COUNT)
+		snprintf(why, whylen, "metric %u is not valid for %s queries", r->metric,
+				 strings ? "string" : "vector");
+	else if (strings ? r->dim != 0 : (r->dim < 1 || r->dim > VECTOR_MAX_DIM))
 		snprintf(why, whylen, "dimension %u out of range", r->dim);
 	else if (r->nq < 1 || r->nq > VS_MAX_REQUEST_QUERIES)
 		snprintf(why, whylen, "%u queries out of range", r->nq);
@@ -145,7 +165,12 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 		snprintf(why, whylen, "relpersistence '%c' cannot be served", r->relpersistence);
 	else if (r->op != VS_OP_BUILD && (r->payload_off != 0 || r->payload_len != 0))
 		snprintf(why, whylen, "a search carries no payload");
-	else if (!inside(r->queries_off, qbytes, seg_len, sizeof(float)))
+	else if (strings ? (qbytes < min_query_bytes(r) ||
+						(qbytes - min_query_bytes(r)) % sizeof(uint32) != 0)
+			 : qbytes != min_query_bytes(r))
+		snprintf(why, whylen, "%llu bytes of queries do not fit %u queries",
+				 (unsigned long long) qbytes, r->nq);
+	else if (!inside(r->queries_off, qbytes, seg_len, strings ? sizeof(uint64) : sizeof(float)))
 		snprintf(why, whylen, "queries lie outside the segment");
 	else if (!inside(r->area_off, r->area_len, seg_len, MAXIMUM_ALIGNOF) ||
 			 r->area_len < VS_MIN_AREA)
@@ -283,6 +308,8 @@ cmp_requests(const VsRequest *a, const VsRequest *b)
 		return a->dim < b->dim ? -1 : 1;
 	if (a->metric != b->metric)
 		return a->metric < b->metric ? -1 : 1;
+	if (a->qformat != b->qformat)
+		return a->qformat < b->qformat ? -1 : 1;
 	if (a->op == VS_OP_RANGE && a->radius != b->radius)
 		return a->radius < b->radius ? -1 : 1;
 	return memcmp(&a->params, &b->params, sizeof(VsKindParams));

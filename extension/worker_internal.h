@@ -153,7 +153,7 @@ extern VsWorkerShared *vs_worker_shared;
 /* ---- the request segment ------------------------------------------------------------------ */
 
 #define VS_REQUEST_MAGIC		0x56535251	/* "VSRQ" */
-#define VS_REQUEST_PROTOCOL		5
+#define VS_REQUEST_PROTOCOL		6
 
 typedef enum VsRequestOp
 {
@@ -161,6 +161,18 @@ typedef enum VsRequestOp
 	VS_OP_RANGE = 2,
 	VS_OP_BUILD = 3				/* a build step of the index's kind on the "queries" (its rows) */
 } VsRequestOp;
+
+/*
+ * What a request's queries are (VsRequest.qformat):
+ *   vectors: float4 queries[nq * dim];
+ *   strings: uint64 offsets[nq + 1] | uint32 chars[offsets[nq]] -- the characters (pg_wchar) of
+ *            nq texts back to back, offsets[0] = 0; dim is 0 (a text index's queries, search.h).
+ */
+typedef enum VsQueryFormat
+{
+	VS_QUERIES_VECTORS = 0,
+	VS_QUERIES_STRINGS = 1
+} VsQueryFormat;
 
 /* Status of an answer, set by the worker before the slot becomes DONE. */
 typedef enum VsAnswerStatus
@@ -185,8 +197,9 @@ typedef struct VsRequest
 	uint64		request_id;
 	uint32		op;				/* VsRequestOp */
 	uint32		kind;			/* the index kind's id (indexkind.h) */
-	uint32		metric;			/* vs_metric */
-	uint32		dim;
+	uint32		metric;			/* vs_metric, or VS_METRIC_LEVENSHTEIN (strings) */
+	uint32		qformat;		/* VsQueryFormat */
+	uint32		dim;			/* vectors; 0 for strings */
 	uint32		nq;
 	uint32		k;				/* VS_OP_KNN */
 	double		radius;			/* VS_OP_RANGE */
@@ -197,7 +210,8 @@ typedef struct VsRequest
 	Oid			indexrelid;
 	VsRelFileLocator locator;
 	char		relpersistence;
-	uint64		queries_off;	/* nq * dim floats */
+	uint64		queries_off;	/* the queries (VsQueryFormat) */
+	uint64		queries_len;	/* their bytes */
 	uint64		payload_off;	/* VS_OP_BUILD: what the step needs besides the rows (0: none) */
 	uint64		payload_len;
 	uint64		area_off;		/* result area: the answer streams through it */
