@@ -37,6 +37,8 @@ bool same_kind(const vs_mspace &a, const vs_mspace &b)
 
 template <typename Make> vs_status create(vs_context *ctx, vs_metric_index **out, Make &&make)
 {
+    if (vs_status st = fault_point(ctx))
+        return st;
     return create_object(ctx, out, [&](vs::MetricIndex **impl) { return make(impl); });
 }
 
@@ -173,6 +175,8 @@ vs_status vs_metric_index_knn(vs_context *ctx, const vs_metric_index *index,
         return finish(ctx, vs::Status{});
     vs_mspace q = *queries;
     q.metric = index->impl->metric();
+    if (vs_status st = fault_point(ctx))
+        return st;
     return finish(ctx, ctx->backend->metric()->knn(index->impl, q, k, out_ids, out_distances,
                                                    out_counts));
 }
@@ -203,6 +207,8 @@ vs_status vs_metric_index_range(vs_context *ctx, const vs_metric_index *index,
     }
     if (nq > 0)
     {
+        if (vs_status st = fault_point(ctx))
+            return st;
         vs_status st = finish(ctx, ctx->backend->metric()->range(index->impl, q, radius,
                                                                  collector.get()));
         if (st != VS_OK)
