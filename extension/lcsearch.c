@@ -22,7 +22,7 @@
 #include "lc.h"
 #include "worker_internal.h"
 
-/* A growing array in the object's memory context. */
+/* A growing array in the load's scratch memory. */
 typedef struct Grow
 {
 	char	   *data;
@@ -171,8 +171,7 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 	LcLoad		ld;
 	Buffer		buf;
 	VsLcMetaPageData meta;
-	LcArrays	arrays;
-	LcArrays   *obj;
+	LcArrays	a;
 	Gathered	centers;
 	Gathered	members;
 	Size		nc,
@@ -203,14 +202,13 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 
 	nc = centers.ids.n;
 	nm = members.ids.n;
-	obj = &arrays;
-	memset(obj, 0, sizeof(*obj));
-	obj->center_ids = palloc_extended(sizeof(int64) * (nc + 1), MCXT_ALLOC_HUGE);
-	obj->radii = palloc_extended(sizeof(double) * (nc + 1), MCXT_ALLOC_HUGE);
-	obj->bucket_offsets = palloc_extended(sizeof(uint64) * (nc + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	obj->member_ids = palloc_extended(sizeof(int64) * (nm + 1), MCXT_ALLOC_HUGE);
-	memcpy(obj->center_ids, centers.ids.data, sizeof(int64) * nc);
-	memcpy(obj->radii, centers.radii.data, sizeof(double) * nc);
+	memset(&a, 0, sizeof(a));
+	a.center_ids = palloc_extended(sizeof(int64) * (nc + 1), MCXT_ALLOC_HUGE);
+	a.radii = palloc_extended(sizeof(double) * (nc + 1), MCXT_ALLOC_HUGE);
+	a.bucket_offsets = palloc_extended(sizeof(uint64) * (nc + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	a.member_ids = palloc_extended(sizeof(int64) * (nm + 1), MCXT_ALLOC_HUGE);
+	memcpy(a.center_ids, centers.ids.data, sizeof(int64) * nc);
+	memcpy(a.radii, centers.radii.data, sizeof(double) * nc);
 
 	/* members grouped by cluster, stable (counting sort) */
 	for (Size i = 0; i < nm; i++)
@@ -223,12 +221,12 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 					 errmsg("vs_lc index %u has a member of cluster %u of %zu",
 							ref->indexrelid, c, nc),
 					 errhint("REINDEX the index.")));
-		obj->bucket_offsets[c + 1]++;
+		a.bucket_offsets[c + 1]++;
 	}
 	for (Size c = 0; c < nc; c++)
-		obj->bucket_offsets[c + 1] += obj->bucket_offsets[c];
+		a.bucket_offsets[c + 1] += a.bucket_offsets[c];
 	pos = palloc_extended(sizeof(uint64) * (nc + 1), MCXT_ALLOC_HUGE);
-	memcpy(pos, obj->bucket_offsets, sizeof(uint64) * (nc + 1));
+	memcpy(pos, a.bucket_offsets, sizeof(uint64) * (nc + 1));
 
 	if (ld.text)
 	{
@@ -236,12 +234,12 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 		uint64	   *target = palloc_extended(sizeof(uint64) * (nm + 1), MCXT_ALLOC_HUGE);
 		uint64		at = 0;
 
-		obj->center_chars = palloc_extended(sizeof(uint32) * (centers.values.n + 1), MCXT_ALLOC_HUGE);
-		obj->center_offsets = palloc_extended(sizeof(uint64) * (nc + 1), MCXT_ALLOC_HUGE);
-		memcpy(obj->center_chars, centers.values.data, sizeof(uint32) * centers.values.n);
-		memcpy(obj->center_offsets, centers.offsets.data, sizeof(uint64) * (nc + 1));
-		obj->member_chars = palloc_extended(sizeof(uint32) * (members.values.n + 1), MCXT_ALLOC_HUGE);
-		obj->member_offsets = palloc_extended(sizeof(uint64) * (nm + 1), MCXT_ALLOC_HUGE);
+		a.center_chars = palloc_extended(sizeof(uint32) * (centers.values.n + 1), MCXT_ALLOC_HUGE);
+		a.center_offsets = palloc_extended(sizeof(uint64) * (nc + 1), MCXT_ALLOC_HUGE);
+		memcpy(a.center_chars, centers.values.data, sizeof(uint32) * centers.values.n);
+		memcpy(a.center_offsets, centers.offsets.data, sizeof(uint64) * (nc + 1));
+		a.member_chars = palloc_extended(sizeof(uint32) * (members.values.n + 1), MCXT_ALLOC_HUGE);
+		a.member_offsets = palloc_extended(sizeof(uint64) * (nm + 1), MCXT_ALLOC_HUGE);
 		/* where each member goes, then the offsets and characters in that order */
 		for (Size i = 0; i < nm; i++)
 			target[i] = pos[((uint32 *) members.clusters.data)[i]]++;
@@ -258,55 +256,55 @@ vs_lc_load(const VsLoadEnv *env, void *old, const VsIndexRef *ref, Size *bytes,
 			{
 				Size		i = src[j];
 
-				obj->member_offsets[j] = at;
-				memcpy(obj->member_chars + at, (uint32 *) members.values.data + moff[i],
+				a.member_offsets[j] = at;
+				memcpy(a.member_chars + at, (uint32 *) members.values.data + moff[i],
 					   sizeof(uint32) * len[j]);
-				obj->member_ids[j] = ((int64 *) members.ids.data)[i];
+				a.member_ids[j] = ((int64 *) members.ids.data)[i];
 				at += len[j];
 			}
-			obj->member_offsets[nm] = at;
+			a.member_offsets[nm] = at;
 		}
 	}
 	else
 	{
 		Size		dim = meta.dim;
 
-		obj->center_vectors = palloc_extended(sizeof(float) * (nc * dim + 1), MCXT_ALLOC_HUGE);
-		memcpy(obj->center_vectors, centers.values.data, sizeof(float) * nc * dim);
-		obj->member_vectors = palloc_extended(sizeof(float) * (nm * dim + 1), MCXT_ALLOC_HUGE);
+		a.center_vectors = palloc_extended(sizeof(float) * (nc * dim + 1), MCXT_ALLOC_HUGE);
+		memcpy(a.center_vectors, centers.values.data, sizeof(float) * nc * dim);
+		a.member_vectors = palloc_extended(sizeof(float) * (nm * dim + 1), MCXT_ALLOC_HUGE);
 		for (Size i = 0; i < nm; i++)
 		{
 			uint64		j = pos[((uint32 *) members.clusters.data)[i]]++;
 
-			memcpy(obj->member_vectors + j * dim, (float *) members.values.data + i * dim,
+			memcpy(a.member_vectors + j * dim, (float *) members.values.data + i * dim,
 				   sizeof(float) * dim);
-			obj->member_ids[j] = ((int64 *) members.ids.data)[i];
+			a.member_ids[j] = ((int64 *) members.ids.data)[i];
 		}
 	}
 
 	/* the engine's view */
-	obj->lc.centers.kind = ld.text ? VS_MSPACE_STRINGS : VS_MSPACE_VECTORS;
-	obj->lc.centers.metric = ld.text ? VS_METRIC_L2 : (vs_metric) meta.metric;
-	obj->lc.centers.dim = meta.dim;
-	obj->lc.centers.n = nc;
-	obj->lc.centers.vectors = obj->center_vectors;
-	obj->lc.centers.chars = obj->center_chars;
-	obj->lc.centers.offsets = obj->center_offsets;
-	obj->lc.centers.ids = obj->center_ids;
-	obj->lc.members = obj->lc.centers;
-	obj->lc.members.n = nm;
-	obj->lc.members.vectors = obj->member_vectors;
-	obj->lc.members.chars = obj->member_chars;
-	obj->lc.members.offsets = obj->member_offsets;
-	obj->lc.members.ids = obj->member_ids;
-	obj->lc.radii = obj->radii;
-	obj->lc.bucket_offsets = obj->bucket_offsets;
+	a.lc.centers.kind = ld.text ? VS_MSPACE_STRINGS : VS_MSPACE_VECTORS;
+	a.lc.centers.metric = ld.text ? VS_METRIC_L2 : (vs_metric) meta.metric;
+	a.lc.centers.dim = meta.dim;
+	a.lc.centers.n = nc;
+	a.lc.centers.vectors = a.center_vectors;
+	a.lc.centers.chars = a.center_chars;
+	a.lc.centers.offsets = a.center_offsets;
+	a.lc.centers.ids = a.center_ids;
+	a.lc.members = a.lc.centers;
+	a.lc.members.n = nm;
+	a.lc.members.vectors = a.member_vectors;
+	a.lc.members.chars = a.member_chars;
+	a.lc.members.offsets = a.member_offsets;
+	a.lc.members.ids = a.member_ids;
+	a.lc.radii = a.radii;
+	a.lc.bucket_offsets = a.bucket_offsets;
 
 	*bytes = (nc + nm) * (sizeof(int64) + sizeof(uint64) + sizeof(double)) +
 		(centers.values.n + members.values.n) * sizeof(uint32);
 	*generation = meta.generation;
 	return vs_metric_object(env, ref, ld.text, (vs_metric) meta.metric, meta.dim, create_lc,
-							&obj->lc, *bytes);
+							&a.lc, *bytes);
 }
 
 /* ---------------------------------------------------------------------------------------------
