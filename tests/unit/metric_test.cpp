@@ -316,6 +316,51 @@ TEST_P(MetricObject, VectorsEqualTheHostFunctions)
     }
 }
 
+// Every object type, mode (kNN, range count and write) and data kind on a small set: the case
+// gpu/bench/run-on-device runs under compute-sanitizer (memcheck, racecheck).
+TEST_P(MetricObject, CompactCase)
+{
+    std::string why;
+    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    std::mt19937_64 rng(23);
+    static const uint32_t alphabet[] = {'a', 'e', 's', 0xF1, 0x4E2D};
+    auto word = [&](size_t maxlen) {
+        std::vector<uint32_t> w(rng() % maxlen);
+        for (auto &c : w)
+            c = alphabet[rng() % 5];
+        return w;
+    };
+    Space words, wq;
+    for (int i = 0; i < 400; i++)
+        words.add_string(word(i % 100 == 0 ? 80 : 8), i);
+    words.finish(VS_MSPACE_STRINGS, VS_METRIC_L2, 0);
+    for (int i = 0; i < 30; i++)
+        wq.add_string(word(8), i);
+    wq.finish(VS_MSPACE_STRINGS, VS_METRIC_L2, 0);
+    compare(ctx.get(), words, wq, {3, 40}, {1, 2}, 8, 0.5);
+
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    Space vs, vq;
+    std::vector<float> v(40);
+    for (int i = 0; i < 300; i++)
+    {
+        for (auto &x : v)
+            x = static_cast<float>(i % 5) + g(rng);
+        vs.add_vector(v.data(), 40, i);
+    }
+    vs.finish(VS_MSPACE_VECTORS, VS_METRIC_L2, 40);
+    for (int i = 0; i < 20; i++)
+    {
+        for (auto &x : v)
+            x = static_cast<float>(i % 5) + g(rng);
+        vq.add_vector(v.data(), 40, i);
+    }
+    vq.finish(VS_MSPACE_VECTORS, VS_METRIC_L2, 40);
+    compare(ctx.get(), vs, vq, {5}, {8.5}, 16, 0.4);
+}
+
 TEST_P(MetricObject, EmptyAndArguments)
 {
     std::string why;
