@@ -8,6 +8,7 @@
 //                   vs_ivfpq_range)
 //   kmeans_api.cpp  vs_kmeans
 //   ivfpq_api.cpp   vs_ivfpq_* (training, encoding, lists, search, range)
+//   rowscan_api.cpp vs_rowscan_* (searches over the caller's blocks of rows, on the host)
 //
 // Every entry point is noexcept; argument errors are recorded with fail(), a backend's Status
 // with finish() (which clears the last error on success).
@@ -51,6 +52,7 @@ struct vs_context
 {
     std::unique_ptr<vs::Backend> backend;
     int device = 0; // ordinal of a single-device context
+    vs::BackendConfig config; // as created: host threads and cancel callback of row scans
     std::string last_error;
     std::set<vs::api::Handle *> objects; // live handles of every kind
     int (*cancel)(void *) = nullptr;      // the options' cancel callback (for fault_point)

@@ -286,6 +286,7 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
         ctx->device = o.device;
         ctx->cancel = o.cancel;
         ctx->cancel_arg = o.cancel_arg;
+        ctx->config = cfg;
         *out = ctx;
         return VS_OK;
     }
