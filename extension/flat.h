@@ -18,8 +18,8 @@
  * indexed.  Every page change is Generic WAL (GenericXLog*), including the build.
  *
  * Files: flatutils.c (the index kind, metapage, options), flatsearch.c (reading the items, the
- * engine object and its searches), flatbuild.c, flatinsert.c, flatscan.c, flatvacuum.c,
- * flatcost.c.  What every access method shares is in amutils.h.
+ * engine object the GPU worker searches), flatpages.c (searches in a backend, over the pages in
+ * shared buffers), flatbuild.c, flatinsert.c, flatscan.c, flatvacuum.c, flatcost.c.  What every access method shares is in amutils.h.
  */
 #ifndef VSEARCH_FLAT_H
 #define VSEARCH_FLAT_H
@@ -153,6 +153,13 @@ extern int	vs_flat_range(struct vs_context *engine, void *obj, const VsKindParam
 						  const VsQueries *queries, double radius, vs_alloc_fn alloc,
 						  void *alloc_arg, vs_range_result *out);
 extern bool vs_flat_check_request(const struct VsRequest *req, char *why, Size whylen);
+
+/* flatpages.c: searches in this backend over the pages in shared buffers (indexkind.h) */
+extern void vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params,
+								const float *queries, int nq, int k, int64 *ids, float *distances,
+								int64 *counts);
+extern void vs_flat_backend_range(const VsIndexRef *ref, const VsKindParams *params,
+								  const float *queries, int nq, double radius, VsRangeResult *out);
 
 /* flatbuild.c */
 extern IndexBuildResult *vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo);

@@ -104,6 +104,17 @@ typedef struct VsIndexKind
 						  void *alloc_arg, vs_range_result *out);
 
 	/*
+	 * The same searches in a backend when the worker does not serve, reading the index's pages in
+	 * place (NULL: the backend searches its cached engine object with knn / range).  They raise
+	 * an ERROR on failure; range results go into the caller's memory context.
+	 */
+	void		(*backend_knn) (const VsIndexRef *ref, const VsKindParams *params,
+								const float *queries, int nq, int k, int64 *ids, float *distances,
+								int64 *counts);
+	void		(*backend_range) (const VsIndexRef *ref, const VsKindParams *params,
+								  const float *queries, int nq, double radius, VsRangeResult *out);
+
+	/*
 	 * Searches return the SQL operator's own values (in rank units, search.h) and find exactly the
 	 * rows within a range: nothing needs rechecking.  Otherwise (approximate kinds) their
 	 * distances are estimates and range_candidates a superset, which callers check.

@@ -8,7 +8,9 @@
  *     use and kept for the backend's life, with the backend's object cache in it).  Its cancel
  *     callback reports a pending query cancel or termination; the engine stops, and
  *     CHECK_FOR_INTERRUPTS() raises the error.
- *   - A small cache of engine objects (objcache.h: four, together at most vs_search_cache_mb), one
+ *   - A kind with its own in-backend searches (backend_knn / backend_range: vs_flat, which reads
+ *     its pages in shared buffers in place) is searched through them; the others through
+ *     a small cache of engine objects (objcache.h: four, together at most vs_search_cache_mb), one
  *     per index, keyed by relfilenode locator and kind and labelled with the metapage generation
  *     they reflect: a search whose reference is not newer uses it; a newer one first has the kind
  *     bring it up to date.  A relcache invalidation of the index (DROP, REINDEX, TRUNCATE,
@@ -352,6 +354,11 @@ vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 		}
 		return;
 	}
+	if (kind->backend_knn != NULL)
+	{
+		kind->backend_knn(ref, params, queries, nq, k, ids, distances, counts);
+		return;
+	}
 
 	for (;;)
 	{
@@ -411,6 +418,11 @@ vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 		out->offsets = palloc0(sizeof(int64) * (out->nq + 1));
 		out->ids = NULL;
 		out->distances = NULL;
+		return;
+	}
+	if (kind->backend_range != NULL)
+	{
+		kind->backend_range(ref, params, queries, nq, radius, out);
 		return;
 	}
 

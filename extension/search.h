@@ -156,7 +156,8 @@ extern void vs_engine_cancelled(int *retries);
 
 /*
  * The searches, with the kind's parameters (params NULL: all zero).  In the worker when it
- * serves, else on this backend's cached engine object of the index.
+ * serves, else in this backend: over the pages in place when the kind has backend searches
+ * (indexkind.h), otherwise on this backend's cached engine object of the index.
  *   kNN:   ids/distances nq x k, counts nq (rows found <= k);
  *   range: every row within radius of each query.
  * vs_search_knn / vs_search_range take vectors; the _queries forms strings too (VsQueries).

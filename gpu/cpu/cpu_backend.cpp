@@ -64,7 +64,17 @@ struct Approx
     const float *x;
     size_t d;
     double qsq; // ||x||^2
+    // A value that overflowed float (or a NaN from inf - inf) says nothing about the exact
+    // distance: -inf makes the row a candidate and leaves the scan uncertified.
     float operator()(const CpuDataset &ds, size_t r) const
+    {
+        float v = value(ds, r);
+        if (std::isfinite(v) ||
+            (metric == VS_METRIC_COSINE && (qsq == 0.0 || ds.sqnorms[r] == 0.0)))
+            return v;
+        return -INFINITY;
+    }
+    float value(const CpuDataset &ds, size_t r) const
     {
         const float *y = ds.row(r);
         switch (metric)

@@ -31,6 +31,10 @@ constexpr uint64_t kIdFlip = 1ull << 63; // signed ids in unsigned order
 constexpr Key kNoBound = ~static_cast<Key>(0);
 // An add below this much work (rows x dim x queries) stays on the calling thread.
 constexpr size_t kParallelWork = size_t(1) << 18;
+// Squared norms below this get exact distances (IP, cosine): the float sums' error is then no
+// longer relative to them (subnormal terms), and |x| |y| >= 1e-30 keeps the absolute part of a
+// cosine's error (d 2^-149 / (|x| |y|)) far below the bound's slack.
+constexpr float kTinyNorm2 = 1e-30f;
 
 Key make_key128(float dist, int64_t id)
 {
@@ -94,6 +98,7 @@ public:
         g_ = (static_cast<double>(d_) + 4.0) * 5.9604644775390625e-08;
         rel_ = approx_error(APPROX_DIRECT_F32, m_, d_, 0.0, 0.0).rel;
         limit_ = range_ ? range_base_limit(m_, radius_) : 0.0;
+        under_ = 2.0 * static_cast<double>(d_) * 0x1p-149;
     }
 
     size_t nq() const override { return nq_; }
@@ -194,7 +199,9 @@ private:
     }
 
     // A lower bound of the exact base value of (query, row), NaN when the float kernel cannot
-    // give one (a zero norm, or a value that overflowed): then the exact value decides.
+    // give one (a value that overflowed, norms too small for a relative bound): then the exact
+    // value decides.  engine/exact.h's bounds are relative to the terms; products that fall below
+    // float's normal range add at most 2^-149 each, which under_ covers.
     double lower_base(const Query &q, const float *y) const
     {
         switch (m_)
@@ -204,21 +211,24 @@ private:
         case VS_METRIC_L1:
         {
             double a = m_ == VS_METRIC_L1 ? vs_l1_f32(q.x, y, d_) : vs_l2sq_f32(q.x, y, d_);
-            return std::isfinite(a) ? a - rel_ * std::fabs(a) : NAN;
+            return std::isfinite(a) ? a - rel_ * std::fabs(a) - under_ : NAN;
         }
         case VS_METRIC_IP:
         case VS_METRIC_COSINE:
         {
             float dot, aa, bb;
             vs_cosine_parts_f32(q.x, y, d_, &dot, &aa, &bb);
-            if (!std::isfinite(dot) || !std::isfinite(bb) || bb <= 0.0f)
+            if (!std::isfinite(dot) || !std::isfinite(bb) || bb < kTinyNorm2)
                 return NAN;
             if (m_ == VS_METRIC_IP)
             {
                 // the row's norm from its float sum of squares, rounded up past that sum's error
                 double yn = std::sqrt(static_cast<double>(bb) / (1.0 - 2.0 * g_));
-                return approx_lower(approx_error(APPROX_DIRECT_F32, m_, d_, q.qn, yn), -dot);
+                return approx_lower(approx_error(APPROX_DIRECT_F32, m_, d_, q.qn, yn), -dot) -
+                       under_;
             }
+            if (q.qsq < kTinyNorm2)
+                return NAN;
             double a = cosine_base(dot, q.qsq, bb);
             // the bound of a cosine from exact norms, plus the float norm's share (at most g)
             return a - approx_error(APPROX_DIRECT_F32, m_, d_, q.qn, 0.0).abs - 2.0 * g_;
@@ -275,7 +285,7 @@ private:
     float radius_;
     std::vector<float> x_;
     std::vector<Query> q_;
-    double g_, rel_, limit_;
+    double g_, rel_, limit_, under_;
     int threads_;
     std::vector<std::vector<TopK>> top_;                                  // [slot][query]
     std::vector<std::vector<std::vector<std::pair<int64_t, float>>>> hits_; // [slot][query]

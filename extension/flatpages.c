@@ -1,0 +1,176 @@
+/*
+ * vs_flat: kNN and range searches in this backend, over the index pages in shared buffers.
+ *
+ * Nothing is copied: the pages are pinned and share-locked a run at a time, and the engine's row
+ * scan (vsearch/rowscan.h) reads their items in place, its threads (vsearch.cpu_threads) splitting
+ * each run while this thread holds the locks, and keeps the best rows across runs.  A new session's
+ * first search therefore costs what its later ones do, and a backend's memory does not grow with
+ * the index: the pages are the buffer pool's, shared by every backend.  (Before, each backend read
+ * the whole index into an engine dataset of its own on its first search: docs/BENCHMARKS.md, "CPU
+ * path: vs_flat in place".)
+ *
+ * Concurrent changes: the metapage is read first, and rows visible to the scan's snapshot were
+ * committed before it, so they lie on pages up to its last_block; inserts only append, and VACUUM
+ * compacts a page in place under an exclusive lock (items never move between pages), so reading
+ * each page under a share lock sees every such row once.  Rows a concurrent VACUUM has not removed
+ * yet are dead to the snapshot and left out by the heap check, as with any index scan.
+ *
+ * Pages are read without a ring (they stay in shared buffers for the next search) when the index
+ * takes at most half of shared_buffers, and through the bulk-read ring otherwise, so that a search
+ * of an index too large to stay resident does not flush the whole pool each time.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/memutils.h"
+
+#include "flat.h"
+#include "vsearch/rowscan.h"
+
+/*
+ * Pages held (pinned and share-locked) at once: enough rows that splitting them over threads pays
+ * for the hand-over, few enough to stay well under the LWLocks a backend may hold
+ * (MAX_SIMUL_LWLOCKS, 200) and to keep a writer waiting on one of them only briefly.
+ */
+#define VS_FLAT_RUN_PAGES 64
+
+/* Feeds every item of the index to scan, a run of pages at a time. */
+static void
+scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
+{
+	Relation	rel = vs_index_open_for_read(ref);
+	BufferAccessStrategy bas = NULL;
+	Buffer		buf;
+	VsFlatMetaPageData meta;
+	Buffer		bufs[VS_FLAT_RUN_PAGES];
+	vs_row_block blocks[VS_FLAT_RUN_PAGES];
+	int64	   *ids;
+	int			per_page;
+
+	buf = vs_index_read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, NULL);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	memcpy(&meta, vs_flat_page_meta(BufferGetPage(buf)), sizeof(meta));
+	UnlockReleaseBuffer(buf);
+	if (meta.dim == 0 || meta.last_block == VS_FLAT_METAPAGE_BLKNO)
+	{
+		vs_index_close_for_read(rel);
+		return;
+	}
+	if (meta.dim != ref->dim)
+		elog(ERROR, "vs_flat index %u changed dimension from %u to %u",
+			 ref->indexrelid, ref->dim, meta.dim);
+	if ((double) meta.last_block > NBuffers / 2.0)
+		bas = GetAccessStrategy(BAS_BULKREAD);
+
+	per_page = VsFlatItemsPerPage(meta.dim);
+	ids = palloc(sizeof(int64) * per_page * VS_FLAT_RUN_PAGES);
+	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO; blkno <= meta.last_block;)
+	{
+		int			npages = 0;
+		int			nblocks = 0;
+		int64	   *next_id = ids;
+		int			st;
+
+		CHECK_FOR_INTERRUPTS();
+		for (; blkno <= meta.last_block && npages < VS_FLAT_RUN_PAGES; blkno++)
+		{
+			Page		page;
+			int			nitems;
+
+			buf = vs_index_read_block(ref, rel, blkno, bas);
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			bufs[npages++] = buf;
+			page = BufferGetPage(buf);
+			if (!VsFlatIsDataPage(page))
+				continue;
+			nitems = Min(VsFlatPageGetOpaque(page)->nitems, per_page);
+			if (nitems == 0)
+				continue;
+			for (int i = 0; i < nitems; i++)
+				next_id[i] = vs_tid_to_id(&VsFlatPageGetItem(page, meta.dim, i)->heap_tid);
+			blocks[nblocks].rows = VsFlatPageGetItem(page, meta.dim, 0)->x;
+			blocks[nblocks].stride = VS_FLAT_ITEM_SIZE(meta.dim);
+			blocks[nblocks].n = nitems;
+			blocks[nblocks].ids = (const int64_t *) next_id;
+			nblocks++;
+			next_id += nitems;
+		}
+		/* interrupts are held off while the locks are held, so the engine sees no cancel here */
+		st = vs_rowscan_add(engine, scan, blocks, nblocks);
+		for (int i = 0; i < npages; i++)
+			UnlockReleaseBuffer(bufs[i]);
+		if (st != VS_OK)
+			vs_engine_error(st);
+	}
+	pfree(ids);
+	if (bas)
+		FreeAccessStrategy(bas);
+	vs_index_close_for_read(rel);
+}
+
+/* Feeds a scan just begun (status: its begin's) the pages; destroys it on an ERROR. */
+static void
+run_scan(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int status)
+{
+	if (status != VS_OK)
+		vs_engine_error(status);
+	PG_TRY();
+	{
+		scan_pages(ref, engine, scan);
+	}
+	PG_CATCH();
+	{
+		vs_rowscan_destroy(engine, scan);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+void
+vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries,
+					int nq, int k, int64 *ids, float *distances, int64 *counts)
+{
+	vs_context *engine = vs_backend_engine();
+	vs_rowscan *scan = NULL;
+	int			st;
+
+	st = vs_rowscan_knn_begin(engine, ref->dim, vs_rank_metric(ref->metric), queries, nq, k,
+							  &scan);
+	run_scan(ref, engine, scan, st);
+	st = vs_rowscan_knn_result(engine, scan, (int64_t *) ids, distances, (int64_t *) counts);
+	vs_rowscan_destroy(engine, scan);
+	if (st != VS_OK)
+		vs_engine_error(st);
+}
+
+/* Range results go into the caller's memory context. */
+static void *
+range_alloc(void *arg, size_t bytes)
+{
+	return palloc_extended(bytes, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+}
+
+void
+vs_flat_backend_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries,
+					  int nq, double radius, VsRangeResult *out)
+{
+	vs_context *engine = vs_backend_engine();
+	vs_rowscan *scan = NULL;
+	vs_range_result result;
+	int			st;
+
+	st = vs_rowscan_range_begin(engine, ref->dim, vs_rank_metric(ref->metric), queries, nq,
+								vs_rank_radius(ref->metric, radius), &scan);
+	run_scan(ref, engine, scan, st);
+	memset(&result, 0, sizeof(result));
+	st = vs_rowscan_range_result(engine, scan, range_alloc, NULL, &result);
+	vs_rowscan_destroy(engine, scan);
+	if (st != VS_OK)
+		vs_engine_error(st);
+	out->nq = nq;
+	out->total = (int64) result.total;
+	out->offsets = (int64 *) result.offsets;
+	out->ids = (int64 *) result.ids;
+	out->distances = result.distances;
+}
