@@ -154,7 +154,9 @@ extern int	vs_flat_range(struct vs_context *engine, void *obj, const VsKindParam
 						  void *alloc_arg, vs_range_result *out);
 extern bool vs_flat_check_request(const struct VsRequest *req, char *why, Size whylen);
 
-/* flatpages.c: searches in this backend over the pages in shared buffers (indexkind.h) */
+/* flatpages.c: searches in this backend over the pages in shared buffers (indexkind.h); whether
+ * an index of this many pages is kept in shared buffers by them (at most half of the pool) */
+extern bool vs_flat_stays_resident(double pages);
 extern void vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params,
 								const float *queries, int nq, int k, int64 *ids, float *distances,
 								int64 *counts);

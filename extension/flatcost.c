@@ -1,7 +1,7 @@
 /*
  * vs_flat: cost estimates (amcostestimate).
  *
- * Every vs_flat search reads all index pages in order (or finds them in the search layer's cache)
+ * Every vs_flat search reads all index pages in order (in shared buffers, or the worker's copy)
  * and computes one distance per row before it returns its first row, so nearly all of the cost is
  * startup cost: the planner's LIMIT scaling then only discounts the heap fetches, and
  * `ORDER BY v <-> q LIMIT k` on a table of some size costs about one pass over the vectors, which
@@ -9,14 +9,15 @@
  * the seq scan (a search has a fixed cost), and so do full orderings without LIMIT when fetching
  * every heap row in distance order is dearer than sorting.
  *
- *   startup = index pages * seq_page_cost (unless cached) + searches * rows * distance_cost
+ *   startup = index pages * seq_page_cost (unless resident) + searches * rows * distance_cost
  *             + search overhead
  *   total   = startup + (ORDER BY without LIMIT) the follow-up searches of a drained scan
  *             + rows returned * (cpu_index_tuple_cost + ORDER BY: executor reordering)
  *
- * Cached: a search reads the index pages only to load or refresh the search layer's copy (the
- * backend's object cache, up to vs_search_cache_mb, or the GPU worker's), not per query, so an
- * index that fits is charged no page reads; a larger one is read by every search.
+ * Resident: the GPU worker searches its own copy, and a backend reads the pages in place in shared
+ * buffers (flatpages.c), where an index of at most half of shared_buffers stays between searches
+ * (pinning a page costs little beside its rows' distances), so such an index is charged no page
+ * reads; a larger one is read through a ring by every search.
  *
  * ORDER BY rows are rechecked (the executor recomputes the operator and passes every row through
  * its reorder queue, flatscan.c), which costs about what a sort of the returned rows costs: a full
@@ -63,8 +64,7 @@ vs_flat_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	distance_cost = vs_distance_cost((int) c.ref.dim) * c.search_factor;
 	row_cost = vs_distance_cost((int) c.ref.dim) +
 		vs_detoast_cost(c.heapoid, c.attnum, (int) c.ref.dim);
-	page_cost = (c.search_factor < 1.0 ||
-				 (double) index->pages * BLCKSZ <= (double) Max(vs_search_cache_mb, 0) * 1024 * 1024)
+	page_cost = (c.search_factor < 1.0 || vs_flat_stays_resident((double) index->pages))
 		? 0.0 : index->pages * c.seq_page_cost;
 
 	/* One range search per range qual, one kNN search for the ORDER BY. */

@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 
@@ -29,11 +30,125 @@
 #include "vsearch/rowscan.h"
 
 /*
- * Pages held (pinned and share-locked) at once: enough rows that splitting them over threads pays
- * for the hand-over, few enough to stay well under the LWLocks a backend may hold
- * (MAX_SIMUL_LWLOCKS, 200) and to keep a writer waiting on one of them only briefly.
+ * Pages held (pinned and share-locked) at once: 1 MB of rows, enough that splitting them over
+ * threads pays for the hand-over, few enough to stay under the LWLocks a backend may hold
+ * (MAX_SIMUL_LWLOCKS, 200; a search holds no other) and to keep a writer waiting on one of them
+ * only for a fraction of a millisecond.
  */
-#define VS_FLAT_RUN_PAGES 64
+#define VS_FLAT_RUN_PAGES 128
+
+/* Pages ahead of the one being pinned whose buffer header and page start are prefetched. */
+#define VS_FLAT_PREFETCH_PAGES 8
+
+/*
+ * The buffers this backend last found an index's pages in.  ReadRecentBuffer pins such a buffer
+ * after checking that it still holds the page, without the look-up in the buffer mapping table,
+ * whose cache misses (a table the size of the pool) cost a third of a search over resident pages
+ * when each page was looked up (docs/BENCHMARKS.md, "CPU path: vs_flat in place").  4 bytes a
+ * page, a few indexes per backend.
+ */
+typedef struct RecentPages
+{
+	VsRelFileLocator locator;
+	uint64		used;
+	BlockNumber n;				/* entries of bufs */
+	Buffer	   *bufs;			/* InvalidBuffer: not seen yet */
+} RecentPages;
+
+#define VS_FLAT_RECENT_INDEXES 4
+
+static RecentPages recent_pages[VS_FLAT_RECENT_INDEXES];
+static uint64 recent_clock = 0;
+
+/* The recent buffers of an index, for at least npages pages (a slot reused if new). */
+static RecentPages *
+recent_of(const VsIndexRef *ref, BlockNumber npages)
+{
+	RecentPages *rp = NULL;
+
+	for (int i = 0; i < VS_FLAT_RECENT_INDEXES; i++)
+	{
+		RecentPages *c = &recent_pages[i];
+
+		if (c->bufs != NULL && memcmp(&c->locator, &ref->locator, sizeof(ref->locator)) == 0)
+		{
+			rp = c;
+			break;
+		}
+		if (rp == NULL || c->used < rp->used)
+			rp = c;				/* the least recently used, if none matches */
+	}
+	if (rp->bufs == NULL || memcmp(&rp->locator, &ref->locator, sizeof(ref->locator)) != 0)
+	{
+		if (rp->bufs)
+			pfree(rp->bufs);
+		rp->locator = ref->locator;
+		rp->n = 0;
+		rp->bufs = NULL;
+	}
+	if (rp->n < npages)
+	{
+		BlockNumber n = Max(npages, rp->n + rp->n / 4);
+
+		rp->bufs = rp->bufs
+			? repalloc_huge(rp->bufs, sizeof(Buffer) * n)
+			: MemoryContextAllocHuge(TopMemoryContext, sizeof(Buffer) * n);
+		for (BlockNumber b = rp->n; b < n; b++)
+			rp->bufs[b] = InvalidBuffer;
+		rp->n = n;
+	}
+	rp->used = ++recent_clock;
+	return rp;
+}
+
+/* Pins a page (not locked), through its recent buffer when rp is given. */
+static Buffer
+pin_page(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessStrategy bas,
+		 RecentPages *rp)
+{
+	Buffer		buf;
+
+	if (rp == NULL)
+		return vs_index_read_block(ref, rel, blkno, bas);
+	if (BufferIsValid(rp->bufs[blkno]) &&
+		ReadRecentBuffer(ref->locator, MAIN_FORKNUM, blkno, rp->bufs[blkno]))
+		return rp->bufs[blkno];
+	buf = vs_index_read_block(ref, rel, blkno, bas);
+	rp->bufs[blkno] = buf;
+	return buf;
+}
+
+/* A hint to load a cache line (GCC drops __builtin_prefetch in loops it finds free of effects). */
+static inline void
+prefetch_line(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("prefetcht0 %0"::"m"(*(const char *) p));
+#else
+	__builtin_prefetch(p);
+#endif
+}
+
+/* Asks the CPU for a page's buffer header and the cache lines its search reads first. */
+static inline void
+prefetch_page(RecentPages *rp, BlockNumber blkno)
+{
+	Buffer		buf;
+	const char *page;
+
+	if (rp == NULL || blkno >= rp->n || !BufferIsValid(rp->bufs[blkno]))
+		return;
+	buf = rp->bufs[blkno];
+	page = BufferGetPage(buf);
+	prefetch_line(GetBufferDescriptor(buf - 1));
+	prefetch_line(page);
+}
+
+bool
+vs_flat_stays_resident(double pages)
+{
+	return pages <= NBuffers / 2.0;
+}
 
 /* Feeds every item of the index to scan, a run of pages at a time. */
 static void
@@ -41,6 +156,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 {
 	Relation	rel = vs_index_open_for_read(ref);
 	BufferAccessStrategy bas = NULL;
+	RecentPages *rp = NULL;
 	Buffer		buf;
 	VsFlatMetaPageData meta;
 	Buffer		bufs[VS_FLAT_RUN_PAGES];
@@ -60,8 +176,11 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 	if (meta.dim != ref->dim)
 		elog(ERROR, "vs_flat index %u changed dimension from %u to %u",
 			 ref->indexrelid, ref->dim, meta.dim);
-	if ((double) meta.last_block > NBuffers / 2.0)
+	/* pages of a temporary index are local buffers: looked up in this backend's own table */
+	if (!vs_flat_stays_resident((double) meta.last_block + 1))
 		bas = GetAccessStrategy(BAS_BULKREAD);
+	else if (rel == NULL)
+		rp = recent_of(ref, meta.last_block + 1);
 
 	per_page = VsFlatItemsPerPage(meta.dim);
 	ids = palloc(sizeof(int64) * per_page * VS_FLAT_RUN_PAGES);
@@ -73,19 +192,28 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 		int			st;
 
 		CHECK_FOR_INTERRUPTS();
+		for (BlockNumber b = blkno; b < blkno + VS_FLAT_RUN_PAGES && b <= meta.last_block; b++)
+			prefetch_page(rp, b);
 		for (; blkno <= meta.last_block && npages < VS_FLAT_RUN_PAGES; blkno++)
 		{
 			Page		page;
 			int			nitems;
 
-			buf = vs_index_read_block(ref, rel, blkno, bas);
+			buf = pin_page(ref, rel, blkno, bas, rp);
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			bufs[npages++] = buf;
+			/*
+			 * Blocks past the metapage are data pages; their item count is read from pd_lower
+			 * (flatutils.c keeps it at the end of the items) so that only the header's cache line
+			 * is touched before the rows, not the special space at the far end of the page.
+			 */
 			page = BufferGetPage(buf);
-			if (!VsFlatIsDataPage(page))
+			if (PageIsNew(page) || PageGetSpecialSize(page) != MAXALIGN(sizeof(VsFlatPageOpaqueData)))
 				continue;
-			nitems = Min(VsFlatPageGetOpaque(page)->nitems, per_page);
-			if (nitems == 0)
+			nitems = ((int) ((PageHeader) page)->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData)) /
+				(int) VS_FLAT_ITEM_SIZE(meta.dim);
+			nitems = Min(nitems, per_page);
+			if (nitems <= 0)
 				continue;
 			for (int i = 0; i < nitems; i++)
 				next_id[i] = vs_tid_to_id(&VsFlatPageGetItem(page, meta.dim, i)->heap_tid);

@@ -9,6 +9,7 @@
 // the same loads as a distance kernel), wall time of the best of 5 passes, GB/s.
 //
 //   vsearch_blas_compare [path-to-libblas-with-cblas_sgemm]
+//   vsearch_blas_compare --scan-only      (the bound alone)
 #include "cpu/gemm.h"
 #include "vsearch/distance.h"
 
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <vector>
@@ -53,10 +55,11 @@ template <typename F> double median_cpu(F &&f, int reps)
 
 int main(int argc, char **argv)
 {
-    const char *lib = argc > 1 ? argv[1] : "libopenblas.so.0";
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    const bool scan_only = argc > 1 && std::strcmp(argv[1], "--scan-only") == 0;
+    const char *lib = argc > 1 && !scan_only ? argv[1] : "libopenblas.so.0";
+    void *h = scan_only ? nullptr : dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     Sgemm sgemm = h ? reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm")) : nullptr;
-    if (!sgemm)
+    if (!sgemm && !scan_only)
         std::printf("no cblas_sgemm in %s (%s): own kernels only\n", lib, dlerror());
     struct Shape
     {
@@ -70,9 +73,12 @@ int main(int argc, char **argv)
                             {"PQ, 256 codewords, d = 4", 1020, 4, 256}};
     std::mt19937 rng(7);
     std::normal_distribution<float> g;
-    std::printf("%-62s %12s %12s\n", "shape (nx x d against k rows)", "own GFLOP/s", "BLAS GFLOP/s");
+    if (!scan_only)
+        std::printf("%-62s %12s %12s\n", "shape (nx x d against k rows)", "own GFLOP/s", "BLAS GFLOP/s");
     for (const Shape &s : shapes)
     {
+        if (scan_only)
+            break;
         std::vector<float> x(s.nx * s.d), r(s.k * s.d);
         for (float &v : x)
             v = g(rng);

@@ -29,8 +29,9 @@ using Key = unsigned __int128;
 
 constexpr uint64_t kIdFlip = 1ull << 63; // signed ids in unsigned order
 constexpr Key kNoBound = ~static_cast<Key>(0);
-// An add below this much work (rows x dim x queries) stays on the calling thread.
-constexpr size_t kParallelWork = size_t(1) << 18;
+// An add below this much work (rows x dim x queries, 256 KB of rows for one query) stays on the
+// calling thread: handing a run to the kept threads costs a few microseconds.
+constexpr size_t kParallelWork = size_t(1) << 16;
 // Squared norms below this get exact distances (IP, cosine): the float sums' error is then no
 // longer relative to them (subnormal terms), and |x| |y| >= 1e-30 keeps the absolute part of a
 // cosine's error (d 2^-149 / (|x| |y|)) far below the bound's slack.
@@ -243,6 +244,10 @@ private:
         {
             const vs_row_block &blk = blocks[b];
             const char *base = reinterpret_cast<const char *>(blk.rows);
+            // the next block is elsewhere in memory (another page): start its first lines now
+            if (b + 1 < b1)
+                for (int line = 0; line < 4; line++)
+                    __builtin_prefetch(reinterpret_cast<const char *>(blocks[b + 1].rows) + 64 * line);
             for (size_t qi = 0; qi < nq_; qi++)
             {
                 const Query &q = q_[qi];
