@@ -22,7 +22,6 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 
@@ -37,15 +36,13 @@
  */
 #define VS_FLAT_RUN_PAGES 128
 
-/* Pages ahead of the one being pinned whose buffer header and page start are prefetched. */
-#define VS_FLAT_PREFETCH_PAGES 8
-
 /*
  * The buffers this backend last found an index's pages in.  ReadRecentBuffer pins such a buffer
  * after checking that it still holds the page, without the look-up in the buffer mapping table,
- * whose cache misses (a table the size of the pool) cost a third of a search over resident pages
- * when each page was looked up (docs/BENCHMARKS.md, "CPU path: vs_flat in place").  4 bytes a
- * page, a few indexes per backend.
+ * whose cache misses (a table the size of the pool) took about a fifth of a search over resident
+ * pages (Fashion-MNIST: 40 ms of backend CPU time per query with a look-up per page, 31 ms
+ * without).  4 bytes a page, a few indexes per backend; a session's first search looks every
+ * page up.
  */
 typedef struct RecentPages
 {
@@ -118,32 +115,6 @@ pin_page(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessStr
 	return buf;
 }
 
-/* A hint to load a cache line (GCC drops __builtin_prefetch in loops it finds free of effects). */
-static inline void
-prefetch_line(const void *p)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__asm__ volatile("prefetcht0 %0"::"m"(*(const char *) p));
-#else
-	__builtin_prefetch(p);
-#endif
-}
-
-/* Asks the CPU for a page's buffer header and the cache lines its search reads first. */
-static inline void
-prefetch_page(RecentPages *rp, BlockNumber blkno)
-{
-	Buffer		buf;
-	const char *page;
-
-	if (rp == NULL || blkno >= rp->n || !BufferIsValid(rp->bufs[blkno]))
-		return;
-	buf = rp->bufs[blkno];
-	page = BufferGetPage(buf);
-	prefetch_line(GetBufferDescriptor(buf - 1));
-	prefetch_line(page);
-}
-
 bool
 vs_flat_stays_resident(double pages)
 {
@@ -163,6 +134,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 	vs_row_block blocks[VS_FLAT_RUN_PAGES];
 	int64	   *ids;
 	int			per_page;
+	Size		item_size;
 
 	buf = vs_index_read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, NULL);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -183,6 +155,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 		rp = recent_of(ref, meta.last_block + 1);
 
 	per_page = VsFlatItemsPerPage(meta.dim);
+	item_size = VS_FLAT_ITEM_SIZE(meta.dim);
 	ids = palloc(sizeof(int64) * per_page * VS_FLAT_RUN_PAGES);
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO; blkno <= meta.last_block;)
 	{
@@ -192,8 +165,6 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 		int			st;
 
 		CHECK_FOR_INTERRUPTS();
-		for (BlockNumber b = blkno; b < blkno + VS_FLAT_RUN_PAGES && b <= meta.last_block; b++)
-			prefetch_page(rp, b);
 		for (; blkno <= meta.last_block && npages < VS_FLAT_RUN_PAGES; blkno++)
 		{
 			Page		page;
@@ -211,14 +182,14 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 			if (PageIsNew(page) || PageGetSpecialSize(page) != MAXALIGN(sizeof(VsFlatPageOpaqueData)))
 				continue;
 			nitems = ((int) ((PageHeader) page)->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData)) /
-				(int) VS_FLAT_ITEM_SIZE(meta.dim);
+				(int) item_size;
 			nitems = Min(nitems, per_page);
 			if (nitems <= 0)
 				continue;
 			for (int i = 0; i < nitems; i++)
 				next_id[i] = vs_tid_to_id(&VsFlatPageGetItem(page, meta.dim, i)->heap_tid);
 			blocks[nblocks].rows = VsFlatPageGetItem(page, meta.dim, 0)->x;
-			blocks[nblocks].stride = VS_FLAT_ITEM_SIZE(meta.dim);
+			blocks[nblocks].stride = item_size;
 			blocks[nblocks].n = nitems;
 			blocks[nblocks].ids = (const int64_t *) next_id;
 			nblocks++;

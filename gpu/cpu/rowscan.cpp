@@ -244,10 +244,6 @@ private:
         {
             const vs_row_block &blk = blocks[b];
             const char *base = reinterpret_cast<const char *>(blk.rows);
-            // the next block is elsewhere in memory (another page): start its first lines now
-            if (b + 1 < b1)
-                for (int line = 0; line < 4; line++)
-                    __builtin_prefetch(reinterpret_cast<const char *>(blocks[b + 1].rows) + 64 * line);
             for (size_t qi = 0; qi < nq_; qi++)
             {
                 const Query &q = q_[qi];
