@@ -29,9 +29,11 @@ using Key = unsigned __int128;
 
 constexpr uint64_t kIdFlip = 1ull << 63; // signed ids in unsigned order
 constexpr Key kNoBound = ~static_cast<Key>(0);
-// An add below this much work (rows x dim x queries, 256 KB of rows for one query) stays on the
-// calling thread: handing a run to the kept threads costs a few microseconds.
-constexpr size_t kParallelWork = size_t(1) << 16;
+// An add below this much work (rows x dim x queries: a megabyte of rows for 8 queries) stays on
+// the calling thread.  Handing an add to the kept threads and back took about 55 us on the
+// development machine (2 vCPUs under KVM: wake-ups between CPUs), more than one query's scan of
+// a megabyte of rows, so single queries run on one thread and batches on all.
+constexpr size_t kParallelWork = size_t(1) << 21;
 // Squared norms below this get exact distances (IP, cosine): the float sums' error is then no
 // longer relative to them (subnormal terms), and |x| |y| >= 1e-30 keeps the absolute part of a
 // cosine's error (d 2^-149 / (|x| |y|)) far below the bound's slack.
