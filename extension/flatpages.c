@@ -2,8 +2,8 @@
  * vs_flat: kNN and range searches in this backend, over the index pages in shared buffers.
  *
  * Nothing is copied: the pages are pinned and share-locked a run at a time, and the engine's row
- * scan (vsearch/rowscan.h) reads their items in place, its threads (vsearch.cpu_threads) splitting
- * each run while this thread holds the locks, and keeps the best rows across runs.  A new session's
+ * scan (vsearch/rowscan.h) reads their items in place (a batch's queries on its threads,
+ * vsearch.cpu_threads, while this thread holds the locks) and keeps the best rows across runs.  A new session's
  * first search therefore costs what its later ones do, and a backend's memory does not grow with
  * the index: the pages are the buffer pool's, shared by every backend.  (Before, each backend read
  * the whole index into an engine dataset of its own on its first search: docs/BENCHMARKS.md, "CPU
@@ -29,8 +29,8 @@
 #include "vsearch/rowscan.h"
 
 /*
- * Pages held (pinned and share-locked) at once: 1 MB of rows, enough that splitting them over
- * threads pays for the hand-over, few enough to stay under the LWLocks a backend may hold
+ * Pages held (pinned and share-locked) at once: 1 MB of rows, enough that splitting a batch's
+ * work over threads pays for the hand-over, few enough to stay under the LWLocks a backend may hold
  * (MAX_SIMUL_LWLOCKS, 200; a search holds no other) and to keep a writer waiting on one of them
  * only for a fraction of a millisecond.
  */

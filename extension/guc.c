@@ -288,8 +288,8 @@ vs_guc_init(void)
 	DefineCustomIntVariable("vsearch.cpu_threads",
 							"Threads of a backend's CPU engine for searches and batch functions.",
 							"0 (the default) uses every CPU of the machine: a batch function's "
-							"queries, and an exact scan of a large index, are split over them; a "
-							"single approximate query runs on one thread whatever the setting.  "
+							"queries are split over them; a single query runs on one thread "
+							"whatever the setting.  "
 							"Read when the backend first searches, so it is set at connection start "
 							"(PGOPTIONS) or in postgresql.conf.",
 							&vs_search_cpu_threads,
