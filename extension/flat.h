@@ -158,10 +158,10 @@ extern bool vs_flat_check_request(const struct VsRequest *req, char *why, Size w
  * an index of this many pages is kept in shared buffers by them (at most half of the pool) */
 extern bool vs_flat_stays_resident(double pages);
 extern void vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params,
-								const float *queries, int nq, int k, int64 *ids, float *distances,
+								const VsQueries *queries, int k, int64 *ids, float *distances,
 								int64 *counts);
 extern void vs_flat_backend_range(const VsIndexRef *ref, const VsKindParams *params,
-								  const float *queries, int nq, double radius, VsRangeResult *out);
+								  const VsQueries *queries, double radius, VsRangeResult *out);
 
 /* flatbuild.c */
 extern IndexBuildResult *vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo);

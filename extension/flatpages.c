@@ -226,16 +226,25 @@ run_scan(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int status
 	PG_END_TRY();
 }
 
+/* vs_flat's queries are vectors (its kind takes no strings: the worker and the scans check). */
+static const float *
+vector_queries(const VsQueries *queries)
+{
+	if (queries->vectors == NULL)
+		elog(ERROR, "vs_flat searches take vector queries");
+	return queries->vectors;
+}
+
 void
-vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries,
-					int nq, int k, int64 *ids, float *distances, int64 *counts)
+vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries,
+					int k, int64 *ids, float *distances, int64 *counts)
 {
 	vs_context *engine = vs_backend_engine();
 	vs_rowscan *scan = NULL;
 	int			st;
 
-	st = vs_rowscan_knn_begin(engine, ref->dim, vs_rank_metric(ref->metric), queries, nq, k,
-							  &scan);
+	st = vs_rowscan_knn_begin(engine, ref->dim, vs_rank_metric(ref->metric),
+							  vector_queries(queries), queries->nq, k, &scan);
 	run_scan(ref, engine, scan, st);
 	st = vs_rowscan_knn_result(engine, scan, (int64_t *) ids, distances, (int64_t *) counts);
 	vs_rowscan_destroy(engine, scan);
@@ -251,16 +260,18 @@ range_alloc(void *arg, size_t bytes)
 }
 
 void
-vs_flat_backend_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries,
-					  int nq, double radius, VsRangeResult *out)
+vs_flat_backend_range(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries,
+					  double radius, VsRangeResult *out)
 {
+	int			nq = (int) queries->nq;
 	vs_context *engine = vs_backend_engine();
 	vs_rowscan *scan = NULL;
 	vs_range_result result;
 	int			st;
 
-	st = vs_rowscan_range_begin(engine, ref->dim, vs_rank_metric(ref->metric), queries, nq,
-								vs_rank_radius(ref->metric, radius), &scan);
+	st = vs_rowscan_range_begin(engine, ref->dim, vs_rank_metric(ref->metric),
+								vector_queries(queries), nq, vs_rank_radius(ref->metric, radius),
+								&scan);
 	run_scan(ref, engine, scan, st);
 	memset(&result, 0, sizeof(result));
 	st = vs_rowscan_range_result(engine, scan, range_alloc, NULL, &result);

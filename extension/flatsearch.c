@@ -3,7 +3,8 @@
  *
  * The object is an engine dataset of every indexed vector with, beside it, the sorted row ids, a
  * keyed 64-bit hash of each row's vector and the mark where the last read of the pages stopped.
- * The same code keeps it in a backend (CPU engine) and in the GPU worker (device):
+ * The GPU worker keeps it (on its device, or its CPU engine with vsearch.worker_device = cpu); a
+ * backend searches the pages in place instead (flatpages.c):
  *   - first load: every item;
  *   - refresh while the metapage's epoch has not moved (no VACUUM compaction since the mark) and
  *     the mark's page still holds the heap tid it recorded at the mark's position: only the items

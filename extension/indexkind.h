@@ -109,10 +109,10 @@ typedef struct VsIndexKind
 	 * an ERROR on failure; range results go into the caller's memory context.
 	 */
 	void		(*backend_knn) (const VsIndexRef *ref, const VsKindParams *params,
-								const float *queries, int nq, int k, int64 *ids, float *distances,
+								const VsQueries *queries, int k, int64 *ids, float *distances,
 								int64 *counts);
 	void		(*backend_range) (const VsIndexRef *ref, const VsKindParams *params,
-								  const float *queries, int nq, double radius, VsRangeResult *out);
+								  const VsQueries *queries, double radius, VsRangeResult *out);
 
 	/*
 	 * Searches return the SQL operator's own values (in rank units, search.h) and find exactly the

@@ -356,7 +356,7 @@ vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 	}
 	if (kind->backend_knn != NULL)
 	{
-		kind->backend_knn(ref, params, queries, nq, k, ids, distances, counts);
+		kind->backend_knn(ref, params, queries, k, ids, distances, counts);
 		return;
 	}
 
@@ -422,7 +422,7 @@ vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 	}
 	if (kind->backend_range != NULL)
 	{
-		kind->backend_range(ref, params, queries, nq, radius, out);
+		kind->backend_range(ref, params, queries, radius, out);
 		return;
 	}
 
