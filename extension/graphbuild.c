@@ -18,7 +18,9 @@
  *                      neighbours, then the nodes that chose it, by their rank of it, then the rest
  *                      of its pruned list), then every node that a search from the entry cannot
  *                      reach linked from a reached node of its kNN list (an empty slot, or one
- *                      whose target keeps another in-edge; on one thread);
+ *                      whose target keeps another in-edge; on one thread), then the seeds
+ *                      completed so that walks from the start nodes reach every island of the
+ *                      graph (vs_graph_cover_starts, cover_starts below);
  *   writing pages      node pages, each a full-page Generic WAL record, then the metapage.
  *
  * At DEBUG1 the build reports the seconds of its parts (BuildPart).
@@ -438,6 +440,36 @@ build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 
 		 (unsigned long long) info.linked, (unsigned long long) info.unreached);
 }
 
+/*
+ * The seeds completed so that walks from the start nodes reach every node (the engine's
+ * vs_graph_cover_starts): the kNN lists of clusters farther apart than build_degree rows reach
+ * have no edge between them, and a cluster without a seed of its own was out of reach of every
+ * search (issue 15).  The k-means seeds that reach new nodes come first, then one node per
+ * unreached island, then the other k-means seeds, at most VS_GRAPH_MAX_SEEDS in all.
+ */
+static void
+cover_starts(GraphBuildState *s, const uint32 *graph, uint32 entry, uint32 *seeds, uint32 *nseeds,
+			 BuildClock *clock)
+{
+	uint32	   *out = palloc(sizeof(uint32) * VS_GRAPH_MAX_SEEDS);
+	uint64		unreached = 0;
+	int			m;
+
+	CHECK_FOR_INTERRUPTS();
+	m = vs_graph_cover_starts(graph, (size_t) s->n, s->degree, s->vectors, s->dim, &entry, 1,
+							  seeds, *nseeds, out, VS_GRAPH_MAX_SEEDS, &unreached);
+	if (m < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory while choosing the start nodes of a vs_graph index")));
+	memcpy(seeds, out, sizeof(uint32) * m);
+	*nseeds = (uint32) m;
+	pfree(out);
+	clock_lap(clock, PART_EDGES);
+	elog(DEBUG1, "vs_graph build: %d seeds, %llu nodes unreached from the start nodes",
+		 m, (unsigned long long) unreached);
+}
+
 /* Writes the nodes as full node pages. */
 static void
 write_nodes(GraphBuildState *s, const uint32 *graph)
@@ -546,6 +578,7 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		set_phase(GRAPH_PHASE_PRUNE, state.n);
 		build_graph(knn, K, state.n, (int) state.degree, entry, graph, &clock);
 		pfree(knn);
+		cover_starts(&state, graph, entry, seeds, &nseeds, &clock);
 		set_phase(GRAPH_PHASE_WRITE, state.n);
 		write_nodes(&state, graph);
 		pfree(graph);

@@ -261,3 +261,167 @@ int vs_graph_prune(const uint32_t *cands, size_t ncands, const uint32_t *cand_nb
         return -1;
     }
 }
+
+namespace vs {
+namespace {
+
+uint32_t root_of(std::vector<uint32_t> &parent, uint32_t x)
+{
+    while (parent[x] != x)
+        x = parent[x] = parent[parent[x]];
+    return x;
+}
+
+// One start per weakly connected part of the unreached nodes (their edges among themselves): the
+// node nearest the part's mean, parts by size (largest first), then by that node.
+std::vector<uint32_t> island_starts(const uint32_t *graph, size_t n, size_t degree,
+                                    const float *vectors, size_t dim,
+                                    const std::vector<uint8_t> &reached)
+{
+    std::vector<uint32_t> parent(n);
+    for (size_t v = 0; v < n; v++)
+        parent[v] = static_cast<uint32_t>(v);
+    for (size_t u = 0; u < n; u++)
+    {
+        if (reached[u])
+            continue;
+        const uint32_t *nb = graph + u * degree;
+        for (size_t i = 0; i < degree; i++)
+        {
+            if (nb[i] == kNone || reached[nb[i]])
+                continue;
+            const uint32_t a = root_of(parent, static_cast<uint32_t>(u)), b = root_of(parent, nb[i]);
+            if (a != b)
+                parent[std::max(a, b)] = std::min(a, b); // roots: each part's smallest node
+        }
+    }
+    // parts numbered in order of their roots
+    std::vector<uint32_t> part(n, kNone), roots;
+    for (size_t v = 0; v < n; v++)
+        if (!reached[v])
+        {
+            const uint32_t r = root_of(parent, static_cast<uint32_t>(v));
+            if (r == v)
+            {
+                part[v] = static_cast<uint32_t>(roots.size());
+                roots.push_back(r);
+            }
+            else
+                part[v] = part[r]; // r < v was numbered first
+        }
+    const size_t np = roots.size();
+    std::vector<double> mean(np * dim, 0.0);
+    std::vector<uint64_t> size(np, 0);
+    for (size_t v = 0; v < n; v++)
+        if (!reached[v])
+        {
+            const size_t p = part[v];
+            size[p]++;
+            for (size_t j = 0; j < dim; j++)
+                mean[p * dim + j] += vectors[v * dim + j];
+        }
+    for (size_t p = 0; p < np; p++)
+        for (size_t j = 0; j < dim; j++)
+            mean[p * dim + j] /= static_cast<double>(size[p]);
+    std::vector<uint32_t> best(np, kNone);
+    std::vector<double> bestd(np, 0.0);
+    for (size_t v = 0; v < n; v++)
+        if (!reached[v])
+        {
+            const size_t p = part[v];
+            double s = 0.0;
+            for (size_t j = 0; j < dim; j++)
+            {
+                const double x = static_cast<double>(vectors[v * dim + j]) - mean[p * dim + j];
+                s += x * x;
+            }
+            if (best[p] == kNone || s < bestd[p]) // nodes ascend: ties keep the smaller
+            {
+                best[p] = static_cast<uint32_t>(v);
+                bestd[p] = s;
+            }
+        }
+    std::vector<size_t> order(np);
+    for (size_t p = 0; p < np; p++)
+        order[p] = p;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return size[a] != size[b] ? size[a] > size[b] : best[a] < best[b];
+    });
+    std::vector<uint32_t> out(np);
+    for (size_t i = 0; i < np; i++)
+        out[i] = best[order[i]];
+    return out;
+}
+
+} // namespace
+} // namespace vs
+
+int vs_graph_cover_starts(const uint32_t *graph, size_t n, size_t degree, const float *vectors,
+                          size_t dim, const uint32_t *fixed, size_t nfixed, const uint32_t *cands,
+                          size_t ncands, uint32_t *out, size_t max_out, uint64_t *unreached) noexcept
+{
+    if (unreached)
+        *unreached = 0;
+    if (n == 0)
+        return 0;
+    if (!graph || degree == 0 || (!vectors && dim > 0) || (nfixed > 0 && !fixed) ||
+        (ncands > 0 && !cands) || (max_out > 0 && !out))
+        return -1;
+    try
+    {
+        std::vector<uint8_t> reached(n, 0), taken(n, 0);
+        std::vector<uint32_t> stack(n), first, rest;
+        for (size_t i = 0; i < nfixed; i++)
+            if (fixed[i] < n)
+            {
+                taken[fixed[i]] = 1;
+                vs::reach_from(graph, degree, fixed[i], reached, stack);
+            }
+        for (size_t i = 0; i < ncands; i++)
+        {
+            const uint32_t c = cands[i];
+            if (c >= n || taken[c])
+                continue;
+            taken[c] = 1;
+            (reached[c] ? rest : first).push_back(c);
+            vs::reach_from(graph, degree, c, reached, stack);
+        }
+        // islands, in rounds: a part's node may not reach all of its part (the graph is directed)
+        while (first.size() < max_out &&
+               std::find(reached.begin(), reached.end(), 0) != reached.end())
+        {
+            for (uint32_t v : vs::island_starts(graph, n, degree, vectors, dim, reached))
+            {
+                if (first.size() >= max_out)
+                    break;
+                if (reached[v])
+                    continue;
+                first.push_back(v);
+                vs::reach_from(graph, degree, v, reached, stack);
+            }
+        }
+        size_t m = 0;
+        for (uint32_t v : first)
+            if (m < max_out)
+                out[m++] = v;
+        for (uint32_t v : rest)
+            if (m < max_out)
+                out[m++] = v;
+        if (unreached)
+        {
+            std::fill(reached.begin(), reached.end(), 0); // what the starts kept reach
+            for (size_t i = 0; i < nfixed; i++)
+                if (fixed[i] < n)
+                    vs::reach_from(graph, degree, fixed[i], reached, stack);
+            for (size_t i = 0; i < m; i++)
+                vs::reach_from(graph, degree, out[i], reached, stack);
+            for (size_t v = 0; v < n; v++)
+                *unreached += !reached[v];
+        }
+        return static_cast<int>(m);
+    }
+    catch (...)
+    {
+        return -1;
+    }
+}

@@ -247,6 +247,188 @@ TEST(Graph, NarrowBeamRecallOnKnnGraph)
     }
 }
 
+// Nodes a walk from the starts reaches (a set and a queue: not the engine's walk).
+std::set<uint32_t> walk(const std::vector<uint32_t> &graph, size_t degree,
+                        const std::vector<uint32_t> &starts)
+{
+    std::set<uint32_t> seen(starts.begin(), starts.end());
+    std::vector<uint32_t> queue(starts.begin(), starts.end());
+    for (size_t at = 0; at < queue.size(); at++)
+        for (size_t i = 0; i < degree; i++)
+        {
+            const uint32_t v = graph[queue[at] * degree + i];
+            if (v != VS_GRAPH_NONE && seen.insert(v).second)
+                queue.push_back(v);
+        }
+    return seen;
+}
+
+// Issue 15: the index's build on well-separated clusters of uneven size (the kNN lists never leave
+// a cluster, so the pruned graph is one island per cluster) with fewer k-means seeds than
+// clusters.  Without vs_graph_cover_starts the islands without a start are out of every search's
+// reach and recall stays low however wide the beam; with it, walks from the starts reach every
+// node, every query's nearest row is reachable, and a modest beam finds the true neighbours.
+TEST(Graph, CoverStartsReachEveryClusterIsland)
+{
+    const size_t nc = 40, dim = 16, nq = 200, k = 10, K = 16, degree = 8;
+    std::mt19937_64 rng(15);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> centers(nc * dim);
+    for (auto &x : centers)
+        x = 12.0f * g(rng);
+    std::vector<size_t> label;
+    for (size_t c = 0; c < nc; c++) // sizes 20 .. 137
+        for (size_t i = 0; i < 20 + (c * 3) % 118; i++)
+            label.push_back(c);
+    std::shuffle(label.begin(), label.end(), rng);
+    const size_t n = label.size();
+    std::vector<float> x(n * dim), queries(nq * dim);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < dim; j++)
+            x[i * dim + j] = centers[label[i] * dim + j] + g(rng);
+    for (size_t q = 0; q < nq; q++) // every cluster gets queries, the small ones as many
+        for (size_t j = 0; j < dim; j++)
+            queries[q * dim + j] = centers[(q % nc) * dim + j] + g(rng);
+    // the kNN lists by brute force in double (ties by node)
+    std::vector<uint32_t> knn(n * K);
+    for (size_t i = 0; i < n; i++)
+    {
+        std::vector<std::pair<double, uint32_t>> d;
+        for (size_t j = 0; j < n; j++)
+            if (j != i)
+            {
+                double s = 0;
+                for (size_t c = 0; c < dim; c++)
+                {
+                    const double e = (double) x[i * dim + c] - (double) x[j * dim + c];
+                    s += e * e;
+                }
+                d.push_back({s, static_cast<uint32_t>(j)});
+            }
+        std::partial_sort(d.begin(), d.begin() + K, d.end());
+        for (size_t r = 0; r < K; r++)
+        {
+            knn[i * K + r] = d[r].second;
+            ASSERT_EQ(label[d[r].second], label[i]) << "clusters closer than the test assumes";
+        }
+    }
+    vt::ContextPtr ctx = vt::make_context("cpu");
+    ASSERT_TRUE(ctx);
+    std::vector<uint32_t> graph(n * degree);
+    const uint32_t entry = 0;
+    ASSERT_EQ(vs_graph_build_edges(ctx.get(), knn.data(), n, K, degree, entry, graph.data(),
+                                   nullptr),
+              VS_OK);
+    // eight seeds, one in each of clusters 0..7 (the first node of each), and a repeat, the entry
+    // and a node out of range, which are skipped
+    std::vector<uint32_t> seeds;
+    for (size_t c = 0; c < 8; c++)
+        seeds.push_back(static_cast<uint32_t>(std::find(label.begin(), label.end(), c) - label.begin()));
+    seeds.push_back(seeds[3]);
+    seeds.push_back(entry);
+    seeds.push_back(static_cast<uint32_t>(n + 5));
+
+    TestGraph t;
+    t.n = n;
+    t.dim = dim;
+    t.degree = degree;
+    t.vectors = x;
+    t.neighbors = graph;
+    t.live.assign(n, 1);
+    for (size_t i = 0; i < n; i++)
+        t.ids.push_back(static_cast<int64_t>(i));
+    std::vector<int64_t> rid, rcount;
+    std::vector<float> rdist;
+    reference_knn(t, VS_METRIC_L2SQ, queries, nq, k, rid, rdist, rcount);
+    vs_graph_arrays ga = t.arrays(false);
+    auto recall_of = [&](const std::vector<uint32_t> &starts, size_t ef) {
+        vs_graph_search_params p{VS_METRIC_L2SQ, ef, starts.data(), starts.size()};
+        std::vector<int64_t> ids(nq * k);
+        std::vector<float> dists(nq * k);
+        EXPECT_EQ(vs_graph_search(&ga, &p, queries.data(), nq, k, ids.data(), dists.data(),
+                                  nullptr, nullptr),
+                  VS_OK);
+        size_t hit = 0;
+        for (size_t q = 0; q < nq; q++)
+            for (size_t i = 0; i < k; i++)
+                hit += std::count(rid.begin() + q * k, rid.begin() + (q + 1) * k, ids[q * k + i]);
+        return (double) hit / (double) (nq * k);
+    };
+
+    // before: the entry's and the eight seeds' clusters only (at most 9 of 40), whatever the beam
+    std::vector<uint32_t> before{entry};
+    before.insert(before.end(), seeds.begin(), seeds.begin() + 8);
+    const std::set<uint32_t> reached_before = walk(graph, degree, before);
+    EXPECT_LT(reached_before.size(), n / 2);
+    EXPECT_LE(recall_of(before, n), 9.0 / 40.0 + 1e-9);
+
+    std::vector<uint32_t> out(64, VS_GRAPH_NONE);
+    uint64_t unreached = 99;
+    const int m = vs_graph_cover_starts(graph.data(), n, degree, x.data(), dim, &entry, 1,
+                                        seeds.data(), seeds.size(), out.data(), out.size(),
+                                        &unreached);
+    ASSERT_GT(m, 0);
+    out.resize(m);
+    EXPECT_EQ(unreached, 0u);
+    // no repeats, not the entry, every node in range; the candidates' order kept where they reach
+    // new nodes (the seeds of clusters other than the entry's)
+    EXPECT_EQ(std::set<uint32_t>(out.begin(), out.end()).size(), out.size());
+    EXPECT_EQ(std::count(out.begin(), out.end(), entry), 0);
+    for (uint32_t v : out)
+        EXPECT_LT(v, n);
+    std::vector<uint32_t> firsts;
+    for (size_t c = 0; c < 8; c++)
+        if (label[seeds[c]] != label[entry])
+            firsts.push_back(seeds[c]);
+    ASSERT_GE(out.size(), firsts.size());
+    EXPECT_TRUE(std::equal(firsts.begin(), firsts.end(), out.begin()));
+    // every seed kept; one more start per other cluster at most (the islands are the clusters)
+    for (size_t c = 0; c < 8; c++)
+        EXPECT_EQ(std::count(out.begin(), out.end(), seeds[c]), 1);
+    EXPECT_LE(out.size(), nc + 1);
+    std::vector<uint32_t> after{entry};
+    after.insert(after.end(), out.begin(), out.end());
+    EXPECT_EQ(walk(graph, degree, after).size(), n);
+    std::set<size_t> covered;
+    for (uint32_t v : after)
+        covered.insert(label[v]);
+    EXPECT_EQ(covered.size(), nc);
+    // every query's nearest row is reachable, and a modest beam finds the neighbours
+    const double r16 = recall_of(after, 16);
+    RecordProperty("recall_ef16", std::to_string(r16));
+    EXPECT_GE(r16, 0.95); // measured: 0.9865
+    EXPECT_EQ(recall_of(after, n), 1.0);
+    // the same answer again (nothing but the arguments)
+    std::vector<uint32_t> again(64);
+    ASSERT_EQ(vs_graph_cover_starts(graph.data(), n, degree, x.data(), dim, &entry, 1,
+                                    seeds.data(), seeds.size(), again.data(), again.size(),
+                                    nullptr),
+              m);
+    again.resize(m);
+    EXPECT_EQ(again, out);
+
+    // too few slots: as many as fit, and the nodes left unreached counted (by the walk here)
+    std::vector<uint32_t> few(12);
+    uint64_t left = 0;
+    ASSERT_EQ(vs_graph_cover_starts(graph.data(), n, degree, x.data(), dim, &entry, 1,
+                                    seeds.data(), seeds.size(), few.data(), few.size(), &left),
+              12);
+    std::vector<uint32_t> fewer{entry};
+    fewer.insert(fewer.end(), few.begin(), few.end());
+    EXPECT_EQ(left, n - walk(graph, degree, fewer).size());
+    EXPECT_GT(left, 0u);
+    // an empty graph, and the argument checks
+    EXPECT_EQ(vs_graph_cover_starts(nullptr, 0, degree, nullptr, dim, nullptr, 0, nullptr, 0,
+                                    nullptr, 0, nullptr),
+              0);
+    EXPECT_EQ(vs_graph_cover_starts(nullptr, n, degree, x.data(), dim, &entry, 1, nullptr, 0,
+                                    out.data(), 1, nullptr),
+              -1);
+    EXPECT_EQ(vs_graph_cover_starts(graph.data(), n, 0, x.data(), dim, &entry, 1, nullptr, 0,
+                                    out.data(), 1, nullptr),
+              -1);
+}
+
 TEST(Graph, PaddingStartsAndDeterminism)
 {
     std::mt19937_64 rng(3);

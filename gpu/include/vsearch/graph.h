@@ -136,6 +136,25 @@ vs_status vs_graph_build_edges(vs_context *ctx, const uint32_t *knn, size_t n, s
                                size_t degree, uint32_t entry, uint32_t *out,
                                vs_graph_build_info *info) VS_NOEXCEPT;
 
+/*
+ * The start nodes of a built graph (out: n x degree, as vs_graph_build_edges gives it) such that
+ * walks from them reach every node: a graph pruned from a kNN graph has no edge between clusters
+ * that lie farther apart than the kNN lists reach, so each such island needs a start of its own.
+ * `fixed` (nfixed nodes, the index's entry) are starts already and are not written to out; the
+ * candidates cands[0..ncands) (the index's seeds, out-of-range ones and repeats skipped) are taken
+ * in order, and those that reach a node no earlier start reaches come first in out; then, while
+ * some node is unreached, one node per weakly connected part of the unreached nodes (largest part
+ * first, then by node number): the one nearest (L2, in double) to the part's mean, ties to the
+ * smaller node; then the other candidates.  At most max_out nodes go to out; returns how many
+ * (-1: out of memory, or a NULL array with n > 0), and *unreached (optional) gets the nodes that
+ * walks from fixed and out still do not reach (0 unless max_out is too small).  Depends on nothing
+ * but the arguments.
+ */
+int vs_graph_cover_starts(const uint32_t *graph, size_t n, size_t degree, const float *vectors,
+                          size_t dim, const uint32_t *fixed, size_t nfixed, const uint32_t *cands,
+                          size_t ncands, uint32_t *out, size_t max_out,
+                          uint64_t *unreached) VS_NOEXCEPT;
+
 #ifdef __cplusplus
 }
 #endif
