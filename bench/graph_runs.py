@@ -74,6 +74,7 @@ GRAPH_PLANS = {
 }
 
 BUILD_PARTS = re.compile(r"vs_graph build: (\d+) rows, kNN graph in the (\w+); (.*)")
+BUILD_SEEDS = re.compile(r"vs_graph build: (\d+) seeds, (\d+) nodes unreached from the start nodes")
 
 
 def write_fvecs_prefix(src, dst, count):
@@ -186,11 +187,13 @@ class GraphRuns:
                 name, secs, _unit = part.split(" ")
                 parts[name] = float(secs)
         knn_in = m.group(2) if m else "?"
+        cover = BUILD_SEEDS.search(err)
+        seeds = f"; {cover.group(1)} seeds, {cover.group(2)} rows unreached from the start nodes" if cover else ""
         fb = int(st.get("cpu_fallbacks", 0))
         self.log(f"{ds['name']}: vs_graph build {build_s:.2f}s{with_opts}, {bpv:.0f} index bytes/vector; "
                  f"kNN graph in the {knn_in} ({st.get('requests')} worker requests, {fb} fallbacks; "
                  f"{threads} backend engine threads); parts: "
-                 + (", ".join(f"{p} {s:.2f}s" for p, s in parts.items()) or "not reported"))
+                 + (", ".join(f"{p} {s:.2f}s" for p, s in parts.items()) or "not reported") + seeds)
         if fb:
             self.notes.append(f"{ds['name']}: the vs_graph build fell back to the backend's CPU")
         return {"build_s": build_s, "bpv": bpv, "knn_in": knn_in, "parts": parts, "threads": threads,
