@@ -181,6 +181,10 @@ again:
 	}
 	engine_end = vs_clock_ns();
 	vsw_set_cancel_group(NULL, 0);
+	/* the reason first: count_call's statistics are engine calls, which reset the last error */
+	if (rc != VS_OK)
+		snprintf(err, sizeof(err), "%s: %s", vs_status_name((vs_status) rc),
+				 vs_last_error(vsw_engine));
 	count_call(rc, nq);
 
 	/*
@@ -192,7 +196,7 @@ again:
 	{
 		ereport(LOG,
 				(errmsg("vsearch worker: a device was lost (%s); serving on the %d left",
-						vs_last_error(vsw_engine), vs_context_live_devices(vsw_engine))));
+						err, vs_context_live_devices(vsw_engine))));
 		buf->is_range = false;	/* already freed */
 		vsw_result_buf_release(buf);
 		vsw_cache_clear();
@@ -204,10 +208,10 @@ again:
 
 	if (rc != VS_OK)
 	{
-		snprintf(err, sizeof(err), "%s: %s", vs_status_name((vs_status) rc),
-				 vs_last_error(vsw_engine));
 		if (rc != VS_CANCELLED)
-			ereport(LOG, (errmsg("vsearch worker: search failed: %s", err)));
+			ereport(LOG, (errmsg("vsearch worker: %s %s of index %u (%d queries) failed: %s",
+								 kind->name, buf->is_range ? "range search" : "kNN",
+								 r0->indexrelid, (int) nq, err)));
 		vsw_fail_group(reqs, n, err);
 		buf->is_range = false;	/* already freed */
 		vsw_result_buf_release(buf);

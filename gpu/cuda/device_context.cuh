@@ -132,6 +132,11 @@ struct DeviceContext
     {
         return guarded([&] {
             VS_CUDA_CHECK(cudaSetDevice(device));
+            // An error an earlier call left in the runtime's per-thread state (every call that
+            // failed has reported it already) would otherwise fail this call's first launch check.
+            if (cudaError_t stale = cudaGetLastError(); stale != cudaSuccess)
+                std::fprintf(stderr, "vsearch cuda: cleared an earlier error: %s\n",
+                             cudaGetErrorName(stale));
             f();
         });
     }

@@ -9,11 +9,9 @@ void throw_cuda(cudaError_t e, const char *what, const char *file, int line)
     std::string msg = std::string("CUDA error ") + cudaGetErrorName(e) + " (" +
                       cudaGetErrorString(e) + ") in " + what + " at " + file + ":" +
                       std::to_string(line);
+    (void)cudaGetLastError(); // reported here: clear it (a sticky error stays regardless)
     if (e == cudaErrorMemoryAllocation)
-    {
-        (void)cudaGetLastError(); // not sticky: clear it
         throw Error(VS_OUT_OF_MEMORY, "out of device memory: " + msg);
-    }
     throw Error(VS_DEVICE_ERROR, msg);
 }
 
