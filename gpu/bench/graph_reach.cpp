@@ -4,7 +4,7 @@
 //
 //   vsearch_graph_reach DIR [--degree 32] [--build-degree 64] [--efs 10,16,32,64,128,256]
 //                           [--nq 10000] [--threads 0] [--knn-cache FILE] [--seeds N]
-//                           [--cover on|off]
+//                           [--cover on|off] [--seed-rule kmeans|kcenter]
 //
 // DIR holds base.fvecs and query.fvecs (bench/datasets.py prepare NAME prints it).  The build is
 // the index's: the exact build_degree nearest rows of every row (vs_knn, squared L2), the entry
@@ -12,7 +12,9 @@
 // centroids: k-means++, the index's fixed seed, 64 sample rows per centroid, 10 iterations), then
 // vs_graph_build_edges, then the seeds completed by vs_graph_cover_starts (--cover off: the k-means
 // seeds as they are, the index's build before 2026-11-26; --seeds N: N centroids instead of
-// 2 sqrt(n), e.g. to give a smaller set 1M rows' ratio of seeds to clusters).  Reported: the build's linked / unreached counts, the weakly and strongly
+// 2 sqrt(n), e.g. to give a smaller set 1M rows' ratio of seeds to clusters; --seed-rule kcenter:
+// greedy farthest rows of a stride sample of 64 rows per seed instead of the k-means, an
+// experiment, not the index's rule).  Reported: the build's linked / unreached counts, the weakly and strongly
 // connected components of the graph, how many nodes a walk from the entry and from all the start
 // nodes reaches, the queries whose true nearest row no start reaches, and recall@10 (against
 // vs_knn) per beam width with vs_graph_knn from the index's start nodes, split by whether the
@@ -226,7 +228,7 @@ int main(int argc, char **argv)
     std::vector<size_t> efs = {10, 16, 32, 64, 128, 256};
     std::string cache;
     size_t nseeds = 0;
-    bool cover = true;
+    bool cover = true, kcenter = false;
     for (int i = 2; i < argc; i++)
     {
         const std::string a = argv[i];
@@ -243,6 +245,8 @@ int main(int argc, char **argv)
             threads = std::atoi(v), i++;
         else if (a == "--seeds")
             nseeds = std::strtoull(v, nullptr, 10), i++;
+        else if (a == "--seed-rule")
+            kcenter = std::string(v) == "kcenter", i++;
         else if (a == "--cover")
             cover = std::string(v) != "off", i++;
         else if (a == "--knn-cache")
@@ -349,7 +353,33 @@ int main(int argc, char **argv)
         kp.metric = VS_METRIC_L2SQ;
         std::vector<float> cent(nc * d);
         t0 = now();
-        check(vs_kmeans(ctx, x.data(), n, d, &kp, cent.data(), nullptr), ctx, "kmeans");
+        if (kcenter)
+        {
+            // greedy farthest point (k-center) over a stride sample of 64 rows per seed, from the
+            // entry: every well-separated cluster gets a seed before any gets a second
+            const size_t S = std::min(n, nc * 64), stride = n / S;
+            std::vector<double> mind(S, INFINITY);
+            size_t c = starts[0];
+            for (size_t t = 0; t < nc; t++)
+            {
+                const float *cv = x.data() + c * d;
+                std::memcpy(&cent[t * d], cv, 4 * d);
+                size_t far = 0;
+                for (size_t i = 0; i < S; i++)
+                {
+                    const float *xv = x.data() + i * stride * d;
+                    double e = 0;
+                    for (size_t j = 0; j < d; j++)
+                        e += double(xv[j] - cv[j]) * double(xv[j] - cv[j]);
+                    mind[i] = std::min(mind[i], e);
+                    if (mind[i] > mind[far])
+                        far = i;
+                }
+                c = far * stride;
+            }
+        }
+        else
+            check(vs_kmeans(ctx, x.data(), n, d, &kp, cent.data(), nullptr), ctx, "kmeans");
         std::vector<int64_t> ids(nc);
         std::vector<float> dd(nc);
         check(vs_knn(ctx, ds, cent.data(), nc, 1, VS_METRIC_L2SQ, nullptr, ids.data(), dd.data(),

@@ -309,38 +309,49 @@ std::vector<uint32_t> island_starts(const uint32_t *graph, size_t n, size_t degr
             else
                 part[v] = part[r]; // r < v was numbered first
         }
+    // the nodes of each part together (counting sort), then each part's mean and its nearest
+    // node with one mean at a time: memory O(n + dim) however many parts there are
     const size_t np = roots.size();
-    std::vector<double> mean(np * dim, 0.0);
-    std::vector<uint64_t> size(np, 0);
+    std::vector<uint64_t> size(np, 0), first(np + 1, 0);
     for (size_t v = 0; v < n; v++)
         if (!reached[v])
-        {
-            const size_t p = part[v];
-            size[p]++;
-            for (size_t j = 0; j < dim; j++)
-                mean[p * dim + j] += vectors[v * dim + j];
-        }
+            size[part[v]]++;
     for (size_t p = 0; p < np; p++)
-        for (size_t j = 0; j < dim; j++)
-            mean[p * dim + j] /= static_cast<double>(size[p]);
+        first[p + 1] = first[p] + size[p];
+    std::vector<uint32_t> members(first[np]);
+    {
+        std::vector<uint64_t> at(first.begin(), first.end() - 1);
+        for (size_t v = 0; v < n; v++) // ascending within each part
+            if (!reached[v])
+                members[at[part[v]]++] = static_cast<uint32_t>(v);
+    }
     std::vector<uint32_t> best(np, kNone);
-    std::vector<double> bestd(np, 0.0);
-    for (size_t v = 0; v < n; v++)
-        if (!reached[v])
+    std::vector<double> mean(dim);
+    for (size_t p = 0; p < np; p++)
+    {
+        std::fill(mean.begin(), mean.end(), 0.0);
+        for (uint64_t i = first[p]; i < first[p + 1]; i++)
+            for (size_t j = 0; j < dim; j++)
+                mean[j] += vectors[static_cast<size_t>(members[i]) * dim + j];
+        for (size_t j = 0; j < dim; j++)
+            mean[j] /= static_cast<double>(size[p]);
+        double bestd = 0.0;
+        for (uint64_t i = first[p]; i < first[p + 1]; i++)
         {
-            const size_t p = part[v];
+            const size_t v = members[i];
             double s = 0.0;
             for (size_t j = 0; j < dim; j++)
             {
-                const double x = static_cast<double>(vectors[v * dim + j]) - mean[p * dim + j];
+                const double x = static_cast<double>(vectors[v * dim + j]) - mean[j];
                 s += x * x;
             }
-            if (best[p] == kNone || s < bestd[p]) // nodes ascend: ties keep the smaller
+            if (best[p] == kNone || s < bestd) // members ascend: ties keep the smaller
             {
                 best[p] = static_cast<uint32_t>(v);
-                bestd[p] = s;
+                bestd = s;
             }
         }
+    }
     std::vector<size_t> order(np);
     for (size_t p = 0; p < np; p++)
         order[p] = p;
