@@ -70,9 +70,12 @@
 
 /*
  * Start nodes besides the entry: the rows nearest to k-means centroids of the build's rows, about
- * 2 sqrt(rows) of them (at most VS_GRAPH_MAX_SEEDS): every search computes their distances first.
+ * 2 sqrt(rows) of them (at most VS_GRAPH_DEFAULT_MAX_SEEDS) or the option `seeds`, then one more
+ * per island of the graph that no other start reaches (at most VS_GRAPH_MAX_SEEDS in all, what the
+ * metapage holds): every search computes their distances first.
  */
-#define VS_GRAPH_MAX_SEEDS		1024
+#define VS_GRAPH_MAX_SEEDS		2000
+#define VS_GRAPH_DEFAULT_MAX_SEEDS 1024
 #define VS_GRAPH_SEED			20251125	/* of the k-means that places them */
 
 /* Limits and defaults of the options. */
@@ -151,7 +154,8 @@ typedef struct VsGraphMetaPageData
 	uint64		ntuples;		/* live nodes (rows not yet vacuumed away) */
 	uint64		nfree;			/* free slots */
 	uint64		generation;
-	uint32		nseeds;			/* more start nodes, spread over the data (0..MAX_SEEDS) */
+	uint32		nseeds;			/* more start nodes, spread over the data (0..MAX_SEEDS);
+								 * the array held 1024 before 2026-11-26 and grew in place */
 	uint32		unused;
 	uint32		seeds[VS_GRAPH_MAX_SEEDS];
 } VsGraphMetaPageData;
@@ -192,6 +196,7 @@ typedef struct VsGraphOptions
 	int32		vl_len_;
 	int			degree;
 	int			build_degree;	/* 0: 2 x degree */
+	int			seeds;			/* k-means seeds; 0: 2 sqrt(rows), at most 1024 */
 } VsGraphOptions;
 
 /* One search result: a node, its distance in rank units (search.h). */
@@ -241,6 +246,7 @@ extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree);
 extern void vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node,
 								const uint32 *nbrs);
 extern void vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree);
+extern int	vs_graph_index_seeds(Relation index);
 extern bytea *vs_graph_options(Datum reloptions, bool validate);
 
 /* graphsearch.c: reading nodes, beam search, pruning */

@@ -312,7 +312,12 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 
 		/* the seeds' centroids first (this backend's CPU engine): a worker that serves gets its
 		 * lookups right after the rows, with no pause in which it could drop them */
-		nc = (int) Min(Min((int64) VS_GRAPH_MAX_SEEDS, n), (int64) ceil(2.0 * sqrt((double) n)));
+		nc = vs_graph_index_seeds(index);
+		if (nc > 0)
+			nc = (int) Min((int64) nc, n);
+		else
+			nc = (int) Min(Min((int64) VS_GRAPH_DEFAULT_MAX_SEEDS, n),
+						   (int64) ceil(2.0 * sqrt((double) n)));
 		centroids = palloc(sizeof(float) * s->dim * nc);
 		{
 			vs_kmeans_params kp;

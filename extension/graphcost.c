@@ -64,7 +64,7 @@ vs_graph_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		if (vs_graph_ef <= VS_GRAPH_MAX_WORKER_EF)
 			search_cost *= vs_search_distance_cost(index->indexoid);
 		visits = Min(c.rows, Max(vs_graph_ef, 1) * degree * 0.5 + degree +
-					 Min((double) VS_GRAPH_MAX_SEEDS, 2.0 * sqrt(c.rows)));
+					 Min((double) VS_GRAPH_DEFAULT_MAX_SEEDS, 2.0 * sqrt(c.rows)));
 		startup = visits * (search_cost + cpu_operator_cost) +
 			Min(visits, pages) * c.seq_page_cost;
 		total = startup + c.rows * distance_cost + pages * c.seq_page_cost;

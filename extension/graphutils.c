@@ -30,6 +30,10 @@ graph_init(void)
 					  "Neighbours per row of the k-nearest-neighbour graph the build prunes "
 					  "(inserts search twice as wide); 0 chooses 2 x degree",
 					  0, 0, VS_GRAPH_MAX_BUILD_DEGREE, AccessExclusiveLock);
+	add_int_reloption(graph_relopt_kind, "seeds",
+					  "Start nodes the build places at k-means centroids (every search measures "
+					  "them); 0 chooses 2 sqrt(rows), at most 1024",
+					  0, 0, VS_GRAPH_MAX_SEEDS, AccessExclusiveLock);
 
 	DefineCustomIntVariable("vsearch.graph_ef",
 							"Search width of vs_graph searches: nodes kept in the beam.",
@@ -52,6 +56,7 @@ vs_graph_options(Datum reloptions, bool validate)
 	static const relopt_parse_elt tab[] = {
 		{"degree", RELOPT_TYPE_INT, offsetof(VsGraphOptions, degree)},
 		{"build_degree", RELOPT_TYPE_INT, offsetof(VsGraphOptions, build_degree)},
+		{"seeds", RELOPT_TYPE_INT, offsetof(VsGraphOptions, seeds)},
 	};
 	VsGraphOptions *opts;
 
@@ -77,6 +82,15 @@ vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree)
 
 	*degree = (uint32) d;
 	*build_degree = (uint32) (b == 0 ? Min(2 * d, VS_GRAPH_MAX_BUILD_DEGREE) : b);
+}
+
+/* The option seeds of an index (0: the rule). */
+int
+vs_graph_index_seeds(Relation index)
+{
+	VsGraphOptions *opts = (VsGraphOptions *) index->rd_options;
+
+	return opts ? opts->seeds : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -114,6 +128,9 @@ vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
 
 	vs_graph_init_page(page, VS_GRAPH_META);
 	meta = VsGraphPageGetMeta(page);
+	StaticAssertStmt(MAXALIGN(SizeOfPageHeaderData) + sizeof(VsGraphMetaPageData) <=
+					 BLCKSZ - MAXALIGN(sizeof(VsGraphPageOpaqueData)),
+					 "the vs_graph metapage does not fit a page");
 	memset(meta, 0, sizeof(VsGraphMetaPageData));
 	meta->magic = VS_GRAPH_MAGIC;
 	meta->version = VS_GRAPH_VERSION;

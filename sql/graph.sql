@@ -66,6 +66,7 @@ CREATE INDEX ON g USING vs_graph (v) WITH (degree = 2);
 CREATE INDEX ON g USING vs_graph (v) WITH (degree = 1000);
 CREATE INDEX ON g USING vs_graph (v) WITH (degree = 32, build_degree = 16);
 CREATE INDEX ON g USING vs_graph (v) WITH (build_degree = 5000);
+CREATE INDEX ON g USING vs_graph (v) WITH (seeds = 2001);
 CREATE INDEX ON g USING vs_graph (v) WITH (ef = 10);
 CREATE INDEX ON g USING vs_graph (v vector_l1_ops);
 CREATE TABLE g_wide (v vector(2030));
@@ -74,6 +75,12 @@ CREATE INDEX ON g_wide USING vs_graph (v) WITH (degree = 4);
 DROP TABLE g_wide;
 SET vsearch.graph_ef = 0;
 
+-- seeds: the k-means start nodes (here 4 for 40 clusters; an island of the graph that no start
+-- reaches gets a seed of its own at the build); measured recall 0.956 (0.986 with the default 110)
+CREATE INDEX g_gr_s ON g USING vs_graph (v) WITH (seeds = 4);
+SELECT r.recall >= 0.90 AS recall_ok, r.used FROM pg_temp.recall('SELECT q.qid, x.id FROM gq q,
+  LATERAL (SELECT id FROM g WHERE v IS NOT NULL ORDER BY v <-> q.v LIMIT 10) x') r;
+DROP INDEX g_gr_s;
 CREATE INDEX g_gr_l2 ON g USING vs_graph (v vector_l2_ops);
 CREATE INDEX g_gr_ip ON g USING vs_graph (v vector_ip_ops);
 CREATE INDEX g_gr_cos ON g USING vs_graph (v vector_cosine_ops) WITH (degree = 24, build_degree = 64);
