@@ -472,6 +472,11 @@ class Harness(GraphRuns):
                 self.run_path(ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load)
             except Exception as e:  # keep going: other paths still give numbers
                 self.fail(f"{ds['name']} {path}", e)
+        if self.args.pk_ceiling:
+            try:
+                self.run_pk_ceiling(ds, base)
+            except Exception as e:
+                self.fail(f"{ds['name']} pk-lookup", e)
 
         # vs_ivfpq on the same table (after the vs_flat paths, whose plans therefore never see it)
         iv = p.get("ivfpq")
@@ -767,6 +772,24 @@ class Harness(GraphRuns):
                      recall=rec, qps=r["qps"], p50_ms=r["p50_ms"], p99_ms=r["p99_ms"])
             self.log(f"{ds['name']} vs_ivfpq {path} p={probes} r={rerank} c={c}: {r['qps']:.1f} QPS, "
                      f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms (served by {served}){split}")
+
+    def run_pk_ceiling(self, ds, base):
+        """PostgreSQL's own ceiling for the single-query statement's shape: the same subselect with
+        a primary-key lookup in place of the kNN, at the same client counts (index "pk-lookup";
+        plot.py draws it on clients.png)."""
+        t, nq, pr = ds["table"], ds["nq"], self.progress
+        script = (f"\\set qid random(1, {nq})\n"
+                  f"SELECT qid FROM {t}_q WHERE qid = (SELECT qid FROM {t}_q WHERE qid = :qid);\n")
+        secs = min(self.plan["seconds"].values())
+        for c in ds["clients"]:
+            pr.step(f"{ds['name']}: pgbench pk-lookup clients={c} ({secs}s)", secs + 1.5)
+            r = self.pg.pgbench(script, c, secs, {}, tick=pr.tick)
+            prm = {"mode": "single", "what": "primary-key lookup, the same statement shape",
+                   "T": f"{secs}s", "txns": r["steady_count"]}
+            self.add(**base, index="pk-lookup", device="postgres", params=params_str(prm),
+                     clients=c, qps=r["qps"], p50_ms=r["p50_ms"], p99_ms=r["p99_ms"])
+            self.log(f"{ds['name']} pk-lookup c={c}: {r['qps']:.1f} QPS, p50 {r['p50_ms']:.3f} ms "
+                     f"(PostgreSQL's ceiling for the statement's shape)")
 
     def worker_ok(self):
         s = self.worker
@@ -1333,6 +1356,9 @@ def main(argv):
                     "ivfpq-cpu, ivfpq-auto; default: the plan's)")
     ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
     ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
+    ap.add_argument("--pk-ceiling", action="store_true",
+                    help="also time a primary-key lookup of the same statement shape at every "
+                         "client count: PostgreSQL's ceiling, drawn on clients.png")
     ap.add_argument("--ivfpq-options", help="the vs_ivfpq index's WITH options, e.g. store_vectors=on")
     ap.add_argument("--no-faiss", action="store_true", help="no Faiss CPU baseline (cpu mode)")
     ap.add_argument("--ivfpq-cpu-build", action="store_true",
