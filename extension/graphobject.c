@@ -146,10 +146,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 		break;
 	}
 	if (rc != VS_OK)
-		ereport(ERROR,
-				(errcode(rc == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
-				 errmsg("loading index %u failed: %s: %s", ref->indexrelid,
-						vs_status_name((vs_status) rc), vs_last_error(env->engine))));
+		vs_load_failed(env, ref->indexrelid, rc);
 	pfree(vectors);
 	pfree(nbrs);
 	pfree(live);

@@ -48,6 +48,9 @@ typedef struct VsLoadEnv
 extern void vs_load_too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes)
 			pg_attribute_noreturn();
 
+/* ERROR for an engine call of a load that returned rc (not VS_OK), with the engine's reason. */
+extern void vs_load_failed(const VsLoadEnv *env, Oid indexrelid, int rc) pg_attribute_noreturn();
+
 typedef struct VsIndexKind
 {
 	uint32		id;				/* names the kind in worker requests; never reused */

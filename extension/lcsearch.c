@@ -334,10 +334,7 @@ vs_metric_object(const VsLoadEnv *env, const VsIndexRef *ref, bool text, vs_metr
 		break;
 	}
 	if (rc != VS_OK)
-		ereport(ERROR,
-				(errcode(rc == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
-				 errmsg("loading index %u failed: %s: %s", ref->indexrelid,
-						vs_status_name((vs_status) rc), vs_last_error(env->engine))));
+		vs_load_failed(env, ref->indexrelid, rc);
 	return o;
 }
 

@@ -107,6 +107,15 @@ vs_load_too_large(const VsLoadEnv *env, Oid indexrelid, Size bytes)
 					indexrelid, bytes >> 20, env->limit >> 20)));
 }
 
+void
+vs_load_failed(const VsLoadEnv *env, Oid indexrelid, int rc)
+{
+	ereport(ERROR,
+			(errcode(rc == VS_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY : ERRCODE_INTERNAL_ERROR),
+			 errmsg("loading index %u failed: %s: %s", indexrelid,
+					vs_status_name((vs_status) rc), vs_last_error(env->engine))));
+}
+
 /* VsLoadEnv callbacks: room for the entry's object beside the others. */
 static bool
 reserve(void *arg, Size bytes)
