@@ -388,6 +388,21 @@ class Harness(GraphRuns):
             time.sleep(0.2)
         return s
 
+    def lanes_sweep(self, path):
+        """--worker-lanes: the values of vsearch.worker_lanes a worker path runs with (None: as set)."""
+        if not self.args.worker_lanes or not PATHS[path]["via"].startswith("worker"):
+            return [None]
+        return [int(x) for x in self.args.worker_lanes.split(",")]
+
+    def set_worker_lanes(self, lanes):
+        """Sets vsearch.worker_lanes (the worker restarts its engine: its cache is loaded again by
+        the path's first query, before anything is timed)."""
+        self.pg.run(f"ALTER SYSTEM SET vsearch.worker_lanes = {lanes}")
+        self.pg.run("SELECT pg_reload_conf()")
+        time.sleep(1.0)
+        s = self.wait_worker()
+        self.log(f"vsearch.worker_lanes = {lanes}: worker {s.get('worker_state')}")
+
     def setup_db(self):
         self.pg = Pg.from_env()
         self.pg.run("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS vsearch;")
@@ -468,10 +483,16 @@ class Harness(GraphRuns):
         if p.get("graph"):
             return self.run_graph(ds, meta, base, li, gt_ids, gt_dist)
         for path in paths:
-            try:
-                self.run_path(ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load)
-            except Exception as e:  # keep going: other paths still give numbers
-                self.fail(f"{ds['name']} {path}", e)
+            for lanes in self.lanes_sweep(path):
+                try:
+                    extra = None
+                    if lanes is not None:
+                        self.set_worker_lanes(lanes)
+                        extra = {"worker_lanes": lanes}
+                    self.run_path(ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load,
+                                  extra=extra)
+                except Exception as e:  # keep going: other paths still give numbers
+                    self.fail(f"{ds['name']} {path}", e)
         if self.args.pk_ceiling:
             try:
                 self.run_pk_ceiling(ds, base)
@@ -1356,6 +1377,8 @@ def main(argv):
                     "ivfpq-cpu, ivfpq-auto; default: the plan's)")
     ap.add_argument("--engine-modes", help="engine bench modes to run: exact, ivfpq (default both)")
     ap.add_argument("--no-ivfpq", action="store_true", help="no vs_ivfpq build and sweep")
+    ap.add_argument("--worker-lanes", help="comma-separated vsearch.worker_lanes values: each worker "
+                    "path runs once per value (the worker's engine calls in flight at once)")
     ap.add_argument("--pk-ceiling", action="store_true",
                     help="also time a primary-key lookup of the same statement shape at every "
                          "client count: PostgreSQL's ceiling, drawn on clients.png")

@@ -37,6 +37,7 @@ extern int	vs_device_mode;
 extern int	vs_worker_device;
 extern int	vs_gpu_memory_limit_mb;
 extern int	vs_batch_max;
+extern int	vs_worker_lanes;
 extern double vs_batch_wait_ms;
 extern int	vs_worker_timeout_ms;
 extern char *vs_gpus;

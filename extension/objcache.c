@@ -50,6 +50,8 @@ remove_entry(VsCachedObject *e)
 {
 	VsObjectCache *cache = e->cache;
 
+	if (cache->before_change)
+		cache->before_change(e);
 	drop_object(e);
 	for (int i = 0; i < cache->n; i++)
 		if (cache->entries[i] == e)
@@ -222,6 +224,8 @@ vs_objcache_get(VsObjectCache *cache, const VsIndexRef *ref, VsCacheEvent *event
 		cache->entries[cache->n++] = e;
 	}
 
+	if (cache->before_change)
+		cache->before_change(e);
 	PG_TRY();
 	{
 		if (!load_object(e, kind, ref))

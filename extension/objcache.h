@@ -47,6 +47,9 @@ struct VsObjectCache
 	bool		in_worker;
 	void		(*progress) (void);	/* called while a load reads pages (NULL: none) */
 	void		(*evicted) (void);	/* called for every eviction (NULL: none) */
+	/* called before an entry's object is loaded, refreshed or freed (NULL: none): the worker's
+	 * lanes must not be searching it then */
+	void		(*before_change) (const VsCachedObject *e);
 	Size		total;			/* bytes of all objects */
 	uint64		clock;
 	int			n;

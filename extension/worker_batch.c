@@ -19,6 +19,8 @@
 
 /* After this many device errors in a row the worker exits, and comes back with a fresh context. */
 #define VS_MAX_DEVICE_ERRORS	3
+/* Most queries of a group a lane takes. */
+#define VS_LANE_MAX_QUERIES		1024
 
 static void
 count_call(int rc, Size queries)
@@ -34,10 +36,10 @@ count_call(int rc, Size queries)
  * The queries of a group, copied out of the requests' segments into one set (q0: each request's
  * first query in it).  Strings are checked as they are copied: offsets from 0, ascending, ending at
  * the characters the request's length leaves; a request whose offsets are not is answered INVALID
- * and left out.  Returns the requests kept.
+ * and left out.  Allocated in cxt.  Returns the requests kept.
  */
 static int
-gather_queries(VsActive **reqs, int n, VsQueries *out)
+gather_queries(VsActive **reqs, int n, VsQueries *out, MemoryContext cxt)
 {
 	const VsRequest *r0 = &reqs[0]->req;
 	Size		nq = 0,
@@ -54,7 +56,7 @@ gather_queries(VsActive **reqs, int n, VsQueries *out)
 			reqs[r]->q0 = nq;
 			nq += reqs[r]->req.nq;
 		}
-		v = MemoryContextAllocHuge(vsw_batch_cxt, nq * r0->dim * sizeof(float));
+		v = MemoryContextAllocHuge(cxt, nq * r0->dim * sizeof(float));
 		for (int r = 0; r < n; r++)
 			memcpy(v + reqs[r]->q0 * r0->dim, (char *) reqs[r]->hdr + reqs[r]->req.queries_off,
 				   (Size) reqs[r]->req.nq * r0->dim * sizeof(float));
@@ -70,8 +72,8 @@ gather_queries(VsActive **reqs, int n, VsQueries *out)
 			sizeof(uint32);
 	}
 	{
-		uint64	   *offsets = MemoryContextAllocHuge(vsw_batch_cxt, (nq + 1) * sizeof(uint64));
-		uint32	   *chars = MemoryContextAllocHuge(vsw_batch_cxt, (nchars + 1) * sizeof(uint32));
+		uint64	   *offsets = MemoryContextAllocHuge(cxt, (nq + 1) * sizeof(uint64));
+		uint32	   *chars = MemoryContextAllocHuge(cxt, (nchars + 1) * sizeof(uint32));
 		Size		q = 0,
 					at = 0;
 
@@ -110,120 +112,164 @@ gather_queries(VsActive **reqs, int n, VsQueries *out)
 	return kept;
 }
 
-/* One engine call for search requests on the same index, operation, metric and parameters. */
+/*
+ * The cached object of the call's index (loaded or refreshed if need be); false when it cannot be
+ * had, the group failed.
+ */
+static bool
+search_prepare(VsSearchCall *c)
+{
+	c->entry = vsw_cache_prepare(&c->reqs[0]->req, c->generation, c->err, sizeof(c->err));
+	if (!c->entry)
+	{
+		vsw_fail_group(c->reqs, c->n, c->err);
+		return false;
+	}
+	return true;
+}
+
+void
+vsw_search_run(VsSearchCall *c)
+{
+	const VsRequest *r0 = &c->reqs[0]->req;
+	VsResultBuf *buf = c->buf;
+
+	vsw_set_cancel_group(c->reqs, c->n);
+	c->start_ns = vs_clock_ns();
+	if (!buf->is_range)
+		c->rc = c->kind->knn(vsw_engine, c->entry->obj, &r0->params, &c->queries, c->kmax,
+							 buf->ids, buf->distances, buf->counts);
+	else
+	{
+		c->rc = c->kind->range(vsw_engine, c->entry->obj, &r0->params, &c->queries, r0->radius,
+							   NULL, NULL, &buf->range);
+		if (c->rc != VS_OK)
+			vs_range_result_free(&buf->range);
+	}
+	c->end_ns = vs_clock_ns();
+	vsw_set_cancel_group(NULL, 0);
+	/* this thread's reason, before any other engine call resets it */
+	if (c->rc != VS_OK)
+		snprintf(c->err, sizeof(c->err), "%s: %s", vs_status_name((vs_status) c->rc),
+				 vs_last_error(vsw_engine));
+}
+
+void
+vsw_search_finish(VsSearchCall *c)
+{
+	VsResultBuf *buf = c->buf;
+	bool		retried = false;
+
+	for (;;)
+	{
+		/* room for the call's scratch: another object goes, and the call runs again here */
+		if (c->rc == VS_OUT_OF_MEMORY)
+		{
+			if (!search_prepare(c))
+				goto release;
+			if (vsw_cache_evict_one(c->entry))
+			{
+				vsw_search_run(c);
+				continue;
+			}
+		}
+		count_call(c->rc, c->queries.nq);
+
+		/*
+		 * A device of several was lost: the objects with rows on it are dropped and this group is
+		 * answered once more from the devices left (loaded there again).
+		 */
+		if (c->rc == VS_DEVICE_ERROR && !retried && vs_context_device_count(vsw_engine) > 1 &&
+			vs_context_live_devices(vsw_engine) > 0)
+		{
+			ereport(LOG,
+					(errmsg("vsearch worker: a device was lost (%s); serving on the %d left",
+							c->err, vs_context_live_devices(vsw_engine))));
+			vsw_cache_clear();
+			vsw_update_device_stats(true);
+			vsw_device_errors = 0;
+			retried = true;
+			if (!search_prepare(c))
+				goto release;
+			vsw_search_run(c);
+			continue;
+		}
+		break;
+	}
+
+	if (c->rc != VS_OK)
+	{
+		if (c->rc != VS_CANCELLED)
+			ereport(LOG, (errmsg("vsearch worker: %s %s of index %u (%d queries) failed: %s",
+								 c->kind->name, buf->is_range ? "range search" : "kNN",
+								 c->reqs[0]->req.indexrelid, (int) c->queries.nq, c->err)));
+		vsw_fail_group(c->reqs, c->n, c->err);
+		goto release;
+	}
+	for (int r = 0; r < c->n; r++)
+	{
+		c->reqs[r]->engine_start_ns = c->start_ns;
+		c->reqs[r]->engine_end_ns = c->end_ns;
+		vsw_answer_search(c->reqs[r], buf, c->kmax);
+	}
+release:
+	if (c->rc != VS_OK)
+		buf->is_range = false;	/* a failed range result is freed already */
+	vsw_result_buf_release(buf);
+	c->buf = NULL;
+}
+
+/*
+ * One engine call for search requests on the same index, operation, metric and parameters: on an
+ * idle lane when lanes serve and the group is small (the serving path; large batches keep the
+ * worker's thread and the device to themselves), else here.
+ */
 static void
 process_search(VsActive **reqs, int n)
 {
-	const VsRequest *r0 = &reqs[0]->req;
-	const VsIndexKind *kind = vs_kind_by_id(r0->kind);	/* checked at intake */
-	uint64		generation = 0;
-	Size		nq;
-	uint32		kmax = 0;
-	VsCachedObject *entry;
-	VsQueries	queries;
-	VsResultBuf *buf;
-	int			rc;
-	bool		retried = false;
-	char		err[256];
-	uint64		engine_start,
-				engine_end;
+	VsSearchCall local;
+	VsSearchCall *c = NULL;
+	MemoryContext cxt = vsw_batch_cxt;
+	Size		nq = 0;
 
-	n = gather_queries(reqs, n, &queries);
-	if (n == 0)
-		return;
-	r0 = &reqs[0]->req;
-	nq = queries.nq;
 	for (int r = 0; r < n; r++)
+		nq += reqs[r]->req.nq;
+	if (nq <= VS_LANE_MAX_QUERIES)
+		c = vsw_lane_take(&cxt);
+	if (c == NULL)
+		c = &local;
+	memset(c, 0, sizeof(*c));
+	c->reqs = MemoryContextAlloc(cxt, sizeof(VsActive *) * n);
+	memcpy(c->reqs, reqs, sizeof(VsActive *) * n);
+	c->n = gather_queries(c->reqs, n, &c->queries, cxt);
+	if (c->n == 0)
+		return;					/* the lane stays idle */
+	c->kind = vs_kind_by_id(c->reqs[0]->req.kind);	/* checked at intake */
+	for (int r = 0; r < c->n; r++)
 	{
-		generation = Max(generation, reqs[r]->req.generation);
-		kmax = Max(kmax, reqs[r]->req.k);
+		c->generation = Max(c->generation, c->reqs[r]->req.generation);
+		c->kmax = Max(c->kmax, c->reqs[r]->req.k);
 	}
+	if (!search_prepare(c))
+		return;
 
-again:
-	entry = vsw_cache_prepare(r0, generation, err, sizeof(err));
-	if (!entry)
+	c->buf = MemoryContextAllocZero(vsw_result_cxt, sizeof(VsResultBuf));
+	c->buf->refcount = 1;
+	c->buf->is_range = c->reqs[0]->req.op == VS_OP_RANGE;
+	if (!c->buf->is_range)
 	{
-		vsw_fail_group(reqs, n, err);
+		nq = c->queries.nq;
+		c->buf->ids = MemoryContextAllocHuge(vsw_result_cxt, nq * c->kmax * sizeof(int64));
+		c->buf->distances = MemoryContextAllocHuge(vsw_result_cxt, nq * c->kmax * sizeof(float));
+		c->buf->counts = MemoryContextAllocHuge(vsw_result_cxt, nq * sizeof(int64));
+	}
+	if (c != &local)
+	{
+		vsw_lane_submit(c);
 		return;
 	}
-
-	buf = MemoryContextAllocZero(vsw_result_cxt, sizeof(VsResultBuf));
-	buf->refcount = 1;
-	buf->is_range = r0->op == VS_OP_RANGE;
-	vsw_set_cancel_group(reqs, n);
-	engine_start = vs_clock_ns();
-	if (!buf->is_range)
-	{
-		buf->ids = MemoryContextAllocHuge(vsw_result_cxt, nq * kmax * sizeof(int64));
-		buf->distances = MemoryContextAllocHuge(vsw_result_cxt, nq * kmax * sizeof(float));
-		buf->counts = MemoryContextAllocHuge(vsw_result_cxt, nq * sizeof(int64));
-		for (;;)
-		{
-			rc = kind->knn(vsw_engine, entry->obj, &r0->params, &queries, kmax, buf->ids,
-						   buf->distances, buf->counts);
-			if (rc == VS_OUT_OF_MEMORY && vsw_cache_evict_one(entry))
-				continue;
-			break;
-		}
-	}
-	else
-	{
-		for (;;)
-		{
-			rc = kind->range(vsw_engine, entry->obj, &r0->params, &queries, r0->radius, NULL,
-							 NULL, &buf->range);
-			if (rc != VS_OK)
-				vs_range_result_free(&buf->range);
-			if (rc == VS_OUT_OF_MEMORY && vsw_cache_evict_one(entry))
-				continue;
-			break;
-		}
-	}
-	engine_end = vs_clock_ns();
-	vsw_set_cancel_group(NULL, 0);
-	/* the reason first: count_call's statistics are engine calls, which reset the last error */
-	if (rc != VS_OK)
-		snprintf(err, sizeof(err), "%s: %s", vs_status_name((vs_status) rc),
-				 vs_last_error(vsw_engine));
-	count_call(rc, nq);
-
-	/*
-	 * A device of several was lost: the objects with rows on it are dropped and this group is
-	 * answered once more from the devices left (loaded there again).
-	 */
-	if (rc == VS_DEVICE_ERROR && !retried && vs_context_device_count(vsw_engine) > 1 &&
-		vs_context_live_devices(vsw_engine) > 0)
-	{
-		ereport(LOG,
-				(errmsg("vsearch worker: a device was lost (%s); serving on the %d left",
-						err, vs_context_live_devices(vsw_engine))));
-		buf->is_range = false;	/* already freed */
-		vsw_result_buf_release(buf);
-		vsw_cache_clear();
-		vsw_update_device_stats(true);
-		vsw_device_errors = 0;
-		retried = true;
-		goto again;
-	}
-
-	if (rc != VS_OK)
-	{
-		if (rc != VS_CANCELLED)
-			ereport(LOG, (errmsg("vsearch worker: %s %s of index %u (%d queries) failed: %s",
-								 kind->name, buf->is_range ? "range search" : "kNN",
-								 r0->indexrelid, (int) nq, err)));
-		vsw_fail_group(reqs, n, err);
-		buf->is_range = false;	/* already freed */
-		vsw_result_buf_release(buf);
-		return;
-	}
-	for (int r = 0; r < n; r++)
-	{
-		reqs[r]->engine_start_ns = engine_start;
-		reqs[r]->engine_end_ns = engine_end;
-		vsw_answer_search(reqs[r], buf, kmax);
-	}
-	vsw_result_buf_release(buf);
+	vsw_search_run(c);
+	vsw_search_finish(c);
 }
 
 /* A build step of CREATE INDEX (never grouped): the kind's build_step on the request's rows. */
@@ -254,6 +300,20 @@ process_build(VsActive *a)
 		return;
 	}
 	vsw_answer_bytes(a, answer, len);
+}
+
+void
+vsw_check_device_errors(VsActive **pending, int n)
+{
+	if (vsw_device_errors < VS_MAX_DEVICE_ERRORS)
+		return;
+	/* a CUDA context can be left unusable; a new process gets a new one */
+	for (int r = 0; r < n; r++)
+		vsw_finish_request(vsw_active_index(pending[r]), VS_ANSWER_ERROR,
+						   "the worker is restarting");
+	ereport(FATAL,
+			(errmsg("vsearch worker: %d device errors in a row, restarting",
+					vsw_device_errors)));
 }
 
 /* A group, turning an ERROR into failed requests (the worker carries on). */
@@ -318,16 +378,7 @@ vsw_process_batch(VsActive **list, int n)
 			nq += list[end++]->req.nq;
 		process_group(list + start, end - start);
 		MemoryContextReset(vsw_batch_cxt);
-		if (vsw_device_errors >= VS_MAX_DEVICE_ERRORS)
-		{
-			/* a CUDA context can be left unusable; a new process gets a new one */
-			for (int r = end; r < n; r++)
-				vsw_finish_request(vsw_active_index(list[r]), VS_ANSWER_ERROR,
-								   "the worker is restarting");
-			ereport(FATAL,
-					(errmsg("vsearch worker: %d device errors in a row, restarting",
-							vsw_device_errors)));
-		}
+		vsw_check_device_errors(list + end, n - end);
 		start = end;
 		/* keep large answers moving between groups */
 		vsw_pump_streams();

@@ -49,6 +49,7 @@ vsw_cache_init(void)
 	vs_objcache_init(&cache, cxt, 0, true);
 	cache.progress = heartbeat;
 	cache.evicted = evicted;
+	cache.before_change = vsw_lanes_wait_idle;
 	load_owner = ResourceOwnerCreate(NULL, "vsearch worker index read");
 }
 

@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
+
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -49,9 +51,12 @@ static char *cuda_library;
 static int	last_batch_requests;
 
 /* the group the engine is working on (for the cancel callback) */
-static VsActive **cancel_group;
+static int	engine_lanes = -1;
+static VsActive **cancel_group;	/* the worker thread's call */
 static int	cancel_group_n;
-static uint32 cancel_polls;
+static __thread VsActive **lane_group; /* a lane's own call */
+static __thread int lane_group_n;
+static __thread uint32 cancel_polls;
 
 static void
 set_state(VsWorkerState state, const char *device)
@@ -64,24 +69,50 @@ set_state(VsWorkerState state, const char *device)
 	SpinLockRelease(&vsw_shared->mutex);
 }
 
+static bool
+on_worker_thread(void)
+{
+	static pthread_t worker_thread;
+	static bool known;
+
+	if (!known)
+	{
+		worker_thread = pthread_self();	/* first called by worker_init */
+		known = true;
+	}
+	return pthread_equal(worker_thread, pthread_self());
+}
+
 void
 vsw_set_cancel_group(VsActive **group, int n)
 {
-	cancel_group = group;
-	cancel_group_n = n;
+	if (on_worker_thread())
+	{
+		cancel_group = group;
+		cancel_group_n = n;
+	}
+	else
+	{
+		lane_group = group;
+		lane_group_n = n;
+	}
 }
 
+/* Polled by the thread of an engine call: a lane's, the worker's or one of the engine's own. */
 static int
 engine_cancel(void *arg)
 {
+	VsActive  **group = lane_group_n > 0 ? lane_group : cancel_group;
+	int			n = lane_group_n > 0 ? lane_group_n : cancel_group_n;
+
 	vsw_heartbeat();
-	if (ProcDiePending)
+	if (ProcDiePending || proc_exit_inprogress)
 		return 1;
 	/* every 64th poll: stop if every backend of the group gave up */
-	if (cancel_group_n > 0 && (++cancel_polls & 63) == 0)
+	if (n > 0 && (++cancel_polls & 63) == 0)
 	{
-		for (int i = 0; i < cancel_group_n; i++)
-			if (!vsw_slot_abandoned(vsw_active_index(cancel_group[i])))
+		for (int i = 0; i < n; i++)
+			if (!vsw_slot_abandoned(vsw_active_index(group[i])))
 				return 0;
 		return 1;
 	}
@@ -128,6 +159,7 @@ apply_engine_fault(void)
 static void
 engine_stop(void)
 {
+	vsw_lanes_stop();
 	vs_kinds_worker_tick(vsw_engine, true);
 	vsw_cache_clear();
 	if (vsw_engine)
@@ -158,6 +190,7 @@ engine_start(void)
 	engine_gpus = MemoryContextStrdup(TopMemoryContext, vs_gpus ? vs_gpus : "");
 	engine_placement = vs_gpu_placement;
 	engine_shard_mb = vs_shard_min_size_mb;
+	engine_lanes = vs_worker_lanes;
 	failed_device = -1;
 	if (engine_fault)
 		pfree(engine_fault);
@@ -186,6 +219,7 @@ engine_start(void)
 	o.placement = engine_placement == VS_PLACE_REPLICATED ? VS_PLACEMENT_REPLICATED :
 		engine_placement == VS_PLACE_SHARDED ? VS_PLACEMENT_SHARDED : VS_PLACEMENT_AUTO;
 	o.shard_min_bytes = (size_t) engine_shard_mb * 1024 * 1024;
+	o.lanes = engine_lanes;
 	rc = vs_context_create(&o, &vsw_engine, errbuf, sizeof(errbuf));
 	if (rc != VS_OK || !vsw_engine)
 	{
@@ -222,6 +256,7 @@ engine_start(void)
 							 info.device_name, limit >> 20)));
 	else
 		ereport(LOG, (errmsg("vsearch worker serving on %s", info.device_name)));
+	vsw_lanes_start(Min(engine_lanes, vs_context_lanes(vsw_engine)));
 	set_state(VS_WORKER_SERVING, info.device_name);
 	vsw_update_cache_stats();
 	vsw_update_device_stats(true);
@@ -263,6 +298,7 @@ worker_init(void)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
+	(void) on_worker_thread();
 	vsw_shared = shared;
 	if (!shared)
 		elog(FATAL, "vsearch worker: shared memory is not initialized");
@@ -331,7 +367,8 @@ vs_worker_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			if (vs_worker_device != engine_device || vs_gpu_memory_limit_mb != engine_limit_mb ||
 				strcmp(vs_gpus ? vs_gpus : "", engine_gpus ? engine_gpus : "") != 0 ||
-				vs_gpu_placement != engine_placement || vs_shard_min_size_mb != engine_shard_mb)
+				vs_gpu_placement != engine_placement || vs_shard_min_size_mb != engine_shard_mb ||
+				vs_worker_lanes != engine_lanes)
 			{
 				ereport(LOG, (errmsg("vsearch worker: device settings changed, restarting the engine")));
 				engine_stop();
@@ -348,6 +385,8 @@ vs_worker_main(Datum arg)
 			apply_engine_fault();
 		}
 		vsw_heartbeat();
+		did |= vsw_lanes_finish_done() > 0;
+		vsw_check_device_errors(NULL, 0);
 		did |= vsw_pump_streams();
 
 		n = vsw_gather(list, 0, &nq);

@@ -5,6 +5,7 @@
  *   worker_intake.c  taking requests from the slots: segments, validation, grouping order
  *   worker_batch.c   running a batch: one engine call per group of searches, build steps
  *   worker_cache.c   the device cache of index kinds' engine objects (load, refresh, evict)
+ *   worker_lanes.c   threads that run search groups' engine calls while the loop goes on
  *   worker_answer.c  answers: streaming them through the result areas, finishing requests
  *
  * What is particular to an index kind is reached only through its operations (indexkind.h).
@@ -60,6 +61,28 @@ typedef struct VsActive
 	VsStream	out;
 } VsActive;
 
+/*
+ * One engine call of a search group: made ready and finished on the worker's thread
+ * (worker_batch.c), run there or on a lane (worker_lanes.c).  Running touches nothing but the
+ * kind's search operation, the engine and the fields below it.
+ */
+typedef struct VsSearchCall
+{
+	VsActive  **reqs;			/* the group */
+	int			n;
+	VsQueries	queries;
+	uint32		kmax;
+	uint64		generation;
+	const struct VsIndexKind *kind;
+	VsCachedObject *entry;		/* valid until the call ends (the cache waits for lanes) */
+	VsResultBuf *buf;
+	/* written by the run */
+	int			rc;
+	char		err[256];
+	uint64		start_ns;
+	uint64		end_ns;
+} VsSearchCall;
+
 /* ---- worker_main.c ---- */
 extern VsWorkerShared *vsw_shared;
 extern uint64 vsw_gen;			/* this worker's generation (VsWorkerShared.worker_gen) */
@@ -76,7 +99,11 @@ vsw_heartbeat(void)
 	pg_atomic_fetch_add_u64(&vsw_shared->heartbeat, 1);
 }
 
-/* The requests the engine works on now (n = 0: none), for its cancel callback. */
+/*
+ * The requests the engine works on now (n = 0: none), for its cancel callback: the calling
+ * thread's (a lane's own call), or the worker thread's, which other threads of the engine also
+ * see.
+ */
 extern void vsw_set_cancel_group(VsActive **group, int n);
 
 static inline int
@@ -104,6 +131,26 @@ extern bool vsw_same_group(const VsRequest *a, const VsRequest *b);
 
 /* ---- worker_batch.c ---- */
 extern void vsw_process_batch(VsActive **list, int n);
+/* The engine call of a search (any thread: no PostgreSQL function). */
+extern void vsw_search_run(VsSearchCall *call);
+/* A search's outcome on the worker's thread: retries, statistics, answers or failures. */
+extern void vsw_search_finish(VsSearchCall *call);
+/* Exits (FATAL) after too many device errors in a row, failing the pending requests first. */
+extern void vsw_check_device_errors(VsActive **pending, int n);
+
+/* ---- worker_lanes.c ---- */
+extern void vsw_lanes_start(int n);
+extern void vsw_lanes_stop(void);
+/* An idle lane's call to fill in (its memory context current; NULL when lanes are off), after
+ * finishing done ones and waiting for one if all are busy. */
+extern VsSearchCall *vsw_lane_take(MemoryContext *cxt);
+/* Starts the call vsw_lane_take gave. */
+extern void vsw_lane_submit(VsSearchCall *call);
+/* Finishes the calls lanes completed; returns how many. */
+extern int	vsw_lanes_finish_done(void);
+/* Waits until no lane runs a call on entry's object (NULL: any call; before the cache changes
+ * an object). */
+extern void vsw_lanes_wait_idle(const VsCachedObject *entry);
 
 /* ---- worker_cache.c ---- */
 extern void vsw_cache_init(void);

@@ -148,6 +148,8 @@ public:
     }
 
     vs_backend_kind kind() const noexcept override { return VS_BACKEND_CPU; }
+    // Searches only read datasets and index objects, and each call has its own threads.
+    int lanes() const noexcept override { return cfg_.lanes; }
 
     Status info(vs_context_info *out) noexcept override
     {

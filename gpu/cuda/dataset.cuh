@@ -8,6 +8,7 @@
 #include "cuda/device_context.cuh"
 #include "cuda/impl/kernels.cuh"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -37,9 +38,10 @@ public:
     double maxnorm = 0;
 
     // Small kNN batches of this dataset that TF32 left uncertified, as a decaying average of the
-    // fraction per batch, and the batches since TF32 was last tried (knn.cu).
-    mutable float tf32_miss = 0;
-    mutable unsigned fp32_runs = 0;
+    // fraction per batch, and the batches since TF32 was last tried (knn.cu); several lanes may
+    // search the dataset at once.
+    mutable std::atomic<float> tf32_miss{0};
+    mutable std::atomic<unsigned> fp32_runs{0};
 };
 
 inline const CudaDataset &as_cuda(const Dataset *ds)

@@ -12,14 +12,19 @@ size_t env_size(const char *name, size_t dflt)
     return static_cast<size_t>(std::strtoull(v, nullptr, 10));
 }
 
-DeviceContext::DeviceContext(const BackendConfig &config) : cfg(config), device(config.device)
+DeviceContext::DeviceContext(const BackendConfig &config, std::shared_ptr<DevicePool> shared_pool)
+    : cfg(config), device(config.device), pool(std::move(shared_pool))
 {
     VS_CUDA_CHECK(cudaSetDevice(device));
     VS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    size_t free_b = 0, total_b = 0;
-    VS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    size_t budget = config.device_memory_budget ? config.device_memory_budget : free_b / 10 * 9;
-    pool.reset(new DevicePool(device, budget));
+    if (!pool)
+    {
+        size_t free_b = 0, total_b = 0;
+        VS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        size_t budget =
+            config.device_memory_budget ? config.device_memory_budget : free_b / 10 * 9;
+        pool = std::make_shared<DevicePool>(device, budget);
+    }
     VS_CUDA_CHECK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
     for (int i = 0; i < 2; i++)
     {

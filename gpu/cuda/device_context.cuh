@@ -1,9 +1,10 @@
 // The CUDA backend's device context: the device and its properties, the budgeted memory pool, a
 // main stream and two work streams with a cuBLAS handle each, pinned staging buffers and the
 // tunables read from the environment; plus the host helpers every pipeline uses (pinned buffers,
-// VSEARCH_CUDA_PROFILE timing, joining the work streams).  One DeviceContext per CudaBackend;
-// the exact-search pipelines (pipelines.cuh) and the index families (ivfpq_cuda.cuh, ...) take
-// it by reference.
+// VSEARCH_CUDA_PROFILE timing, joining the work streams).  A CudaBackend has one DeviceContext
+// per lane (calls that may run at once), all on one device and sharing one memory pool; the
+// exact-search pipelines (pipelines.cuh) take the lane a call runs on, the index families
+// (ivfpq_cuda.cuh, ...) lane 0 by reference.
 #ifndef VSEARCH_CUDA_DEVICE_CONTEXT_CUH
 #define VSEARCH_CUDA_DEVICE_CONTEXT_CUH
 
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,14 +124,18 @@ struct StreamJoin
 
 struct DeviceContext
 {
-    explicit DeviceContext(const BackendConfig &config);
+    // A lane with a pool of its own (the first), or sharing another lane's pool.
+    explicit DeviceContext(const BackendConfig &config,
+                           std::shared_ptr<DevicePool> shared_pool = nullptr);
     ~DeviceContext();
     DeviceContext(const DeviceContext &) = delete;
     DeviceContext &operator=(const DeviceContext &) = delete;
 
-    // Runs f on this device (a backend call's body), turning every exception into a Status.
+    // Runs f on this device (a backend call's body) holding the lane, turning every exception into
+    // a Status.
     template <typename F> Status on_device(F &&f)
     {
+        std::lock_guard<std::recursive_mutex> hold(busy);
         return guarded([&] {
             VS_CUDA_CHECK(cudaSetDevice(device));
             // An error an earlier call left in the runtime's per-thread state (every call that
@@ -177,7 +183,8 @@ struct DeviceContext
     BackendConfig cfg;
     int device;
     cudaDeviceProp prop{};
-    std::unique_ptr<DevicePool> pool;
+    std::shared_ptr<DevicePool> pool; // shared by the backend's lanes
+    std::recursive_mutex busy;        // held by the call running on this lane
     cudaStream_t main = nullptr;
     cudaStream_t work[2] = {nullptr, nullptr};
     cublasHandle_t blas[2] = {nullptr, nullptr};

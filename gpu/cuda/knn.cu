@@ -119,7 +119,9 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
         // (docs/ENGINE.md).
         const bool small_gemm = which.size() <= dev.fp32_gemm_batch && c.dim() > kFp32MinDim;
         if (gemm_metric && !small && small_gemm && dev.cfg.gemm_precision == VS_GEMM_TF32 &&
-            c.tf32_miss > kTf32MissMax && ++c.fp32_runs % kTf32Retry != 0 && kp_d < n &&
+            c.tf32_miss.load(std::memory_order_relaxed) > kTf32MissMax &&
+            (c.fp32_runs.fetch_add(1, std::memory_order_relaxed) + 1) % kTf32Retry != 0 &&
+            kp_d < n &&
             kp_d <= static_cast<size_t>(kWarpSelectMax))
         {
             failed = dev.with_fp32_gemm([&] {
@@ -136,8 +138,9 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
                                       out_counts);
             dev.stats_gemm_failed += failed.size();
             if (small_gemm && dev.cfg.gemm_precision == VS_GEMM_TF32)
-                c.tf32_miss = 0.75f * c.tf32_miss +
-                              0.25f * static_cast<float>(failed.size()) / which.size();
+                c.tf32_miss.store(0.75f * c.tf32_miss.load(std::memory_order_relaxed) +
+                                      0.25f * static_cast<float>(failed.size()) / which.size(),
+                                  std::memory_order_relaxed);
             // TF32 leaves uncertified the queries with near ties at their k-th place (40% of
             // a clustered 1M x 128 batch); an fp32 GEMM pass, whose bound is ~250x tighter,
             // certifies them at GEMM speed where the direct path would scan per query.  It

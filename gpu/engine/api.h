@@ -18,10 +18,13 @@
 #include "engine/backend.h"
 #include "vsearch/engine.h"
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <set>
 #include <string>
+#include <thread>
 
 namespace vs::api {
 
@@ -53,7 +56,11 @@ struct vs_context
     std::unique_ptr<vs::Backend> backend;
     int device = 0; // ordinal of a single-device context
     vs::BackendConfig config; // as created: host threads and cancel callback of row scans
-    std::string last_error;
+    int lanes = 1;            // calls that may run at once (vs_context_lanes)
+    // Calls may come from several threads at once (lanes): each thread has its own last error,
+    // and mu guards errors, objects and the fault state.
+    std::mutex mu;
+    std::map<std::thread::id, std::string> errors;
     std::set<vs::api::Handle *> objects; // live handles of every kind
     int (*cancel)(void *) = nullptr;      // the options' cancel callback (for fault_point)
     void *cancel_arg = nullptr;
@@ -64,6 +71,8 @@ struct vs_context
 
 namespace vs::api {
 
+// The calling thread's last error on ctx (created empty on its first use).
+std::string &thread_error(vs_context *ctx);
 // Records msg as the context's last error (ctx may be NULL) and returns code.
 vs_status fail(vs_context *ctx, vs_status code, const std::string &msg);
 // A backend's status as the call's result: clears the last error on success.
@@ -117,6 +126,7 @@ template <typename H, typename Make> vs_status create_object(vs_context *ctx, H 
     h->impl = impl;
     try
     {
+        std::lock_guard<std::mutex> lock(ctx->mu);
         ctx->objects.insert(h);
     }
     catch (...)
@@ -135,7 +145,10 @@ template <typename H> void destroy_object(H *h) noexcept
     if (!h)
         return;
     if (h->owner)
+    {
+        std::lock_guard<std::mutex> lock(h->owner->mu);
         h->owner->objects.erase(h);
+    }
     delete h->impl;
     delete h;
 }

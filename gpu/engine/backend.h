@@ -78,6 +78,7 @@ struct BackendConfig
     vs_gemm_precision gemm_precision = VS_GEMM_TF32;
     int (*cancel)(void *) = nullptr;
     void *cancel_arg = nullptr;
+    int lanes = 1; // calls that may run at once (vs_context_options.lanes)
 };
 
 struct Subsets
@@ -122,6 +123,9 @@ public:
     virtual ~Backend() = default;
     virtual vs_backend_kind kind() const noexcept = 0;
     virtual Status info(vs_context_info *out) noexcept = 0;
+    // Calls that may run at once from different threads (BackendConfig::lanes where the backend
+    // supports it).
+    virtual int lanes() const noexcept { return 1; }
 
     virtual Status dataset_create(size_t dim, vs_dtype dtype, Dataset **out) noexcept = 0;
     virtual Status dataset_add(Dataset *ds, const float *vectors, const int64_t *ids,

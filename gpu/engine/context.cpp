@@ -18,10 +18,16 @@
 
 namespace vs::api {
 
+std::string &thread_error(vs_context *ctx)
+{
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    return ctx->errors[std::this_thread::get_id()];
+}
+
 vs_status fail(vs_context *ctx, vs_status code, const std::string &msg)
 {
     if (ctx)
-        ctx->last_error = msg;
+        thread_error(ctx) = msg;
     return code;
 }
 
@@ -29,21 +35,26 @@ vs_status finish(vs_context *ctx, const vs::Status &st)
 {
     if (st.ok())
     {
-        ctx->last_error.clear();
+        thread_error(ctx).clear();
         return VS_OK;
     }
-    ctx->last_error = st.message;
+    thread_error(ctx) = st.message;
     return st.code;
 }
 
 vs_status fault_point(vs_context *ctx)
 {
-    if (ctx->fault == VS_FAULT_NONE)
-        return VS_OK;
-    const vs_fault fault = ctx->fault;
-    const unsigned ms = ctx->fault_ms;
-    if (ctx->fault_count > 0 && --ctx->fault_count == 0)
-        ctx->fault = VS_FAULT_NONE;
+    vs_fault fault;
+    unsigned ms;
+    {
+        std::lock_guard<std::mutex> lock(ctx->mu);
+        if (ctx->fault == VS_FAULT_NONE)
+            return VS_OK;
+        fault = ctx->fault;
+        ms = ctx->fault_ms;
+        if (ctx->fault_count > 0 && --ctx->fault_count == 0)
+            ctx->fault = VS_FAULT_NONE;
+    }
     switch (fault)
     {
     case VS_FAULT_OUT_OF_MEMORY:
@@ -205,6 +216,12 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
         cfg.gemm_precision = o.gemm_precision;
         cfg.cancel = o.cancel;
         cfg.cancel_arg = o.cancel_arg;
+        if (o.lanes < 0 || o.lanes > 16)
+        {
+            write_err(errbuf, errlen, "lanes must be 0 .. 16");
+            return VS_INVALID_ARGUMENT;
+        }
+        cfg.lanes = std::max(1, o.lanes);
 
         if (o.ndevices < -1 || o.ndevices > 64 || (o.ndevices > 0 && !o.devices))
         {
@@ -287,6 +304,7 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
         ctx->cancel = o.cancel;
         ctx->cancel_arg = o.cancel_arg;
         ctx->config = cfg;
+        ctx->lanes = ctx->backend->lanes();
         *out = ctx;
         return VS_OK;
     }
@@ -318,9 +336,14 @@ void vs_context_destroy(vs_context *ctx) noexcept
     delete ctx;
 }
 
+int vs_context_lanes(const vs_context *ctx) noexcept
+{
+    return ctx ? ctx->lanes : 0;
+}
+
 const char *vs_last_error(const vs_context *ctx) noexcept
 {
-    return ctx ? ctx->last_error.c_str() : "context is NULL";
+    return ctx ? vs::api::thread_error(const_cast<vs_context *>(ctx)).c_str() : "context is NULL";
 }
 
 vs_status vs_context_get_info(vs_context *ctx, vs_context_info *info) noexcept
@@ -392,9 +415,12 @@ vs_status vs_context_inject_fault(vs_context *ctx, vs_fault fault, int count, un
         return fail(ctx, VS_INVALID_ARGUMENT, "count must be -1 or positive");
     if (ms > 600000)
         return fail(ctx, VS_INVALID_ARGUMENT, "ms must be at most 600000");
-    ctx->fault = fault;
-    ctx->fault_count = fault == VS_FAULT_NONE ? 0 : count;
-    ctx->fault_ms = ms;
+    {
+        std::lock_guard<std::mutex> lock(ctx->mu);
+        ctx->fault = fault;
+        ctx->fault_count = fault == VS_FAULT_NONE ? 0 : count;
+        ctx->fault_ms = ms;
+    }
     return finish(ctx, vs::Status{});
 }
 

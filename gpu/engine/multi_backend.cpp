@@ -367,6 +367,7 @@ public:
         BackendConfig cfg = base_;
         cfg.cancel = &CancelState::poll;
         cfg.cancel_arg = &cancel_;
+        cfg.lanes = 1; // the context takes one call at a time over several devices
         if (base_.num_threads > 0)
             cfg.num_threads = std::max<int>(1, base_.num_threads / static_cast<int>(n));
         else if (n > 1)

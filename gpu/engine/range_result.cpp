@@ -160,7 +160,7 @@ vs_status deliver_range(vs_context *ctx, Collector &collector, size_t nq, vs_all
             return fail(ctx, VS_OUT_OF_MEMORY, "range result allocation failed");
         collector.assemble(out->offsets, out->ids, out->distances);
     }
-    ctx->last_error.clear();
+    thread_error(ctx).clear();
     return VS_OK;
 }
 

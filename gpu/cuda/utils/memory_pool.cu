@@ -30,10 +30,15 @@ void *DevicePool::allocate(size_t bytes, cudaStream_t s)
     if (bytes == 0)
         return nullptr;
     bytes = (bytes + 255) & ~size_t{255};
-    if (bytes > available())
-        throw Error(VS_OUT_OF_MEMORY, "device memory budget exceeded: " + std::to_string(bytes) +
-                                          " bytes requested, " + std::to_string(available()) +
-                                          " of " + std::to_string(budget_) + " available");
+    size_t used = in_use_.load(std::memory_order_relaxed);
+    do
+    {
+        if (used > budget_ || bytes > budget_ - used)
+            throw Error(VS_OUT_OF_MEMORY, "device memory budget exceeded: " +
+                                              std::to_string(bytes) + " bytes requested, " +
+                                              std::to_string(budget_ > used ? budget_ - used : 0) +
+                                              " of " + std::to_string(budget_) + " available");
+    } while (!in_use_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
     void *p = nullptr;
     cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool_, s);
     if (e == cudaErrorMemoryAllocation)
@@ -46,8 +51,10 @@ void *DevicePool::allocate(size_t bytes, cudaStream_t s)
         e = cudaMallocFromPoolAsync(&p, bytes, pool_, s);
     }
     if (e != cudaSuccess)
+    {
+        in_use_.fetch_sub(bytes, std::memory_order_relaxed);
         throw_cuda(e, "cudaMallocFromPoolAsync", __FILE__, __LINE__);
-    in_use_ += bytes;
+    }
     return p;
 }
 
@@ -57,7 +64,7 @@ void DevicePool::release(void *p, size_t bytes, cudaStream_t s) noexcept
         return;
     bytes = (bytes + 255) & ~size_t{255};
     cudaFreeAsync(p, s);
-    in_use_ -= bytes;
+    in_use_.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
 } // namespace vs::cuda

@@ -6,6 +6,7 @@
 
 #include "cuda/utils/error.cuh"
 
+#include <atomic>
 #include <cstddef>
 #include <utility>
 
@@ -19,17 +20,22 @@ public:
     DevicePool(const DevicePool &) = delete;
     DevicePool &operator=(const DevicePool &) = delete;
 
-    // bytes on stream s (stream ordered); throws Error(VS_OUT_OF_MEMORY).
+    // bytes on stream s (stream ordered); throws Error(VS_OUT_OF_MEMORY).  The lanes of a backend
+    // share one pool and may allocate at once: the budget is reserved atomically.
     void *allocate(size_t bytes, cudaStream_t s);
     void release(void *p, size_t bytes, cudaStream_t s) noexcept;
     size_t budget() const { return budget_; }
-    size_t in_use() const { return in_use_; }
-    size_t available() const { return budget_ > in_use_ ? budget_ - in_use_ : 0; }
+    size_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
+    size_t available() const
+    {
+        const size_t used = in_use();
+        return budget_ > used ? budget_ - used : 0;
+    }
 
 private:
     cudaMemPool_t pool_ = nullptr;
     size_t budget_;
-    size_t in_use_ = 0;
+    std::atomic<size_t> in_use_{0};
 };
 
 template <typename T> class DeviceArray

@@ -113,6 +113,11 @@ typedef struct vs_context_options
     int ndevices;
     vs_placement placement;      /* of new datasets (AUTO by default) */
     size_t shard_min_bytes;      /* AUTO shards datasets at least this large; 0 = 1 GiB */
+    /* Calls that may run at once from different threads (vs_context_lanes): a CUDA lane has its
+     * own streams, cuBLAS handles and staging buffers, while datasets, index objects and the
+     * memory pool are shared.  0 = 1 (calls from several threads must then be serialised by the
+     * caller).  Over several devices the context takes one call at a time. */
+    int lanes;
 } vs_context_options;
 
 /* Fills in the defaults (AUTO backend, device 0, everything else 0/NULL). */
@@ -124,7 +129,13 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
                             size_t errlen) VS_NOEXCEPT;
 void vs_context_destroy(vs_context *ctx) VS_NOEXCEPT;
 
-/* Message of the last failed call on this context ("" if none); valid until the next call. */
+/* Calls that may run at once on this context from different threads: its lanes (options), 1 over
+ * several devices.  Index families other than exact datasets (IVF-PQ, graphs, metric-space
+ * indexes) run one call at a time on lane 0 even then; the others' calls wait for it. */
+int vs_context_lanes(const vs_context *ctx) VS_NOEXCEPT;
+
+/* Message of the last failed call of the calling thread on this context ("" if none); valid
+ * until that thread's next call. */
 const char *vs_last_error(const vs_context *ctx) VS_NOEXCEPT;
 /* Name of a status code ("VS_OK", ...). */
 const char *vs_status_name(vs_status status) VS_NOEXCEPT;
