@@ -1,8 +1,8 @@
 // The CUDA backend (vsearch_cuda.so): the Backend interface over one DeviceContext per lane
-// (device, streams, cuBLAS handles; one budgeted memory pool for all; device_context.cuh).  A
-// call on exact datasets takes a free lane, so up to lanes() such calls run at once from
-// different threads; the index families run on lane 0.  Each call sets the device and runs a
-// pipeline, turning exceptions into a Status:
+// (device, streams, cuBLAS handles; one budgeted memory pool for all; device_context.cuh).  Every
+// call takes a free lane, so up to lanes() calls run at once from different threads (a dataset
+// or index object must not change while a call uses it: the caller's rule).  Each call sets the
+// device and runs a pipeline, turning exceptions into a Status:
 //   datasets          dataset.cu
 //   kNN               knn.cu picks the path: GEMM (knn_gemm.cu), direct (knn_direct.cu), large k
 //                     (knn_large_k.cu), exhaustive (knn.cu); subsets.cu for candidate subsets
@@ -37,13 +37,13 @@ class CudaBackend final : public Backend
 {
 public:
     explicit CudaBackend(const BackendConfig &cfg)
-        : lanes_(make_lanes(cfg)), dev_(*lanes_[0]), ivfpq_(make_cuda_ivfpq(dev_)),
-          graph_(make_cuda_graph(dev_)), metric_(make_cuda_metric(dev_))
+        : lanes_(cfg), dev_(lanes_.first()), ivfpq_(make_cuda_ivfpq(lanes_)),
+          graph_(make_cuda_graph(lanes_)), metric_(make_cuda_metric(lanes_))
     {
     }
 
     vs_backend_kind kind() const noexcept override { return VS_BACKEND_CUDA; }
-    int lanes() const noexcept override { return static_cast<int>(lanes_.size()); }
+    int lanes() const noexcept override { return lanes_.size(); }
 
     Status info(vs_context_info *out) noexcept override
     {
@@ -66,7 +66,7 @@ public:
     Status dataset_add(Dataset *ds, const float *vectors, const int64_t *ids,
                        size_t n) noexcept override
     {
-        return on_lane([&](DeviceContext &dev) {
+        return lanes_.run([&](DeviceContext &dev) {
             add_impl(dev, const_cast<CudaDataset &>(as_cuda(ds)), vectors, ids, n);
         });
     }
@@ -74,7 +74,7 @@ public:
     Status dataset_remove(Dataset *ds, const int64_t *ids, size_t n,
                           size_t *removed) noexcept override
     {
-        return on_lane([&](DeviceContext &dev) {
+        return lanes_.run([&](DeviceContext &dev) {
             remove_impl(dev, const_cast<CudaDataset &>(as_cuda(ds)), ids, n, removed);
         });
     }
@@ -83,7 +83,7 @@ public:
                const Subsets *subsets, int64_t *out_ids, float *out_dists,
                int64_t *out_counts) noexcept override
     {
-        return on_lane([&](DeviceContext &dev) {
+        return lanes_.run([&](DeviceContext &dev) {
             const CudaDataset &c = as_cuda(ds);
             if (subsets)
                 subsets_impl(dev, c, queries, nq, k, metric, *subsets, false, 0.0f, out_ids,
@@ -97,7 +97,7 @@ public:
                  vs_metric metric, const Subsets *subsets,
                  RangeCollector *collector) noexcept override
     {
-        return on_lane([&](DeviceContext &dev) {
+        return lanes_.run([&](DeviceContext &dev) {
             const CudaDataset &c = as_cuda(ds);
             if (subsets)
                 subsets_impl(dev, c, queries, nq, 0, metric, *subsets, true, radius, nullptr,
@@ -110,7 +110,7 @@ public:
     Status kmeans(const float *data, size_t n, size_t dim, const vs_kmeans_params &params,
                   float *centroids, vs_kmeans_info *info) noexcept override
     {
-        return on_lane(
+        return lanes_.run(
             [&](DeviceContext &dev) { kmeans_impl(dev, data, n, dim, params, centroids, info); });
     }
 
@@ -119,33 +119,8 @@ public:
     MetricBackend *metric() noexcept override { return metric_.get(); }
 
 private:
-    static std::vector<std::unique_ptr<DeviceContext>> make_lanes(const BackendConfig &cfg)
-    {
-        std::vector<std::unique_ptr<DeviceContext>> lanes;
-        lanes.push_back(std::make_unique<DeviceContext>(cfg));
-        for (int i = 1; i < cfg.lanes; i++)
-            lanes.push_back(std::make_unique<DeviceContext>(cfg, lanes[0]->pool));
-        return lanes;
-    }
-
-    // Runs f on a free lane, the highest first (lane 0 also serves the index families); when
-    // every lane is busy, waits for one in turn.
-    template <typename F> Status on_lane(F &&f)
-    {
-        for (size_t i = lanes_.size(); i-- > 0;)
-        {
-            DeviceContext &dev = *lanes_[i];
-            std::unique_lock<std::recursive_mutex> free(dev.busy, std::try_to_lock);
-            if (free.owns_lock())
-                return dev.on_device([&] { f(dev); });
-        }
-        DeviceContext &dev = *lanes_[next_wait_++ % lanes_.size()];
-        return dev.on_device([&] { f(dev); });
-    }
-
-    std::vector<std::unique_ptr<DeviceContext>> lanes_; // destroyed last
-    DeviceContext &dev_;                                // lane 0
-    std::atomic<unsigned> next_wait_{0};
+    Lanes lanes_;        // destroyed last
+    DeviceContext &dev_; // lane 0: the device's name and the pool's figures
     std::unique_ptr<IvfpqBackend> ivfpq_; // ivfpq_cuda.cu
     std::unique_ptr<GraphBackend> graph_; // graph_cuda.cu
     std::unique_ptr<MetricBackend> metric_; // metric_cuda.cu

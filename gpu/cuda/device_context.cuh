@@ -2,9 +2,8 @@
 // main stream and two work streams with a cuBLAS handle each, pinned staging buffers and the
 // tunables read from the environment; plus the host helpers every pipeline uses (pinned buffers,
 // VSEARCH_CUDA_PROFILE timing, joining the work streams).  A CudaBackend has one DeviceContext
-// per lane (calls that may run at once), all on one device and sharing one memory pool; the
-// exact-search pipelines (pipelines.cuh) take the lane a call runs on, the index families
-// (ivfpq_cuda.cuh, ...) lane 0 by reference.
+// per lane (calls that may run at once; Lanes below), all on one device and sharing one memory
+// pool; every pipeline takes the lane its call runs on.
 #ifndef VSEARCH_CUDA_DEVICE_CONTEXT_CUH
 #define VSEARCH_CUDA_DEVICE_CONTEXT_CUH
 
@@ -17,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -214,6 +214,38 @@ struct DeviceContext
     cudaEvent_t staging_copied = nullptr;
     cudaEvent_t main_done = nullptr; // work_after_main
     size_t range_cap = 0; // range candidates per buffer (0: from the budget; tests make it small)
+};
+
+// The lanes of a backend: one DeviceContext each on one device, sharing the first one's pool.
+class Lanes
+{
+public:
+    explicit Lanes(const BackendConfig &cfg)
+    {
+        lanes_.push_back(std::make_unique<DeviceContext>(cfg));
+        for (int i = 1; i < cfg.lanes; i++)
+            lanes_.push_back(std::make_unique<DeviceContext>(cfg, lanes_[0]->pool));
+    }
+    int size() const { return static_cast<int>(lanes_.size()); }
+    DeviceContext &first() { return *lanes_[0]; }
+
+    // Runs f(lane) on a free lane, turning exceptions into a Status; when every lane is busy,
+    // waits for one in turn.
+    template <typename F> Status run(F &&f)
+    {
+        for (auto &lane : lanes_)
+        {
+            std::unique_lock<std::recursive_mutex> free(lane->busy, std::try_to_lock);
+            if (free.owns_lock())
+                return lane->on_device([&] { f(*lane); });
+        }
+        DeviceContext &lane = *lanes_[next_wait_++ % lanes_.size()];
+        return lane.on_device([&] { f(lane); });
+    }
+
+private:
+    std::vector<std::unique_ptr<DeviceContext>> lanes_;
+    std::atomic<unsigned> next_wait_{0};
 };
 
 } // namespace vs::cuda

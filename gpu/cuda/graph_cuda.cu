@@ -407,32 +407,32 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
 class CudaGraphBackend final : public GraphBackend
 {
 public:
-    explicit CudaGraphBackend(DeviceContext &dev) : dev_(dev) {}
+    explicit CudaGraphBackend(Lanes &lanes) : lanes_(lanes) {}
 
     Status create(const vs_graph_arrays &arrays, Graph **out) noexcept override
     {
-        return dev_.on_device([&] { *out = new CudaGraph(dev_, arrays); });
+        return lanes_.run([&](DeviceContext &dev) { *out = new CudaGraph(dev, arrays); });
     }
 
     Status search(const Graph *g, const vs_graph_search_params &params, const float *queries,
                   size_t nq, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts) noexcept override
     {
-        return dev_.on_device([&] {
-            graph_search(dev_, as_cuda_graph(g), params, queries, nq, k, out_ids, out_dists,
+        return lanes_.run([&](DeviceContext &dev) {
+            graph_search(dev, as_cuda_graph(g), params, queries, nq, k, out_ids, out_dists,
                          out_counts);
         });
     }
 
 private:
-    DeviceContext &dev_;
+    Lanes &lanes_;
 };
 
 } // namespace
 
-std::unique_ptr<GraphBackend> make_cuda_graph(DeviceContext &dev)
+std::unique_ptr<GraphBackend> make_cuda_graph(Lanes &lanes)
 {
-    return std::unique_ptr<GraphBackend>(new CudaGraphBackend(dev));
+    return std::unique_ptr<GraphBackend>(new CudaGraphBackend(lanes));
 }
 
 } // namespace vs::cuda

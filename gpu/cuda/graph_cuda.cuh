@@ -10,9 +10,9 @@
 
 namespace vs::cuda {
 
-// The CUDA backend's GraphBackend (CudaBackend::graph()) on the backend's device context, which
-// outlives it.
-std::unique_ptr<GraphBackend> make_cuda_graph(DeviceContext &dev);
+// The CUDA backend's GraphBackend (CudaBackend::graph()) on the backend's lanes (any free one
+// per call), which outlive it.
+std::unique_ptr<GraphBackend> make_cuda_graph(Lanes &lanes);
 
 } // namespace vs::cuda
 

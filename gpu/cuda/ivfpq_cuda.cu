@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,7 @@ public:
     // Device tables of list pointers and lengths, refreshed after adds.
     void refresh_tables(const IvfpqDevice &dev) const
     {
+        std::lock_guard<std::mutex> lock(refresh_mu);
         if (!tables_stale)
             return;
         const size_t nlist = params_.nlist;
@@ -146,6 +148,7 @@ public:
     // Search layouts of the lists changed since the last search, and their device tables.
     void refresh_layouts(const IvfpqDevice &dev) const
     {
+        std::lock_guard<std::mutex> lock(refresh_mu);
         if (!layouts_stale)
             return;
         const size_t nlist = params_.nlist;
@@ -217,6 +220,9 @@ public:
     mutable DeviceArray<const uint8_t *> t_codes;
     mutable DeviceArray<const int64_t *> t_ids;
     mutable DeviceArray<uint32_t> t_len;
+    // Searches on several lanes at once refresh the tables and layouts one at a time (each
+    // refresh ends with its copies done, so every lane may read the result).
+    mutable std::mutex refresh_mu;
     mutable bool tables_stale = true;
     mutable DeviceArray<const uint4 *> t_codes4;
     mutable DeviceArray<const int64_t *> t_sids;
@@ -536,32 +542,36 @@ void ivfpq_range(const IvfpqDevice &dev, const Ivfpq *ivf_, const float *queries
 class CudaIvfpqBackend final : public IvfpqBackend
 {
 public:
-    explicit CudaIvfpqBackend(DeviceContext &dev) : dev_(dev) {}
+    explicit CudaIvfpqBackend(Lanes &lanes) : lanes_(lanes) {}
 
     Status create(const vs_ivfpq_params &params, const float *centroids, const float *codebooks,
                   Ivfpq **out) noexcept override
     {
-        return dev_.on_device([&] { *out = ivfpq_create(device(), params, centroids, codebooks); });
+        return lanes_.run([&](DeviceContext &dev) {
+            *out = ivfpq_create(device(dev), params, centroids, codebooks);
+        });
     }
 
     Status encode(const Ivfpq *ivf, const float *vectors, size_t n, int32_t *lists,
                   uint8_t *codes) noexcept override
     {
-        return dev_.on_device([&] { ivfpq_encode(device(), ivf, vectors, n, lists, codes); });
+        return lanes_.run(
+            [&](DeviceContext &dev) { ivfpq_encode(device(dev), ivf, vectors, n, lists, codes); });
     }
 
     Status add(Ivfpq *ivf, size_t list, const int64_t *ids, const uint8_t *codes,
                size_t n) noexcept override
     {
-        return dev_.on_device([&] { ivfpq_add(device(), ivf, list, ids, codes, n); });
+        return lanes_.run(
+            [&](DeviceContext &dev) { ivfpq_add(device(dev), ivf, list, ids, codes, n); });
     }
 
     Status search(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
                   size_t nprobe, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts) noexcept override
     {
-        return dev_.on_device([&] {
-            ivfpq_search(device(), ivf, queries, nq, probe_first, nprobe, k, out_ids, out_dists,
+        return lanes_.run([&](DeviceContext &dev) {
+            ivfpq_search(device(dev), ivf, queries, nq, probe_first, nprobe, k, out_ids, out_dists,
                          out_counts);
         });
     }
@@ -569,25 +579,25 @@ public:
     Status range(const Ivfpq *ivf, const float *queries, size_t nq, size_t probe_first,
                  size_t nprobe, float radius, RangeCollector *collector) noexcept override
     {
-        return dev_.on_device([&] {
-            ivfpq_range(device(), ivf, queries, nq, probe_first, nprobe, radius, collector);
+        return lanes_.run([&](DeviceContext &dev) {
+            ivfpq_range(device(dev), ivf, queries, nq, probe_first, nprobe, radius, collector);
         });
     }
 
 private:
-    IvfpqDevice device() const
+    static IvfpqDevice device(DeviceContext &dev)
     {
-        return IvfpqDevice{*dev_.pool, dev_.main, dev_.cfg, dev_.smem_optin};
+        return IvfpqDevice{*dev.pool, dev.main, dev.cfg, dev.smem_optin};
     }
 
-    DeviceContext &dev_;
+    Lanes &lanes_;
 };
 
 } // namespace
 
-std::unique_ptr<IvfpqBackend> make_cuda_ivfpq(DeviceContext &dev)
+std::unique_ptr<IvfpqBackend> make_cuda_ivfpq(Lanes &lanes)
 {
-    return std::unique_ptr<IvfpqBackend>(new CudaIvfpqBackend(dev));
+    return std::unique_ptr<IvfpqBackend>(new CudaIvfpqBackend(lanes));
 }
 
 } // namespace vs::cuda

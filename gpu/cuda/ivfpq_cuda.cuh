@@ -11,9 +11,9 @@
 
 namespace vs::cuda {
 
-// The CUDA backend's IvfpqBackend (CudaBackend::ivfpq()) on the backend's device context, which
-// outlives it.
-std::unique_ptr<IvfpqBackend> make_cuda_ivfpq(DeviceContext &dev);
+// The CUDA backend's IvfpqBackend (CudaBackend::ivfpq()) on the backend's lanes (any free one
+// per call), which outlive it.
+std::unique_ptr<IvfpqBackend> make_cuda_ivfpq(Lanes &lanes);
 
 } // namespace vs::cuda
 

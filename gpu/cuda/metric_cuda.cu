@@ -903,45 +903,46 @@ void metric_range(DeviceContext &dev, const CudaMetric &cm, const vs_mspace &que
 class CudaMetricBackend final : public MetricBackend
 {
 public:
-    explicit CudaMetricBackend(DeviceContext &dev) : dev_(dev) {}
+    explicit CudaMetricBackend(Lanes &lanes) : lanes_(lanes) {}
 
     Status create_list(const vs_lc &lc, MetricIndex **out) noexcept override
     {
-        return dev_.on_device([&] { *out = new CudaMetric(dev_, lc); });
+        return lanes_.run([&](DeviceContext &dev) { *out = new CudaMetric(dev, lc); });
     }
     Status create_pivots(const vs_sss &sss, MetricIndex **out) noexcept override
     {
-        return dev_.on_device([&] { *out = new CudaMetric(dev_, sss); });
+        return lanes_.run([&](DeviceContext &dev) { *out = new CudaMetric(dev, sss); });
     }
     Status create_flat(const vs_mspace &objects, MetricIndex **out) noexcept override
     {
-        return dev_.on_device([&] { *out = new CudaMetric(dev_, objects); });
+        return lanes_.run([&](DeviceContext &dev) { *out = new CudaMetric(dev, objects); });
     }
 
     Status knn(const MetricIndex *index, const vs_mspace &queries, size_t k, int64_t *out_ids,
                float *out_dists, int64_t *out_counts) noexcept override
     {
-        return dev_.on_device([&] {
-            metric_knn(dev_, as_cuda_metric(index), queries, k, out_ids, out_dists, out_counts);
+        return lanes_.run([&](DeviceContext &dev) {
+            metric_knn(dev, as_cuda_metric(index), queries, k, out_ids, out_dists, out_counts);
         });
     }
 
     Status range(const MetricIndex *index, const vs_mspace &queries, double radius,
                  RangeCollector *collector) noexcept override
     {
-        return dev_.on_device(
-            [&] { metric_range(dev_, as_cuda_metric(index), queries, radius, collector); });
+        return lanes_.run([&](DeviceContext &dev) {
+            metric_range(dev, as_cuda_metric(index), queries, radius, collector);
+        });
     }
 
 private:
-    DeviceContext &dev_;
+    Lanes &lanes_;
 };
 
 } // namespace
 
-std::unique_ptr<MetricBackend> make_cuda_metric(DeviceContext &dev)
+std::unique_ptr<MetricBackend> make_cuda_metric(Lanes &lanes)
 {
-    return std::unique_ptr<MetricBackend>(new CudaMetricBackend(dev));
+    return std::unique_ptr<MetricBackend>(new CudaMetricBackend(lanes));
 }
 
 } // namespace vs::cuda

@@ -11,9 +11,9 @@
 
 namespace vs::cuda {
 
-// The CUDA backend's MetricBackend (CudaBackend::metric()) on the backend's device context, which
-// outlives it.
-std::unique_ptr<MetricBackend> make_cuda_metric(DeviceContext &dev);
+// The CUDA backend's MetricBackend (CudaBackend::metric()) on the backend's lanes (any free one
+// per call), which outlive it.
+std::unique_ptr<MetricBackend> make_cuda_metric(Lanes &lanes);
 
 } // namespace vs::cuda
 

@@ -130,8 +130,8 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
 void vs_context_destroy(vs_context *ctx) VS_NOEXCEPT;
 
 /* Calls that may run at once on this context from different threads: its lanes (options), 1 over
- * several devices.  Index families other than exact datasets (IVF-PQ, graphs, metric-space
- * indexes) run one call at a time on lane 0 even then; the others' calls wait for it. */
+ * several devices.  Any call takes a free lane (or waits for one); a dataset or index object must
+ * not change while another call uses it. */
 int vs_context_lanes(const vs_context *ctx) VS_NOEXCEPT;
 
 /* Message of the last failed call of the calling thread on this context ("" if none); valid
