@@ -29,8 +29,9 @@
  * metapage's exclusive lock, which also serializes them, and bump the metapage's generation.
  *
  * Files: ivfpqutils.c (the index kind, options, settings, pages), ivfpqsearch.c (reading an index
- * into memory, the engine object and its searches, the candidate searches of scans and batches,
- * the quantizer of inserts), ivfpqworker.c (the build steps the GPU worker runs), ivfpqbuild.c,
+ * into memory, the worker's engine object and its searches, the candidate searches of scans and
+ * batches, the quantizer of inserts and in-backend searches), ivfpqpages.c (in-backend searches
+ * of the pages in place, pending entries, stored vectors), ivfpqworker.c (the build steps the GPU worker runs), ivfpqbuild.c,
  * ivfpqinsert.c, ivfpqscan.c, ivfpqbatch.c, ivfpqvacuum.c, ivfpqcost.c.  What every access method
  * shares is in amutils.h.
  */
@@ -226,19 +227,13 @@ typedef struct VsIvfpqContents
 	int64		npending;
 } VsIvfpqContents;
 
-/* The backend's engine object of an index (ivfpqsearch.c; in the worker only the quantizer and
- * the lists). */
+/* The GPU worker's engine object of an index (ivfpqsearch.c; backends search the pages in place). */
 struct vs_ivfpq;
 typedef struct VsIvfpqCached
 {
 	VsIvfpqMetaPageData meta;
 	struct vs_ivfpq *ivf;		/* NULL when untrained */
-	struct vs_dataset *stored;	/* the worker's, store_vectors: the stored vectors on its device */
-	int64	   *ids;			/* store_vectors: list and pending entries' ids, ascending */
-	float	   *vectors;		/* ... and their vectors */
-	int64		n;
-	int64	   *pending_ids;	/* pending entries */
-	int64		npending;
+	struct vs_dataset *stored;	/* store_vectors: the stored vectors on its device */
 } VsIvfpqCached;
 
 /* ivfpqutils.c */
@@ -270,8 +265,9 @@ extern int	vs_ivfpq_range_search(struct vs_context *engine, void *obj, const VsK
 								  const VsQueries *queries, double radius, vs_alloc_fn alloc,
 								  void *alloc_arg, vs_range_result *out);
 extern bool vs_ivfpq_check_search(const struct VsRequest *req, char *why, Size whylen);
-extern const float *vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id);
-extern struct vs_ivfpq *vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta);
+extern float vs_ivfpq_radius_up(double radius);
+extern struct vs_ivfpq *vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel,
+										   const VsIvfpqMetaPageData *meta);
 
 /*
  * Candidate searches shared by the scan and the batch functions: the k smallest estimates in the
@@ -281,9 +277,19 @@ extern struct vs_ivfpq *vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMeta
 extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									   int probe_offset, int nprobe, int k, bool exact,
 									   int64 *ids, float *dists, int64 *counts);
-extern int64 *vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n);
 extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
 									  double radius, VsRangeResult *out);
+
+/* ivfpqpages.c: in-backend searches over the pages in place (indexkind.h), pending entries,
+ * stored vectors */
+extern void vs_ivfpq_backend_knn(const VsIndexRef *ref, const VsKindParams *params,
+								 const VsQueries *queries, int k, int64 *ids, float *distances,
+								 int64 *counts);
+extern void vs_ivfpq_backend_range(const VsIndexRef *ref, const VsKindParams *params,
+								   const VsQueries *queries, double radius, VsRangeResult *out);
+extern int64 *vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n);
+extern void vs_ivfpq_stored_vectors(const VsIndexRef *ref, const int64 *ids, int64 n,
+									void (*fn) (void *arg, int64 pos, const float *x), void *arg);
 
 /*
  * ivfpqworker.c: the worker's build steps, and asking for them (CREATE INDEX): training the

@@ -62,8 +62,12 @@ vs_ivfpq_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 
 	if (!pending)
 	{
-		struct vs_ivfpq *ivf = vs_ivfpq_get_quantizer(index, &snap);
+		VsIndexRef	ref;
+		struct vs_ivfpq *ivf;
 		int			retries = 0;
+
+		vs_ref_init(index, VS_IVFPQ_KIND, &ref);
+		ivf = vs_ivfpq_quantizer(&ref, index, &snap);
 
 		code = palloc(Max(snap.code_size, 1));
 		for (;;)

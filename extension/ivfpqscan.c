@@ -152,16 +152,45 @@ cmp_cand(const void *a, const void *b, void *arg)
 	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
 }
 
+/* A candidate with its exact distance to every ORDER BY key, appended to so->cands. */
+static void
+add_cand(IvfpqScanOpaque so, int64 id, const float *x)
+{
+	Cand	   *cand = &so->cands[so->ncands++];
+	int			nkeys = Max(so->norderbys, 1);
+
+	cand->id = id;
+	cand->d = palloc(sizeof(double) * nkeys);
+	for (int k = 0; k < nkeys; k++)
+		cand->d[k] = so->queries && so->queries[k]
+			? vs_operator_distance(so->base.ref.metric, x, so->queries[k], so->base.ref.dim) : 0.0;
+}
+
+typedef struct StoredRerank
+{
+	IvfpqScanOpaque so;
+	const int64 *ids;
+} StoredRerank;
+
+static void
+add_stored_cand(void *arg, int64 pos, const float *x)
+{
+	StoredRerank *r = (StoredRerank *) arg;
+
+	add_cand(r->so, r->ids[pos], x);
+}
+
 /*
- * Exact distances of candidate ids for every ORDER BY key, into so->cands (sorted).  Rows the
- * scan's snapshot cannot see are dropped when they are read from the heap.
+ * Exact distances of candidate ids (distinct) for every ORDER BY key, into so->cands (sorted).
+ * Rows the scan's snapshot cannot see are dropped when they are read from the heap.  With
+ * store_vectors the index's copies are read in a walk of its pages (ivfpqpages.c): the cases the
+ * search cannot re-rank itself (several ORDER BY keys, pending entries, range candidates).
  */
 static void
 rerank(IndexScanDesc scan, const int64 *ids, int64 n)
 {
 	IvfpqScanOpaque so = (IvfpqScanOpaque) scan->opaque;
 	MemoryContext old = MemoryContextSwitchTo(so->base.cxt);
-	VsIvfpqCached *c = NULL;
 	uint32		dim = so->base.ref.dim;
 	int			nkeys = Max(so->norderbys, 1);
 
@@ -172,8 +201,16 @@ rerank(IndexScanDesc scan, const int64 *ids, int64 n)
 	so->pos = 0;
 
 	if (VsIvfpqRefStoreVectors(&so->base.ref))
-		c = (VsIvfpqCached *) vs_search_object(&so->base.ref);
-	else if (so->fetch == NULL)
+	{
+		StoredRerank r = {so, ids};
+
+		vs_ivfpq_stored_vectors(&so->base.ref, ids, n, add_stored_cand, &r);
+		if (so->ncands > 1)
+			qsort_arg(so->cands, so->ncands, sizeof(Cand), cmp_cand, &nkeys);
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	if (so->fetch == NULL)
 	{
 		Relation	heap = scan->heapRelation;
 
@@ -192,58 +229,33 @@ rerank(IndexScanDesc scan, const int64 *ids, int64 n)
 
 	for (int64 i = 0; i < n; i++)
 	{
-		const float *x = NULL;
-		Vector	   *v = NULL;
-		Pointer		raw = NULL;
-		Cand	   *cand;
+		ItemPointerData tid;
+		bool		call_again = false;
+		bool		all_dead = false;
+		bool		isnull;
+		Datum		value;
+		Vector	   *v;
+		Pointer		raw;
 
 		if ((i & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
-		if (c != NULL)
+		vs_id_to_tid(ids[i], &tid);
+		if (!table_index_fetch_tuple(so->fetch, &tid, scan->xs_snapshot, so->slot,
+									 &call_again, &all_dead))
+			continue;			/* invisible to the scan: the executor would skip it too */
+		value = slot_getattr(so->slot, so->attnum, &isnull);
+		if (isnull)
 		{
-			x = vs_ivfpq_cached_vector(c, ids[i]);
-			if (x == NULL)
-				continue;
-		}
-		else
-		{
-			ItemPointerData tid;
-			bool		call_again = false;
-			bool		all_dead = false;
-			bool		isnull;
-			Datum		value;
-
-			vs_id_to_tid(ids[i], &tid);
-			if (!table_index_fetch_tuple(so->fetch, &tid, scan->xs_snapshot, so->slot,
-										 &call_again, &all_dead))
-				continue;		/* invisible to the scan: the executor would skip it too */
-			value = slot_getattr(so->slot, so->attnum, &isnull);
-			if (isnull)
-			{
-				ExecClearTuple(so->slot);
-				continue;
-			}
-			raw = DatumGetPointer(value);
-			v = vs_datum_vector(value);
-			if ((uint32) v->dim != dim)
-			{
-				ExecClearTuple(so->slot);
-				continue;
-			}
-			x = v->x;
-		}
-		cand = &so->cands[so->ncands++];
-		cand->id = ids[i];
-		cand->d = palloc(sizeof(double) * nkeys);
-		for (int k = 0; k < nkeys; k++)
-			cand->d[k] = so->queries && so->queries[k]
-				? vs_operator_distance(so->base.ref.metric, x, so->queries[k], dim) : 0.0;
-		if (v != NULL)
-		{
-			if ((Pointer) v != raw)
-				pfree(v);		/* detoasted copy */
 			ExecClearTuple(so->slot);
+			continue;
 		}
+		raw = DatumGetPointer(value);
+		v = vs_datum_vector(value);
+		if ((uint32) v->dim == dim)
+			add_cand(so, ids[i], v->x);
+		if ((Pointer) v != raw)
+			pfree(v);			/* detoasted copy */
+		ExecClearTuple(so->slot);
 	}
 	if (so->ncands > 1)
 		qsort_arg(so->cands, so->ncands, sizeof(Cand), cmp_cand, &nkeys);

@@ -1,12 +1,13 @@
 /*
  * vs_ivfpq: reading an index into memory, the index kind's engine object and its searches
- * (indexkind.h), the candidate searches of scans and batch functions, and the quantizer of inserts.
+ * (indexkind.h), the candidate searches of scans and batch functions, and the quantizer of inserts
+ * and in-backend searches.
  *
- * The engine object (VsIvfpqCached) is the engine's vs_ivfpq (quantizer and every list's entries)
- * built from the pages by vs_ivfpq_load, the same code in a backend and in the GPU worker, so both
- * search the same entries; a backend's object also keeps the pending entries and, with
- * store_vectors, the stored vectors for its exact re-rank.  It is never refreshed in place: a newer
- * generation reads the index again.
+ * The engine object (VsIvfpqCached) is the GPU worker's: the engine's vs_ivfpq (quantizer and every
+ * list's entries) built from the pages by vs_ivfpq_load, with store_vectors the stored vectors as
+ * a dataset on its device for the exact re-rank.  It is never refreshed in place: a newer
+ * generation reads the index again.  A backend keeps no such object: it searches the pages in
+ * place with its cached quantizer (ivfpqpages.c), and both find the same candidates.
  */
 #include "postgres.h"
 
@@ -420,44 +421,6 @@ object_bytes(const VsIvfpqMetaPageData *meta, int64 n)
 		sizeof(float) * (Size) meta->dim * (meta->lists + ((Size) 1 << meta->nbits));
 }
 
-/* store_vectors: the list and pending entries' vectors by id, for the exact re-rank. */
-static void
-keep_vectors(const VsLoadEnv *env, const VsIvfpqContents *contents, VsIvfpqCached *c)
-{
-	int64		nl = contents->vectors ? contents->n : 0;
-	int64		np = contents->pending_vectors ? contents->npending : 0;
-	int64		total = nl + np;
-	int			dim = contents->meta.dim;
-	IdPos	   *rows;
-	int64		m = 0;
-
-	if (total == 0)
-		return;
-	rows = palloc_extended(sizeof(IdPos) * total, MCXT_ALLOC_HUGE);
-	/* pos < nl: a list entry; otherwise pending entry pos - nl */
-	for (int64 i = 0; i < total; i++)
-	{
-		rows[i].id = i < nl ? contents->ids[i] : contents->pending_ids[i - nl];
-		rows[i].pos = i;
-	}
-	qsort(rows, total, sizeof(IdPos), cmp_idpos);
-	c->ids = MemoryContextAllocHuge(env->cxt, sizeof(int64) * total);
-	c->vectors = MemoryContextAllocHuge(env->cxt, sizeof(float) * dim * total);
-	for (int64 i = 0; i < total; i++)
-	{
-		const float *src;
-
-		if (m > 0 && c->ids[m - 1] == rows[i].id)
-			continue;
-		src = rows[i].pos < nl ? contents->vectors + rows[i].pos * dim
-			: contents->pending_vectors + (rows[i].pos - nl) * dim;
-		c->ids[m] = rows[i].id;
-		memcpy(c->vectors + m * dim, src, sizeof(float) * dim);
-		m++;
-	}
-	c->n = m;
-}
-
 void *
 vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
 			  uint64 *generation)
@@ -471,7 +434,7 @@ vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	/* entries are at least 8 bytes of id: refuse what cannot fit before reading it */
 	if (env->limit > 0 && ref->ntuples * sizeof(int64) > env->limit)
 		vs_load_too_large(env, ref->indexrelid, ref->ntuples * sizeof(int64));
-	/* with store_vectors the vectors come too: the backend's exact re-rank, the worker's device */
+	/* with store_vectors the vectors come too, for the exact re-rank on the worker's device */
 	vs_ivfpq_read_index(ref, true, env->progress, &contents);
 
 	/* the worker is asked only about trained indexes (the backends search pending rows) */
@@ -516,28 +479,6 @@ vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 			vs_load_failed(env, ref->indexrelid, rc);
 	}
 	*bytes = need;
-	if (!env->in_worker)
-	{
-		PG_TRY();
-		{
-			keep_vectors(env, &contents, c);
-			if (contents.npending > 0)
-			{
-				c->pending_ids = MemoryContextAllocHuge(env->cxt, sizeof(int64) * contents.npending);
-				memcpy(c->pending_ids, contents.pending_ids, sizeof(int64) * contents.npending);
-				c->npending = contents.npending;
-			}
-		}
-		PG_CATCH();
-		{
-			if (c->ivf != NULL)
-				vs_ivfpq_destroy(env->engine, c->ivf);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		*bytes += (Size) c->n * (sizeof(int64) + sizeof(float) * contents.meta.dim) +
-			(Size) c->npending * sizeof(int64);
-	}
 	*generation = contents.meta.generation;
 	return c;
 }
@@ -553,49 +494,35 @@ vs_ivfpq_destroy_object(struct vs_context *engine, void *obj)
 		vs_dataset_destroy(engine, c->stored);
 }
 
-typedef struct RankedEntry
-{
-	float		d;
-	int64		id;
-} RankedEntry;
-
-static int
-cmp_ranked(const void *a, const void *b)
-{
-	const RankedEntry *x = a,
-			   *y = b;
-
-	/* the engine's order: distance (NaN last), ties by id */
-	if (isnan(x->d) != isnan(y->d))
-		return isnan(x->d) ? 1 : -1;
-	if (x->d != y->d && !isnan(x->d))
-		return x->d < y->d ? -1 : 1;
-	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
-}
-
 /*
- * The candidates (nq x k, counts) re-ranked exactly from the stored vectors, in place: on the
- * worker's device by the engine's subset search, in a backend from its host copy, both the
- * engine's exact distances (vsearch/distance.h) in its order.  malloc, not palloc: no ERROR leaves
- * here, whichever process runs it.
+ * The candidates (nq x k, counts) re-ranked exactly from the stored vectors on the worker's device,
+ * in place: the engine's subset search, its exact distances (vsearch/distance.h) in its order.
  */
 static int
 rerank_stored(struct vs_context *engine, const VsIvfpqCached *c, const float *queries, Size nq,
 			  Size k, int64 *ids, float *distances, int64 *counts)
 {
 	vs_metric	rank = vs_rank_metric((vs_metric) c->meta.metric);
-	int			dim = (int) c->meta.dim;
-	int64_t    *cand = malloc(sizeof(int64_t) * Max(nq * k, 1));
-	int64_t    *offsets = malloc(sizeof(int64_t) * (nq + 1));
-	RankedEntry *row = c->stored ? NULL : malloc(sizeof(RankedEntry) * Max(k, 1));
-	int			rc = VS_OK;
+	int64_t    *cand;
+	int64_t    *offsets;
+	vs_subsets	subsets;
+	int			rc;
 	int64		at = 0;
 
-	if (cand == NULL || offsets == NULL || (c->stored == NULL && row == NULL))
+	if (c->stored == NULL)
+	{
+		/* an index without entries: nothing to re-rank */
+		for (Size q = 0; q < nq; q++)
+			counts[q] = 0;
+		return VS_OK;
+	}
+	/* malloc, not palloc: no ERROR leaves here in the worker */
+	cand = malloc(sizeof(int64_t) * Max(nq * k, 1));
+	offsets = malloc(sizeof(int64_t) * (nq + 1));
+	if (cand == NULL || offsets == NULL)
 	{
 		free(cand);
 		free(offsets);
-		free(row);
 		return VS_OUT_OF_MEMORY;
 	}
 	for (Size q = 0; q < nq; q++)
@@ -606,41 +533,12 @@ rerank_stored(struct vs_context *engine, const VsIvfpqCached *c, const float *qu
 				cand[at++] = ids[q * k + i];
 	}
 	offsets[nq] = at;
-	if (c->stored != NULL)
-	{
-		vs_subsets	subsets = {offsets, cand};
-
-		rc = vs_knn(engine, c->stored, queries, nq, k, rank, &subsets, (int64_t *) ids, distances,
-					(int64_t *) counts);
-	}
-	else
-	{
-		for (Size q = 0; q < nq; q++)
-		{
-			int64		n = 0;
-
-			for (int64 i = offsets[q]; i < offsets[q + 1]; i++)
-			{
-				const float *x = c->vectors ? vs_ivfpq_cached_vector(c, cand[i]) : NULL;
-
-				if (x == NULL)
-					continue;
-				row[n].id = cand[i];
-				row[n].d = (float) vs_exact_distance_f32(rank, queries + q * dim, x, dim);
-				n++;
-			}
-			qsort(row, n, sizeof(RankedEntry), cmp_ranked);
-			for (Size i = 0; i < k; i++)
-			{
-				ids[q * k + i] = (int64) i < n ? row[i].id : -1;
-				distances[q * k + i] = (int64) i < n ? row[i].d : INFINITY;
-			}
-			counts[q] = n;
-		}
-	}
+	subsets.offsets = offsets;
+	subsets.ids = cand;
+	rc = vs_knn(engine, c->stored, queries, nq, k, rank, &subsets, (int64_t *) ids, distances,
+				(int64_t *) counts);
 	free(cand);
 	free(offsets);
-	free(row);
 	return rc;
 }
 
@@ -675,8 +573,8 @@ vs_ivfpq_knn(struct vs_context *engine, void *obj, const VsKindParams *params,
 }
 
 /* The smallest float >= radius: the estimates within it are a superset of those within radius. */
-static float
-radius_up(double radius)
+float
+vs_ivfpq_radius_up(double radius)
 {
 	float		f;
 
@@ -714,7 +612,7 @@ vs_ivfpq_range_search(struct vs_context *engine, void *obj, const VsKindParams *
 		return VS_OK;
 	}
 	return vs_ivfpq_range(engine, c->ivf, queries, nq, p.probe_offset, p.nprobe,
-						  radius_up(radius), alloc, alloc_arg, out);
+						  vs_ivfpq_radius_up(radius), alloc, alloc_arg, out);
 }
 
 /* A search request's parameters: a probe window within the most lists an index has. */
@@ -739,27 +637,6 @@ vs_ivfpq_check_search(const struct VsRequest *req, char *why, Size whylen)
 	return true;
 }
 
-/* The stored vector of a list or pending entry of a cached index (store_vectors), or NULL. */
-const float *
-vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id)
-{
-	int64		lo = 0,
-				hi = c->n - 1;
-
-	while (lo <= hi)
-	{
-		int64		mid = lo + (hi - lo) / 2;
-
-		if (c->ids[mid] == id)
-			return c->vectors + mid * c->meta.dim;
-		if (c->ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return NULL;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Candidate searches (the index scan's rounds and range quals, the batch functions)
  */
@@ -767,9 +644,10 @@ vs_ivfpq_cached_vector(const VsIvfpqCached *c, int64 id)
 /*
  * The k entries with the smallest estimated distance in lists ranked [probe_offset,
  * probe_offset + nprobe) of each query (ids/dists nq x k, counts nq), from the search layer: the
- * GPU worker when it serves, else the backend's object.  Pending entries are not included
- * (vs_ivfpq_pending_ids).  Both paths return the same candidates: the engine's backends agree by
- * contract, and both objects are built from the pages by vs_ivfpq_load.
+ * GPU worker when it serves, else the backend's search of the pages in place (ivfpqpages.c).
+ * Pending entries are not included (vs_ivfpq_pending_ids).  Both paths return the same
+ * candidates: the engine's backends agree by contract, and the list scan's answer is the search's
+ * over the same entries.
  */
 void
 vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, int probe_offset,
@@ -791,31 +669,6 @@ vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, 
 	p.exact = exact && VsIvfpqRefStoreVectors(ref) ? 1 : 0;
 	memcpy(&params, &p, sizeof(p));
 	vs_search_knn(ref, &params, queries, nq, k, ids, dists, counts);
-}
-
-/*
- * The pending (unquantized) entries of the index as of ref: *n ids, palloc'd in the current context
- * (NULL when none).  Only an index without a quantizer has any (inserts into a trained index go to
- * its lists), so they come from the backend's object, which for such an index holds nothing else;
- * the GPU worker never sees them.  Entries inserted after ref was taken are invisible to the scan's
- * snapshot, so ref's pending count decides whether there are any to take.
- */
-int64 *
-vs_ivfpq_pending_ids(const VsIndexRef *ref, int64 *n)
-{
-	VsIvfpqCached *c;
-	int64	   *ids;
-
-	*n = 0;
-	if (VsIvfpqRefPending(ref) == 0)
-		return NULL;
-	c = (VsIvfpqCached *) vs_search_object(ref);
-	if (c->npending == 0)
-		return NULL;
-	ids = palloc_extended(sizeof(int64) * c->npending, MCXT_ALLOC_HUGE);
-	memcpy(ids, c->pending_ids, sizeof(int64) * c->npending);
-	*n = c->npending;
-	return ids;
 }
 
 /* Every entry of the first vsearch.ivfpq_probes lists whose estimate is <= radius, and every
@@ -884,14 +737,16 @@ vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries, doubl
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The quantizer of inserts
+ * The quantizer of inserts and in-backend searches
  *
- * An engine object with the index's quantizer and empty lists, in this backend's engine context,
- * for encoding inserted rows.  The quantizer only changes with a rebuild (a new build_id), so it
- * is cached by build_id; a relcache invalidation of the index drops it.
+ * An engine object with the index's quantizer and empty lists, in this backend's engine context:
+ * it encodes inserted rows and gives the list scans of searches (ivfpqpages.c) their list ranking
+ * and tables.  The quantizer only changes with a rebuild (a new build_id), so it is cached by
+ * build_id; a relcache invalidation of the index drops it.  Nothing a search does between taking
+ * it and finishing its scan processes invalidations (page reads take no heavyweight lock).
  */
 
-#define VS_IVFPQ_QUANTIZERS 2
+#define VS_IVFPQ_QUANTIZERS 4
 
 typedef struct Quantizer
 {
@@ -924,11 +779,9 @@ quantizer_relcache_callback(Datum arg, Oid relid)
 }
 
 vs_ivfpq *
-vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta)
+vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *meta)
 {
 	Quantizer  *entry = NULL;
-	VsRelFileLocator locator = VsRelationGetLocator(index);
-	VsIndexRef	ref;
 	vs_ivfpq_params params;
 	float	   *quantizer;
 	Size		ncent = (Size) meta->lists * meta->dim;
@@ -944,8 +797,8 @@ vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta)
 	{
 		Quantizer  *q = &quantizers[i];
 
-		if (q->used && q->indexrelid == RelationGetRelid(index) && q->build_id == meta->build_id &&
-			memcmp(&q->locator, &locator, sizeof(VsRelFileLocator)) == 0)
+		if (q->used && q->indexrelid == ref->indexrelid && q->build_id == meta->build_id &&
+			memcmp(&q->locator, &ref->locator, sizeof(VsRelFileLocator)) == 0)
 		{
 			q->last_use = ++quantizer_clock;
 			return q->ivf;
@@ -956,20 +809,18 @@ vs_ivfpq_get_quantizer(Relation index, const VsIvfpqMetaPageData *meta)
 	}
 	drop_quantizer(entry);
 
-	vs_ref_init(index, VS_IVFPQ_KIND, &ref);
 	quantizer = palloc_extended(sizeof(float) * (ncent + ncode), MCXT_ALLOC_HUGE);
-	vs_ivfpq_read_floats(&ref, index, meta->centroid_start, meta->ncentroid_pages, quantizer,
-						 ncent);
-	vs_ivfpq_read_floats(&ref, index, meta->codebook_start, meta->ncodebook_pages,
-						 quantizer + ncent, ncode);
+	vs_ivfpq_read_floats(ref, rel, meta->centroid_start, meta->ncentroid_pages, quantizer, ncent);
+	vs_ivfpq_read_floats(ref, rel, meta->codebook_start, meta->ncodebook_pages, quantizer + ncent,
+						 ncode);
 	engine_params(meta, &params);
 	st = vs_ivfpq_create(vs_backend_engine(), &params, quantizer, quantizer + ncent, &entry->ivf);
 	if (st != VS_OK)
 		vs_engine_error(st);
 	pfree(quantizer);
 	entry->used = true;
-	entry->indexrelid = RelationGetRelid(index);
-	entry->locator = locator;
+	entry->indexrelid = ref->indexrelid;
+	entry->locator = ref->locator;
 	entry->build_id = meta->build_id;
 	entry->last_use = ++quantizer_clock;
 	return entry->ivf;

@@ -11,7 +11,10 @@
 #include "engine/ivfpq_math.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <thread>
 #include <vector>
 
 namespace vs {
@@ -112,14 +115,50 @@ bool by_estimate(const Candidate &a, const Candidate &b)
     return a.pos < b.pos;
 }
 
+// The estimate of each of n codes (code_size bytes each) from the list's term and its table,
+// emit(entry, estimate) in entry order.
+template <typename Emit>
+void estimate_entries(const vs_ivfpq_params &p, const float *lut, float term, const uint8_t *codes,
+                      size_t n, Emit &&emit)
+{
+    const size_t ksub = size_t{1} << p.nbits;
+    const size_t cs = (p.m * p.nbits + 7) / 8;
+    const int m = static_cast<int>(p.m);
+    size_t e = 0;
+    if (p.nbits == 8)
+    {
+        // Eight entries at a time: their sums are independent chains of additions (each in
+        // its own order, as below), so they overlap instead of waiting on one another.
+        constexpr size_t kGroup = 8;
+        for (; e + kGroup <= n; e += kGroup)
+        {
+            const uint8_t *code = codes + e * cs;
+            float acc[kGroup];
+            for (size_t g = 0; g < kGroup; g++)
+                acc[g] = term;
+            const float *t = lut;
+            for (int j = 0; j < m; j++, t += ksub)
+                for (size_t g = 0; g < kGroup; g++)
+                    acc[g] = pq_add(acc[g], t[code[g * cs + j]]);
+            for (size_t g = 0; g < kGroup; g++)
+                emit(e + g, pq_finish(p.metric, acc[g]));
+        }
+    }
+    for (; e < n; e++)
+    {
+        const uint8_t *code = codes + e * cs;
+        float acc = term;
+        for (int j = 0; j < m; j++)
+            acc = pq_add(acc, lut[j * ksub + pq_code_get(code, j, p.nbits)]);
+        emit(e, pq_finish(p.metric, acc));
+    }
+}
+
 // Every entry of the query's probed lists with its estimate, in scan order.
 void scan_query(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
                 std::vector<Candidate> &out)
 {
     const vs_ivfpq_params &p = ivf.params();
-    const size_t ksub = size_t{1} << p.nbits;
-    const size_t cs = ivf.code_size();
-    const int m = static_cast<int>(p.m);
     std::vector<uint64_t> probes;
     std::vector<float> residual, lut;
     rank_lists(ivf, q, first, count, probes);
@@ -133,39 +172,175 @@ void scan_query(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
             continue;
         build_lut(ivf, q, list, residual, lut);
         const float term = pq_list_term(p.metric, key_dist(key));
-        const uint8_t *codes = ivf.codes[list].data();
-        const size_t n = ids.size();
-        size_t e = 0;
-        if (p.nbits == 8)
-        {
-            // Eight entries at a time: their sums are independent chains of additions (each in
-            // its own order, as below), so they overlap instead of waiting on one another.
-            constexpr size_t kGroup = 8;
-            for (; e + kGroup <= n; e += kGroup)
-            {
-                const uint8_t *code = codes + e * cs;
-                float acc[kGroup];
-                for (size_t g = 0; g < kGroup; g++)
-                    acc[g] = term;
-                const float *t = lut.data();
-                for (int j = 0; j < m; j++, t += ksub)
-                    for (size_t g = 0; g < kGroup; g++)
-                        acc[g] = pq_add(acc[g], t[code[g * cs + j]]);
-                for (size_t g = 0; g < kGroup; g++)
-                    out.push_back({float_key(pq_finish(p.metric, acc[g])), ids[e + g], pos++});
-            }
-        }
-        for (; e < n; e++)
-        {
-            const uint8_t *code = codes + e * cs;
-            float acc = term;
-            for (int j = 0; j < m; j++)
-                acc = pq_add(acc, lut[j * ksub + pq_code_get(code, j, p.nbits)]);
-            out.push_back({float_key(pq_finish(p.metric, acc)), ids[e], pos++});
-        }
+        estimate_entries(p, lut.data(), term, ivf.codes[list].data(), ids.size(),
+                         [&](size_t e, float est) {
+                             out.push_back({float_key(est), ids[e], pos++});
+                         });
     }
 }
 
+// ---- list scans (IvfpqListScan): lists held by the caller --------------------------------------
+
+// An entry the scan keeps: estimate key, id, the caller's tag.  Ordered by (estimate, id); entries
+// equal in both are one entry handed over twice, and count once.
+struct Kept
+{
+    uint32_t dist_key;
+    int64_t id;
+    uint64_t tag;
+};
+
+bool by_key_id(const Kept &a, const Kept &b)
+{
+    return a.dist_key != b.dist_key ? a.dist_key < b.dist_key : a.id < b.id;
+}
+
+bool same_entry(const Kept &a, const Kept &b) { return a.dist_key == b.dist_key && a.id == b.id; }
+
+// The work (entries x sub-quantizers x queries, plus a table per query) of an add below which it
+// stays on the calling thread (rowscan.cpp: handing work to threads and back costs ~55 us here).
+constexpr size_t kListParallelWork = size_t(1) << 21;
+
+class CpuIvfpqListScan final : public IvfpqListScan
+{
+public:
+    CpuIvfpqListScan(const BackendConfig &cfg, const Ivfpq *ivf, const float *queries, size_t nq,
+                     size_t first, size_t count, size_t k, bool range, float radius)
+        : cfg_(cfg), ivf_(as_cpu(ivf)), nq_(nq), k_(k), range_(range), radius_(radius),
+          x_(queries, queries + nq * ivf->params().dim), kept_(nq),
+          bound_(nq, std::numeric_limits<uint32_t>::max())
+    {
+        threads_ = cfg.num_threads > 0 ? cfg.num_threads
+                                       : static_cast<int>(std::thread::hardware_concurrency());
+        threads_ = std::max(threads_, 1);
+        const size_t d = ivf_.params().dim;
+        // Each query's probe window (rank_lists), then grouped by list: which queries probe a
+        // list, with the term its estimates start from.
+        std::vector<std::vector<uint64_t>> keys(nq);
+        parallel_for(nq, nq * count * ivf_.params().nlist * d >= kListParallelWork ? threads_ : 1,
+                     cfg_, [&](size_t q) { rank_lists(ivf_, &x_[q * d], first, count, keys[q]); });
+        const size_t nlist = ivf_.params().nlist;
+        std::vector<size_t> per_list(nlist + 1, 0);
+        for (size_t q = 0; q < nq; q++)
+            for (uint64_t key : keys[q])
+                per_list[key_row(key) + 1]++;
+        for (size_t l = 0; l < nlist; l++)
+        {
+            if (per_list[l + 1] > 0)
+                lists_.push_back(static_cast<uint32_t>(l));
+            per_list[l + 1] += per_list[l];
+        }
+        probe_start_.assign(per_list.begin(), per_list.end());
+        probes_.resize(per_list[nlist]);
+        for (size_t q = 0; q < nq; q++)
+            for (uint64_t key : keys[q])
+                probes_[per_list[key_row(key)]++] = {
+                    static_cast<uint32_t>(q), pq_list_term(ivf_.params().metric, key_dist(key))};
+    }
+
+    size_t nq() const override { return nq_; }
+    const std::vector<uint32_t> &lists() const override { return lists_; }
+
+    void add(size_t list, const int64_t *ids, const uint8_t *codes, const uint64_t *tags,
+             size_t n) override
+    {
+        if (n == 0 || list >= ivf_.params().nlist)
+            return;
+        const size_t p0 = probe_start_[list], np = probe_start_[list + 1] - p0;
+        if (np == 0)
+            return; // no query probes this list
+        const vs_ivfpq_params &p = ivf_.params();
+        const size_t work = np * (n * p.m + (size_t{1} << p.nbits) * p.dim);
+        parallel_for(np, work >= kListParallelWork ? threads_ : 1, cfg_, [&](size_t i) {
+            const Probe &pr = probes_[p0 + i];
+            thread_local std::vector<float> residual, lut;
+            build_lut(ivf_, &x_[pr.query * p.dim], list, residual, lut);
+            std::vector<Kept> &kept = kept_[pr.query];
+            uint32_t &bound = bound_[pr.query];
+            estimate_entries(p, lut.data(), pr.term, codes, n, [&](size_t e, float est) {
+                const uint32_t key = float_key(est);
+                if (range_ ? !(est <= radius_) : key > bound)
+                    return;
+                kept.push_back({key, ids[e], tags ? tags[e] : 0});
+                if (!range_ && kept.size() >= 2 * k_ + 256)
+                    prune(kept, bound);
+            });
+        });
+    }
+
+    void knn_result(int64_t *ids, float *dists, uint64_t *tags, int64_t *counts) override
+    {
+        for (size_t q = 0; q < nq_; q++)
+        {
+            std::vector<Kept> &kept = kept_[q];
+            prune(kept, bound_[q]);
+            for (size_t i = 0; i < k_; i++)
+            {
+                const bool real = i < kept.size();
+                ids[q * k_ + i] = real ? kept[i].id : -1;
+                dists[q * k_ + i] = real ? key_float(kept[i].dist_key) : INFINITY;
+                if (tags)
+                    tags[q * k_ + i] = real ? kept[i].tag : 0;
+            }
+            if (counts)
+                counts[q] = static_cast<int64_t>(kept.size());
+        }
+    }
+
+    void range_result(RangeCollector *collector) override
+    {
+        std::vector<int64_t> counts(nq_), ids;
+        std::vector<float> dists;
+        for (size_t q = 0; q < nq_; q++)
+        {
+            std::vector<Kept> &kept = kept_[q];
+            std::sort(kept.begin(), kept.end(), [](const Kept &a, const Kept &b) {
+                return a.id != b.id ? a.id < b.id : a.dist_key < b.dist_key;
+            });
+            kept.erase(std::unique(kept.begin(), kept.end(), same_entry), kept.end());
+            counts[q] = static_cast<int64_t>(kept.size());
+            for (const Kept &c : kept)
+            {
+                ids.push_back(c.id);
+                dists.push_back(key_float(c.dist_key));
+            }
+        }
+        collector->add(0, nq_, counts.data(), ids.data(), dists.data());
+    }
+
+private:
+    struct Probe
+    {
+        uint32_t query;
+        float term;
+    };
+
+    // Keeps the k smallest distinct entries, sorted; bound: the k-th's key once there are k.
+    void prune(std::vector<Kept> &kept, uint32_t &bound) const
+    {
+        std::sort(kept.begin(), kept.end(), by_key_id);
+        kept.erase(std::unique(kept.begin(), kept.end(), same_entry), kept.end());
+        if (kept.size() >= k_)
+        {
+            kept.resize(k_);
+            if (k_ > 0)
+                bound = kept.back().dist_key;
+        }
+    }
+
+    const BackendConfig &cfg_;
+    const CpuIvfpq &ivf_;
+    size_t nq_, k_;
+    bool range_;
+    float radius_;
+    int threads_ = 1;
+    std::vector<float> x_;
+    std::vector<uint32_t> lists_;
+    std::vector<size_t> probe_start_; // nlist + 1 offsets into probes_
+    std::vector<Probe> probes_;
+    std::vector<std::vector<Kept>> kept_; // per query
+    std::vector<uint32_t> bound_;         // per query: no entry with a larger key can enter
+};
 
 Ivfpq *cpu_ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
                         const float *codebooks)
@@ -345,6 +520,15 @@ private:
 };
 
 } // namespace
+
+std::unique_ptr<IvfpqListScan> make_cpu_ivfpq_list_scan(const BackendConfig &config,
+                                                        const Ivfpq *ivf, const float *queries,
+                                                        size_t nq, size_t first, size_t count,
+                                                        size_t k, bool range, float radius)
+{
+    return std::unique_ptr<IvfpqListScan>(
+        new CpuIvfpqListScan(config, ivf, queries, nq, first, count, k, range, radius));
+}
 
 std::unique_ptr<IvfpqBackend> make_cpu_ivfpq(const BackendConfig &config, int threads)
 {

@@ -7,11 +7,36 @@
 #include "engine/ivfpq_backend.h"
 
 #include <memory>
+#include <vector>
 
 namespace vs {
 
 // config is the owning backend's (it outlives the family); threads as the backend's.
 std::unique_ptr<IvfpqBackend> make_cpu_ivfpq(const BackendConfig &config, int threads);
+
+// A list scan (vsearch/ivfpq.h, vs_ivfpq_scan_*): the lists of an index the caller holds,
+// searched with the quantizer of a CPU backend's ivfpq object (its own lists are not read).
+// Throws Error; arguments are validated by the front end (engine/ivfpq_api.cpp).
+class IvfpqListScan
+{
+public:
+    virtual ~IvfpqListScan() = default;
+    virtual size_t nq() const = 0;
+    // The lists the queries probe, ascending.
+    virtual const std::vector<uint32_t> &lists() const = 0;
+    // Entries of one list (tags may be null); lists no query probes are ignored.
+    virtual void add(size_t list, const int64_t *ids, const uint8_t *codes,
+                     const uint64_t *tags, size_t n) = 0;
+    virtual void knn_result(int64_t *ids, float *dists, uint64_t *tags, int64_t *counts) = 0;
+    virtual void range_result(RangeCollector *collector) = 0;
+};
+
+// The queries are used as given (the front end normalizes them for COSINE); the probe window is
+// [first, first + count), clamped.  k for kNN, radius for range.
+std::unique_ptr<IvfpqListScan> make_cpu_ivfpq_list_scan(const BackendConfig &config,
+                                                        const Ivfpq *ivf, const float *queries,
+                                                        size_t nq, size_t first, size_t count,
+                                                        size_t k, bool range, float radius);
 
 } // namespace vs
 

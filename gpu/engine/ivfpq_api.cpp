@@ -1,6 +1,7 @@
 // The engine front end, IVF-PQ: the C ABI of vsearch/ivfpq.h over the backend's IvfpqBackend
 // (engine/ivfpq_backend.h): argument checks, COSINE normalization, probe window clamping, and
 // training (coarse and sub-quantizer k-means through the backend's kmeans).
+#include "cpu/cpu_ivfpq.h"
 #include "engine/api.h"
 #include "engine/host_common.h"
 #include "engine/ivfpq_backend.h"
@@ -11,11 +12,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 struct vs_ivfpq : vs::api::Object<vs::Ivfpq>
+{
+};
+
+struct vs_ivfpq_scan : vs::api::Object<vs::IvfpqListScan>
 {
 };
 
@@ -114,6 +120,43 @@ void train_ivfpq(vs::Backend &backend, vs::IvfpqBackend &pq, const vs_ivfpq_para
         kp.metric = VS_METRIC_L2SQ;
         check(backend.kmeans(sub.data(), ns, dsub, kp, codebooks + j * ksub * dsub, &info));
     }
+}
+
+vs_status scan_begin(vs_context *ctx, const vs_ivfpq *ivf, const float *queries, size_t nq,
+                     size_t probe_offset, size_t nprobe, size_t k, bool range, float radius,
+                     vs_ivfpq_scan **out)
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!out)
+        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    if (vs_status st = check_object(ctx, ivf, "ivfpq"))
+        return st;
+    if (range)
+    {
+        if (vs_status st = check_range_io(ctx, radius, queries, nq))
+            return st;
+    }
+    else
+    {
+        if (nq > 0 && !queries)
+            return fail(ctx, VS_INVALID_ARGUMENT, "queries is NULL");
+        if (k > 0 && nq > std::numeric_limits<size_t>::max() / 16 / k)
+            return fail(ctx, VS_INVALID_ARGUMENT, "nq * k is too large");
+    }
+    const vs_ivfpq_params &p = ivf->impl->params();
+    size_t first, count;
+    probe_window(p.nlist, probe_offset, nprobe, &first, &count);
+    return create_object(ctx, out, [&](vs::IvfpqListScan **impl) {
+        return vs::guarded([&] {
+            std::vector<float> copy;
+            const float *q = unit_vectors(p.metric, queries, nq, p.dim, copy);
+            *impl = vs::make_cpu_ivfpq_list_scan(ctx->config, ivf->impl, q, nq, first, count, k,
+                                                 range, radius)
+                        .release();
+        });
+    });
 }
 
 } // namespace
@@ -328,6 +371,85 @@ vs_status vs_ivfpq_range(vs_context *ctx, const vs_ivfpq *ivf, const float *quer
     if (!st.ok())
         return finish(ctx, st);
     return deliver_range(ctx, *collector, nq, alloc, alloc_arg, out);
+}
+
+vs_status vs_ivfpq_scan_knn_begin(vs_context *ctx, const vs_ivfpq *ivf, const float *queries,
+                                  size_t nq, size_t probe_offset, size_t nprobe, size_t k,
+                                  vs_ivfpq_scan **out) noexcept
+{
+    return scan_begin(ctx, ivf, queries, nq, probe_offset, nprobe, k, false, 0.0f, out);
+}
+
+vs_status vs_ivfpq_scan_range_begin(vs_context *ctx, const vs_ivfpq *ivf, const float *queries,
+                                    size_t nq, size_t probe_offset, size_t nprobe, float radius,
+                                    vs_ivfpq_scan **out) noexcept
+{
+    return scan_begin(ctx, ivf, queries, nq, probe_offset, nprobe, 0, true, radius, out);
+}
+
+size_t vs_ivfpq_scan_lists(const vs_ivfpq_scan *scan, const uint32_t **lists) noexcept
+{
+    if (!scan || !scan->impl)
+    {
+        if (lists)
+            *lists = nullptr;
+        return 0;
+    }
+    const std::vector<uint32_t> &l = scan->impl->lists();
+    if (lists)
+        *lists = l.data();
+    return l.size();
+}
+
+vs_status vs_ivfpq_scan_add(vs_context *ctx, vs_ivfpq_scan *scan, size_t list, const int64_t *ids,
+                            const uint8_t *codes, const uint64_t *tags, size_t n) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_object(ctx, scan, "ivfpq scan"))
+        return st;
+    if (n > 0 && (!ids || !codes))
+        return fail(ctx, VS_INVALID_ARGUMENT, "ids or codes is NULL");
+    return finish(ctx, vs::guarded([&] { scan->impl->add(list, ids, codes, tags, n); }));
+}
+
+vs_status vs_ivfpq_scan_knn_result(vs_context *ctx, vs_ivfpq_scan *scan, int64_t *out_ids,
+                                   float *out_distances, uint64_t *out_tags,
+                                   int64_t *out_counts) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_object(ctx, scan, "ivfpq scan"))
+        return st;
+    return finish(ctx, vs::guarded([&] {
+                      scan->impl->knn_result(out_ids, out_distances, out_tags, out_counts);
+                  }));
+}
+
+vs_status vs_ivfpq_scan_range_result(vs_context *ctx, vs_ivfpq_scan *scan, vs_alloc_fn alloc,
+                                     void *alloc_arg, vs_range_result *out) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = clear_range_out(ctx, out))
+        return st;
+    if (vs_status st = check_object(ctx, scan, "ivfpq scan"))
+        return st;
+    const size_t nq = scan->impl->nq();
+    std::unique_ptr<Collector> collector;
+    vs::Status st = vs::guarded([&] {
+        collector.reset(new Collector(nq));
+        scan->impl->range_result(collector.get());
+    });
+    if (!st.ok())
+        return finish(ctx, st);
+    return deliver_range(ctx, *collector, nq, alloc, alloc_arg, out);
+}
+
+void vs_ivfpq_scan_destroy(vs_context *ctx, vs_ivfpq_scan *scan) noexcept
+{
+    (void)ctx;
+    destroy_object(scan);
 }
 
 } // extern "C"

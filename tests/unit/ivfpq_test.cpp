@@ -741,4 +741,236 @@ TEST(EngineIvfpqCross, CudaTrainingIsComparable)
     EXPECT_LT(eg, 1.05 * ec + 1e-9);
 }
 
+// ---- list scans: the lists handed over by the caller (vsearch/ivfpq.h, vs_ivfpq_scan_*) --------
+
+uint32_t bits(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+struct ScanDeleter
+{
+    vs_context *ctx;
+    void operator()(vs_ivfpq_scan *s) const { vs_ivfpq_scan_destroy(ctx, s); }
+};
+using ScanPtr = std::unique_ptr<vs_ivfpq_scan, ScanDeleter>;
+
+// Hands every list of B (probed or not: the scan ignores the others) to scan in random chunks,
+// lists in random order, the first chunk of every third list twice (an entry seen again after a
+// concurrent compaction moved it), each entry tagged 3 id + 1.
+void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    std::vector<size_t> order(B.p.nlist);
+    for (size_t l = 0; l < order.size(); l++)
+        order[l] = l;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t l : order)
+    {
+        const size_t n = B.ids[l].size();
+        std::vector<uint8_t> codes;
+        std::vector<uint64_t> tags;
+        for (size_t e = 0; e < n; e++)
+        {
+            codes.insert(codes.end(), B.codes[l][e].begin(), B.codes[l][e].end());
+            tags.push_back(static_cast<uint64_t>(B.ids[l][e] * 3 + 1));
+        }
+        size_t at = 0;
+        bool first = true;
+        while (at < n || first)
+        {
+            size_t chunk = std::min<size_t>(n - at, rng() % 97);
+            for (int twice = 0; twice < (first && l % 3 == 0 ? 2 : 1); twice++)
+                ASSERT_EQ(vs_ivfpq_scan_add(ctx, scan, l, B.ids[l].data() + at,
+                                            codes.data() + at * B.cs, tags.data() + at, chunk),
+                          VS_OK)
+                    << vs_last_error(ctx);
+            at += chunk;
+            first = false;
+        }
+    }
+}
+
+// A scan's kNN and range answers are vs_ivfpq_search's and vs_ivfpq_range's over the object
+// holding the same entries (bit for bit), and the reference's.
+void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queries, size_t off,
+                size_t nprobe, const std::vector<size_t> &ks, uint64_t seed)
+{
+    const size_t d = B.p.dim, nq = queries.size() / d;
+    // the quantizer alone: the scan must not read the object's lists
+    vs_ivfpq *raw = nullptr;
+    ASSERT_EQ(vs_ivfpq_create(ctx, &B.p, B.centroids.data(), B.codebooks.data(), &raw), VS_OK);
+    IvfpqPtr quantizer(raw, IvfpqDeleter{ctx});
+    for (size_t k : ks)
+    {
+        std::vector<int64_t> want_ids(nq * k), want_counts(nq), ids(nq * k, vt::kPoisonId),
+            counts(nq, -7);
+        std::vector<float> want_dists(nq * k), dists(nq * k, vt::poison_float());
+        std::vector<uint64_t> tags(nq * k, 99);
+        ASSERT_EQ(vs_ivfpq_search(ctx, B.ivf.get(), queries.data(), nq, off, nprobe, k,
+                                  want_ids.data(), want_dists.data(), want_counts.data()),
+                  VS_OK);
+        vs_ivfpq_scan *s = nullptr;
+        ASSERT_EQ(vs_ivfpq_scan_knn_begin(ctx, quantizer.get(), queries.data(), nq, off, nprobe, k,
+                                          &s),
+                  VS_OK)
+            << vs_last_error(ctx);
+        ScanPtr scan(s, ScanDeleter{ctx});
+        // the probed lists: ascending, and every list a query's answer came from among them
+        const uint32_t *lists = nullptr;
+        size_t nlists = vs_ivfpq_scan_lists(s, &lists);
+        std::set<size_t> probed;
+        for (size_t q = 0; q < nq; q++)
+        {
+            std::vector<size_t> r = ref_probes(B, unit(&queries[q * d], d, B.p.metric), off, nprobe);
+            probed.insert(r.begin(), r.end());
+        }
+        ASSERT_EQ(nlists, probed.size());
+        for (size_t i = 0; i < nlists; i++)
+            ASSERT_TRUE(probed.count(lists[i])) << "list " << lists[i] << " not probed";
+        for (size_t i = 1; i < nlists; i++)
+            ASSERT_LT(lists[i - 1], lists[i]);
+        feed_lists(ctx, B, s, seed + k);
+        if (::testing::Test::HasFatalFailure())
+            return;
+        ASSERT_EQ(vs_ivfpq_scan_knn_result(ctx, s, ids.data(), dists.data(), tags.data(),
+                                           counts.data()),
+                  VS_OK)
+            << vs_last_error(ctx);
+        for (size_t q = 0; q < nq; q++)
+        {
+            ASSERT_EQ(counts[q], want_counts[q]) << "query " << q << " k " << k;
+            for (size_t i = 0; i < k; i++)
+            {
+                ASSERT_EQ(ids[q * k + i], want_ids[q * k + i]) << "query " << q << " slot " << i;
+                ASSERT_EQ(bits(dists[q * k + i]), bits(want_dists[q * k + i]))
+                    << "query " << q << " slot " << i;
+                ASSERT_EQ(tags[q * k + i], static_cast<int64_t>(i) < counts[q]
+                                               ? static_cast<uint64_t>(ids[q * k + i] * 3 + 1)
+                                               : 0u);
+            }
+            ASSERT_TRUE(check_search(B, ref_candidates(B, &queries[q * d], off, nprobe), k,
+                                     &ids[q * k], &dists[q * k], counts[q]))
+                << "query " << q << " k " << k;
+        }
+    }
+    for (float radius : {-FLT_MAX, 0.0f, 5.0f, 50.0f, INFINITY})
+    {
+        vs_range_result want, got;
+        ASSERT_EQ(vs_ivfpq_range(ctx, B.ivf.get(), queries.data(), nq, off, nprobe, radius,
+                                 nullptr, nullptr, &want),
+                  VS_OK);
+        vs_ivfpq_scan *s = nullptr;
+        ASSERT_EQ(vs_ivfpq_scan_range_begin(ctx, quantizer.get(), queries.data(), nq, off, nprobe,
+                                            radius, &s),
+                  VS_OK)
+            << vs_last_error(ctx);
+        ScanPtr scan(s, ScanDeleter{ctx});
+        feed_lists(ctx, B, s, seed + 1000);
+        if (::testing::Test::HasFatalFailure())
+            return;
+        ASSERT_EQ(vs_ivfpq_scan_range_result(ctx, s, nullptr, nullptr, &got), VS_OK)
+            << vs_last_error(ctx);
+        ASSERT_EQ(got.nq, nq);
+        ASSERT_EQ(got.total, want.total) << "radius " << radius;
+        for (size_t q = 0; q <= nq; q++)
+            ASSERT_EQ(got.offsets[q], want.offsets[q]);
+        for (size_t i = 0; i < got.total; i++)
+        {
+            ASSERT_EQ(got.ids[i], want.ids[i]);
+            ASSERT_EQ(bits(got.distances[i]), bits(want.distances[i]));
+        }
+        vs_range_result_free(&want);
+        vs_range_result_free(&got);
+    }
+}
+
+TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
+{
+    struct Shape
+    {
+        size_t d, m;
+        int nbits;
+    };
+    for (int threads : {1, 2})
+    {
+        vs_context_options o;
+        vs_context_options_init(&o);
+        o.backend = VS_BACKEND_CPU;
+        o.num_threads = threads;
+        vs_context *raw = nullptr;
+        char err[256] = {0};
+        ASSERT_EQ(vs_context_create(&o, &raw, err, sizeof err), VS_OK) << err;
+        vt::ContextPtr ctx(raw);
+        for (Shape s : {Shape{32, 8, 8}, Shape{96, 12, 4}})
+            for (vs_metric metric : kPqMetrics)
+            {
+                SCOPED_TRACE(std::string(vt::metric_name(metric)) + " d " + std::to_string(s.d) +
+                             " threads " + std::to_string(threads));
+                const size_t n = 3000, nlist = 12;
+                std::vector<float> x = clustered(n, s.d, 20, s.d + s.m, 0.05);
+                // repeated vectors: equal estimates whose ties go to the smaller id
+                for (size_t i = 1000; i < 1100; i++)
+                    std::memcpy(&x[i * s.d], &x[999 * s.d], s.d * sizeof(float));
+                Built B;
+                B.p = make_params(s.d, nlist, s.m, s.nbits, metric);
+                train(ctx.get(), B, x);
+                fill(ctx.get(), B, x);
+                // 40 queries: a batch large enough for the scan's threads
+                std::vector<float> q = clustered(40, s.d, 20, s.d + s.m + 1);
+                std::memcpy(q.data(), x.data() + 999 * s.d, s.d * sizeof(float));
+                check_scan(ctx.get(), B, q, 0, 1, {1, 10, 150}, 1);
+                check_scan(ctx.get(), B, q, 0, 4, {10, 600}, 2);
+                check_scan(ctx.get(), B, q, 3, 5, {7}, 3);
+                check_scan(ctx.get(), B, q, 0, nlist + 20, {10, n + 50}, 4);
+                check_scan(ctx.get(), B, q, nlist + 5, 3, {5}, 5); // past the last list
+                if (HasFatalFailure())
+                    return;
+            }
+    }
+}
+
+TEST(EngineIvfpqScan, InvalidArguments)
+{
+    VT_CONTEXT_OR_SKIP(ctx, "cpu");
+    VT_CONTEXT_OR_SKIP(other, "cpu");
+    Built B;
+    B.p = make_params(16, 4, 4, 8, VS_METRIC_L2);
+    std::vector<float> x = clustered(400, 16, 4, 9);
+    train(ctx.get(), B, x);
+    fill(ctx.get(), B, x);
+    std::vector<float> q(x.begin(), x.begin() + 16);
+    vs_ivfpq_scan *s = nullptr;
+    EXPECT_EQ(vs_ivfpq_scan_knn_begin(nullptr, B.ivf.get(), q.data(), 1, 0, 1, 5, &s),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_ivfpq_scan_knn_begin(ctx.get(), nullptr, q.data(), 1, 0, 1, 5, &s),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_ivfpq_scan_knn_begin(ctx.get(), B.ivf.get(), nullptr, 1, 0, 1, 5, &s),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_ivfpq_scan_knn_begin(ctx.get(), B.ivf.get(), q.data(), 1, 0, 1, 5, nullptr),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_ivfpq_scan_knn_begin(other.get(), B.ivf.get(), q.data(), 1, 0, 1, 5, &s),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_ivfpq_scan_range_begin(ctx.get(), B.ivf.get(), q.data(), 1, 0, 1, NAN, &s),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(s, nullptr);
+    ASSERT_EQ(vs_ivfpq_scan_knn_begin(ctx.get(), B.ivf.get(), q.data(), 1, 0, 1, 5, &s), VS_OK);
+    ScanPtr scan(s, ScanDeleter{ctx.get()});
+    int64_t id = 1;
+    EXPECT_EQ(vs_ivfpq_scan_add(ctx.get(), s, 0, &id, nullptr, nullptr, 1), VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_ivfpq_scan_add(other.get(), s, 0, &id, nullptr, nullptr, 0),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_ivfpq_scan_lists(nullptr, nullptr), 0u);
+    // a list number past nlist is no probed list: ignored
+    uint8_t code[4] = {0, 0, 0, 0};
+    EXPECT_EQ(vs_ivfpq_scan_add(ctx.get(), s, 1000, &id, code, nullptr, 1), VS_OK);
+    int64_t ids[5], counts[1];
+    float dists[5];
+    ASSERT_EQ(vs_ivfpq_scan_knn_result(ctx.get(), s, ids, dists, nullptr, counts), VS_OK);
+    EXPECT_EQ(counts[0], 0);
+    EXPECT_EQ(ids[0], -1);
+}
+
 } // namespace

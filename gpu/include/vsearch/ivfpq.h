@@ -93,6 +93,46 @@ vs_status vs_ivfpq_range(vs_context *ctx, const vs_ivfpq *ivf, const float *quer
                          size_t probe_offset, size_t nprobe, float radius, vs_alloc_fn alloc,
                          void *alloc_arg, vs_range_result *out) VS_NOEXCEPT;
 
+/* ---- List scans: lists the caller holds -------------------------------------------------------
+ *
+ * The lists of an index whose entries live outside the engine (e.g. index pages read in place in
+ * a buffer cache) are searched with an ivfpq object that supplies only the quantizer (its own
+ * lists are not read; it must belong to a CPU context).  A scan ranks the lists of every query as
+ * vs_ivfpq_search does, says which lists its queries probe (vs_ivfpq_scan_lists), and takes their
+ * entries in any number of vs_ivfpq_scan_add calls per list, in any order; entries of lists no
+ * query probes are ignored.  Its answers are vs_ivfpq_search's / vs_ivfpq_range's over an object
+ * holding the same entries, except that entries equal in id and estimate (one entry handed over
+ * twice, e.g. seen again after a concurrent compaction moved it) count once.  Each entry may
+ * carry a tag of the caller's (e.g. where it lies), returned with the kNN answer.  The scan runs
+ * on the host's CPU threads (the context's num_threads); an add reads its arrays before it
+ * returns.  The table of a (query, list) pair is built once per add, so a list is best handed
+ * over in few adds. */
+
+typedef struct vs_ivfpq_scan vs_ivfpq_scan;
+
+/* A kNN scan of nq queries (copied) over lists ranked [probe_offset, probe_offset + nprobe). */
+vs_status vs_ivfpq_scan_knn_begin(vs_context *ctx, const vs_ivfpq *ivf, const float *queries,
+                                  size_t nq, size_t probe_offset, size_t nprobe, size_t k,
+                                  vs_ivfpq_scan **out) VS_NOEXCEPT;
+/* A range scan: every entry of the probed lists whose estimate is <= radius. */
+vs_status vs_ivfpq_scan_range_begin(vs_context *ctx, const vs_ivfpq *ivf, const float *queries,
+                                    size_t nq, size_t probe_offset, size_t nprobe, float radius,
+                                    vs_ivfpq_scan **out) VS_NOEXCEPT;
+/* The lists the scan's queries probe, ascending, in *lists (valid while the scan lives). */
+size_t vs_ivfpq_scan_lists(const vs_ivfpq_scan *scan, const uint32_t **lists) VS_NOEXCEPT;
+/* n entries of list `list`: ids, codes (n x code_size bytes), tags (optional, n). */
+vs_status vs_ivfpq_scan_add(vs_context *ctx, vs_ivfpq_scan *scan, size_t list, const int64_t *ids,
+                            const uint8_t *codes, const uint64_t *tags, size_t n) VS_NOEXCEPT;
+/* vs_ivfpq_search's answer over every entry added (nq x k); out_tags (optional) the entries'
+ * tags (0 for padding), out_counts optional. */
+vs_status vs_ivfpq_scan_knn_result(vs_context *ctx, vs_ivfpq_scan *scan, int64_t *out_ids,
+                                   float *out_distances, uint64_t *out_tags,
+                                   int64_t *out_counts) VS_NOEXCEPT;
+/* vs_ivfpq_range's answer over every entry added. */
+vs_status vs_ivfpq_scan_range_result(vs_context *ctx, vs_ivfpq_scan *scan, vs_alloc_fn alloc,
+                                     void *alloc_arg, vs_range_result *out) VS_NOEXCEPT;
+void vs_ivfpq_scan_destroy(vs_context *ctx, vs_ivfpq_scan *scan) VS_NOEXCEPT;
+
 #ifdef __cplusplus
 }
 #endif
