@@ -26,6 +26,7 @@
 #include "utils/memutils.h"
 
 #include "flat.h"
+#include "recentpages.h"
 #include "vsearch/rowscan.h"
 
 /*
@@ -35,85 +36,6 @@
  * only for a fraction of a millisecond.
  */
 #define VS_FLAT_RUN_PAGES 128
-
-/*
- * The buffers this backend last found an index's pages in.  ReadRecentBuffer pins such a buffer
- * after checking that it still holds the page, without the look-up in the buffer mapping table,
- * whose cache misses (a table the size of the pool) took about a fifth of a search over resident
- * pages (Fashion-MNIST: 40 ms of backend CPU time per query with a look-up per page, 31 ms
- * without).  4 bytes a page, a few indexes per backend; a session's first search looks every
- * page up.
- */
-typedef struct RecentPages
-{
-	VsRelFileLocator locator;
-	uint64		used;
-	BlockNumber n;				/* entries of bufs */
-	Buffer	   *bufs;			/* InvalidBuffer: not seen yet */
-} RecentPages;
-
-#define VS_FLAT_RECENT_INDEXES 4
-
-static RecentPages recent_pages[VS_FLAT_RECENT_INDEXES];
-static uint64 recent_clock = 0;
-
-/* The recent buffers of an index, for at least npages pages (a slot reused if new). */
-static RecentPages *
-recent_of(const VsIndexRef *ref, BlockNumber npages)
-{
-	RecentPages *rp = NULL;
-
-	for (int i = 0; i < VS_FLAT_RECENT_INDEXES; i++)
-	{
-		RecentPages *c = &recent_pages[i];
-
-		if (c->bufs != NULL && memcmp(&c->locator, &ref->locator, sizeof(ref->locator)) == 0)
-		{
-			rp = c;
-			break;
-		}
-		if (rp == NULL || c->used < rp->used)
-			rp = c;				/* the least recently used, if none matches */
-	}
-	if (rp->bufs == NULL || memcmp(&rp->locator, &ref->locator, sizeof(ref->locator)) != 0)
-	{
-		if (rp->bufs)
-			pfree(rp->bufs);
-		rp->locator = ref->locator;
-		rp->n = 0;
-		rp->bufs = NULL;
-	}
-	if (rp->n < npages)
-	{
-		BlockNumber n = Max(npages, rp->n + rp->n / 4);
-
-		rp->bufs = rp->bufs
-			? repalloc_huge(rp->bufs, sizeof(Buffer) * n)
-			: MemoryContextAllocHuge(TopMemoryContext, sizeof(Buffer) * n);
-		for (BlockNumber b = rp->n; b < n; b++)
-			rp->bufs[b] = InvalidBuffer;
-		rp->n = n;
-	}
-	rp->used = ++recent_clock;
-	return rp;
-}
-
-/* Pins a page (not locked), through its recent buffer when rp is given. */
-static Buffer
-pin_page(const VsIndexRef *ref, Relation rel, BlockNumber blkno, BufferAccessStrategy bas,
-		 RecentPages *rp)
-{
-	Buffer		buf;
-
-	if (rp == NULL)
-		return vs_index_read_block(ref, rel, blkno, bas);
-	if (BufferIsValid(rp->bufs[blkno]) &&
-		ReadRecentBuffer(ref->locator, MAIN_FORKNUM, blkno, rp->bufs[blkno]))
-		return rp->bufs[blkno];
-	buf = vs_index_read_block(ref, rel, blkno, bas);
-	rp->bufs[blkno] = buf;
-	return buf;
-}
 
 bool
 vs_flat_stays_resident(double pages)
@@ -127,7 +49,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 {
 	Relation	rel = vs_index_open_for_read(ref);
 	BufferAccessStrategy bas = NULL;
-	RecentPages *rp = NULL;
+	VsRecentPages *rp = NULL;
 	Buffer		buf;
 	VsFlatMetaPageData meta;
 	Buffer		bufs[VS_FLAT_RUN_PAGES];
@@ -152,7 +74,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 	if (!vs_flat_stays_resident((double) meta.last_block + 1))
 		bas = GetAccessStrategy(BAS_BULKREAD);
 	else if (rel == NULL)
-		rp = recent_of(ref, meta.last_block + 1);
+		rp = vs_recent_pages(ref, meta.last_block + 1);
 
 	per_page = VsFlatItemsPerPage(meta.dim);
 	item_size = VS_FLAT_ITEM_SIZE(meta.dim);
@@ -170,7 +92,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 			Page		page;
 			int			nitems;
 
-			buf = pin_page(ref, rel, blkno, bas, rp);
+			buf = vs_recent_pin(rp, ref, rel, blkno, bas);
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			bufs[npages++] = buf;
 			/*

@@ -30,6 +30,7 @@
 #include "utils/memutils.h"
 
 #include "ivfpq.h"
+#include "recentpages.h"
 #include "vsearch/distance.h"
 #include "vsearch/ivfpq.h"
 
@@ -168,9 +169,12 @@ feed_lists(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *meta,
 	BlockNumber *heads;
 	VsIvfpqLayout layout;
 	ListChunk	c;
+	VsRecentPages *rp;
 
 	if (nlists == 0)
 		return;
+	/* pages of a temporary index are local buffers: looked up in this backend's own table */
+	rp = rel == NULL ? vs_recent_pages(ref, 1) : NULL;
 	vs_ivfpq_meta_layout(meta, false, &layout);
 	heads = palloc(sizeof(BlockNumber) * nlists);
 	list_heads(ref, rel, meta, (const uint32 *) lists, nlists, heads);
@@ -188,7 +192,7 @@ feed_lists(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *meta,
 			int			nitems;
 
 			CHECK_FOR_INTERRUPTS();
-			buf = vs_index_read_block(ref, rel, blkno, NULL);
+			buf = vs_recent_pin(rp, ref, rel, blkno, NULL);
 			page = lock_entry_page(ref, buf, blkno, list);
 			nitems = Min((int) VsIvfpqPageGetOpaque(page)->nitems, layout.capacity);
 			chunk_reserve(&c, nitems);
@@ -451,6 +455,7 @@ rerank_stored(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *me
 	int64	   *moved_ids = palloc(sizeof(int64) * Max(k, 1));
 	int		   *moved_slot = palloc(sizeof(int) * Max(k, 1));
 	bool	   *found = palloc(sizeof(bool) * Max(k, 1));
+	VsRecentPages *rp = rel == NULL ? vs_recent_pages(ref, 1) : NULL;
 
 	vs_ivfpq_meta_layout(meta, false, &layout);
 	for (int q = 0; q < nq; q++)
@@ -472,7 +477,7 @@ rerank_stored(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *me
 
 			row[i].id = id;
 			row[i].d = NAN;
-			buf = vs_index_read_block(ref, rel, blkno, NULL);
+			buf = vs_recent_pin(rp, ref, rel, blkno, NULL);
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			page = BufferGetPage(buf);
 			opaque = VsIvfpqPageGetOpaque(page);

@@ -757,10 +757,11 @@ struct ScanDeleter
 };
 using ScanPtr = std::unique_ptr<vs_ivfpq_scan, ScanDeleter>;
 
-// Hands every list of B (probed or not: the scan ignores the others) to scan in random chunks,
-// lists in random order, the first chunk of every third list twice (an entry seen again after a
-// concurrent compaction moved it), each entry tagged 3 id + 1.
-void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t seed)
+// Hands every list of B (probed or not: the scan ignores the others) to scan in random chunks of
+// fewer than max_chunk entries, lists in random order, the first chunk of every third list twice
+// (an entry seen again after a concurrent compaction moved it), each entry tagged 3 id + 1.
+void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t seed,
+                size_t max_chunk)
 {
     std::mt19937_64 rng(seed);
     std::vector<size_t> order(B.p.nlist);
@@ -781,7 +782,7 @@ void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t s
         bool first = true;
         while (at < n || first)
         {
-            size_t chunk = std::min<size_t>(n - at, rng() % 97);
+            size_t chunk = std::min<size_t>(n - at, rng() % max_chunk);
             for (int twice = 0; twice < (first && l % 3 == 0 ? 2 : 1); twice++)
                 ASSERT_EQ(vs_ivfpq_scan_add(ctx, scan, l, B.ids[l].data() + at,
                                             codes.data() + at * B.cs, tags.data() + at, chunk),
@@ -796,7 +797,7 @@ void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t s
 // A scan's kNN and range answers are vs_ivfpq_search's and vs_ivfpq_range's over the object
 // holding the same entries (bit for bit), and the reference's.
 void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queries, size_t off,
-                size_t nprobe, const std::vector<size_t> &ks, uint64_t seed)
+                size_t nprobe, const std::vector<size_t> &ks, uint64_t seed, size_t max_chunk = 97)
 {
     const size_t d = B.p.dim, nq = queries.size() / d;
     // the quantizer alone: the scan must not read the object's lists
@@ -832,7 +833,7 @@ void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queri
             ASSERT_TRUE(probed.count(lists[i])) << "list " << lists[i] << " not probed";
         for (size_t i = 1; i < nlists; i++)
             ASSERT_LT(lists[i - 1], lists[i]);
-        feed_lists(ctx, B, s, seed + k);
+        feed_lists(ctx, B, s, seed + k, max_chunk);
         if (::testing::Test::HasFatalFailure())
             return;
         ASSERT_EQ(vs_ivfpq_scan_knn_result(ctx, s, ids.data(), dists.data(), tags.data(),
@@ -868,7 +869,7 @@ void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queri
                   VS_OK)
             << vs_last_error(ctx);
         ScanPtr scan(s, ScanDeleter{ctx});
-        feed_lists(ctx, B, s, seed + 1000);
+        feed_lists(ctx, B, s, seed + 1000, max_chunk);
         if (::testing::Test::HasFatalFailure())
             return;
         ASSERT_EQ(vs_ivfpq_scan_range_result(ctx, s, nullptr, nullptr, &got), VS_OK)
@@ -887,6 +888,18 @@ void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queri
     }
 }
 
+vt::ContextPtr cpu_context(int threads)
+{
+    vs_context_options o;
+    vs_context_options_init(&o);
+    o.backend = VS_BACKEND_CPU;
+    o.num_threads = threads;
+    vs_context *raw = nullptr;
+    char err[256] = {0};
+    EXPECT_EQ(vs_context_create(&o, &raw, err, sizeof err), VS_OK) << err;
+    return vt::ContextPtr(raw);
+}
+
 TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
 {
     struct Shape
@@ -894,41 +907,52 @@ TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
         size_t d, m;
         int nbits;
     };
-    for (int threads : {1, 2})
+    vt::ContextPtr ctx = cpu_context(1);
+    ASSERT_TRUE(ctx);
+    for (Shape s : {Shape{32, 8, 8}, Shape{96, 12, 4}})
+        for (vs_metric metric : kPqMetrics)
+        {
+            SCOPED_TRACE(std::string(vt::metric_name(metric)) + " d " + std::to_string(s.d));
+            const size_t n = 2000, nlist = 12;
+            std::vector<float> x = clustered(n, s.d, 20, s.d + s.m, 0.05);
+            // repeated vectors: equal estimates whose ties go to the smaller id
+            for (size_t i = 1000; i < 1100; i++)
+                std::memcpy(&x[i * s.d], &x[999 * s.d], s.d * sizeof(float));
+            Built B;
+            B.p = make_params(s.d, nlist, s.m, s.nbits, metric);
+            train(ctx.get(), B, x);
+            fill(ctx.get(), B, x);
+            std::vector<float> q = clustered(16, s.d, 20, s.d + s.m + 1);
+            std::memcpy(q.data(), x.data() + 999 * s.d, s.d * sizeof(float));
+            check_scan(ctx.get(), B, q, 0, 1, {1, 10, 150}, 1);
+            check_scan(ctx.get(), B, q, 0, 4, {10, 600}, 2);
+            check_scan(ctx.get(), B, q, 3, 5, {7}, 3);
+            check_scan(ctx.get(), B, q, 0, nlist + 20, {10, n + 50}, 4);
+            check_scan(ctx.get(), B, q, nlist + 5, 3, {5}, 5); // past the last list
+            if (HasFatalFailure())
+                return;
+        }
+}
+
+// Adds with enough work (whole lists, 100 queries probing every list) split their queries over
+// the context's threads: the same answers.
+TEST(EngineIvfpqScan, ThreadsGiveTheSameAnswers)
+{
+    vt::ContextPtr ctx = cpu_context(2);
+    ASSERT_TRUE(ctx);
+    for (vs_metric metric : {VS_METRIC_L2, VS_METRIC_IP})
     {
-        vs_context_options o;
-        vs_context_options_init(&o);
-        o.backend = VS_BACKEND_CPU;
-        o.num_threads = threads;
-        vs_context *raw = nullptr;
-        char err[256] = {0};
-        ASSERT_EQ(vs_context_create(&o, &raw, err, sizeof err), VS_OK) << err;
-        vt::ContextPtr ctx(raw);
-        for (Shape s : {Shape{32, 8, 8}, Shape{96, 12, 4}})
-            for (vs_metric metric : kPqMetrics)
-            {
-                SCOPED_TRACE(std::string(vt::metric_name(metric)) + " d " + std::to_string(s.d) +
-                             " threads " + std::to_string(threads));
-                const size_t n = 3000, nlist = 12;
-                std::vector<float> x = clustered(n, s.d, 20, s.d + s.m, 0.05);
-                // repeated vectors: equal estimates whose ties go to the smaller id
-                for (size_t i = 1000; i < 1100; i++)
-                    std::memcpy(&x[i * s.d], &x[999 * s.d], s.d * sizeof(float));
-                Built B;
-                B.p = make_params(s.d, nlist, s.m, s.nbits, metric);
-                train(ctx.get(), B, x);
-                fill(ctx.get(), B, x);
-                // 40 queries: a batch large enough for the scan's threads
-                std::vector<float> q = clustered(40, s.d, 20, s.d + s.m + 1);
-                std::memcpy(q.data(), x.data() + 999 * s.d, s.d * sizeof(float));
-                check_scan(ctx.get(), B, q, 0, 1, {1, 10, 150}, 1);
-                check_scan(ctx.get(), B, q, 0, 4, {10, 600}, 2);
-                check_scan(ctx.get(), B, q, 3, 5, {7}, 3);
-                check_scan(ctx.get(), B, q, 0, nlist + 20, {10, n + 50}, 4);
-                check_scan(ctx.get(), B, q, nlist + 5, 3, {5}, 5); // past the last list
-                if (HasFatalFailure())
-                    return;
-            }
+        SCOPED_TRACE(vt::metric_name(metric));
+        const size_t n = 3000, d = 128, nlist = 8;
+        std::vector<float> x = clustered(n, d, 10, 21, 0.05);
+        Built B;
+        B.p = make_params(d, nlist, 16, 8, metric);
+        train(ctx.get(), B, x);
+        fill(ctx.get(), B, x);
+        std::vector<float> q = clustered(100, d, 10, 22);
+        check_scan(ctx.get(), B, q, 0, nlist, {10}, 6, n + 1);
+        if (HasFatalFailure())
+            return;
     }
 }
 
