@@ -8,7 +8,14 @@
 //                        [--clustered | --gaussian] [--fvecs DIR]
 //                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
 //                        [--devices 0,1 [--placement replicated|sharded]]
-//                        [--degree 32] [--efs 16,32,64,128,256,512]
+//                        [--degree 32] [--efs 16,32,64,128,256,512] [--half]
+//
+// --half: exact kNN on a dataset stored as binary16 (VS_DTYPE_F16, `halfvec`) beside an F32
+// dataset of the same values widened, both resident, in one run: the data (seeded Gaussian, or
+// --fvecs DIR) and the queries are rounded to binary16 first, as a `halfvec` column and its
+// queries hold them.  Per k of --ks (default 10) and batch (--nq, 64, 16, 1): both datasets'
+// times interleaved (median of 5 runs, 21 for small batches), the throughput ratio F16 / F32, and
+// whether the answers are identical (ids and distance bits); the device bytes of each dataset.
 //
 // --devices LIST: one context over these devices (engine/multi_backend.h) with the placement
 // (default sharded); with --ks each k is also run once on a single-device context (device 0) and
@@ -52,6 +59,7 @@
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
 #include "vsearch/engine.h"
 #include "vsearch/graph.h"
+#include "vsearch/half.h"
 #include "vsearch/ivfpq.h"
 
 #include <algorithm>
@@ -639,12 +647,96 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
     return rows;
 }
 
+// --half: F16 against F32 storage of the same values, exact kNN (see the top of the file).
+std::vector<Row> half_bench(vs_context *ctx, std::vector<float> x, std::vector<float> q, size_t d,
+                            std::vector<size_t> ks, bool quick)
+{
+    auto round_half = [](std::vector<float> &v) {
+        std::vector<uint16_t> h(v.size());
+        vs_float_to_half(v.data(), h.data(), v.size());
+        vs_half_to_float(h.data(), v.data(), v.size());
+    };
+    round_half(x);
+    round_half(q);
+    const size_t n = x.size() / d, nq = q.size() / d;
+    std::vector<int64_t> ids(n);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = static_cast<int64_t>(i);
+    auto in_use = [&] {
+        vs_context_info info;
+        check(vs_context_get_info(ctx, &info), ctx, "info");
+        return info.memory_in_use;
+    };
+    vs_dataset *ds[2] = {nullptr, nullptr}; // F32, F16
+    size_t bytes[2];
+    const vs_dtype types[2] = {VS_DTYPE_F32, VS_DTYPE_F16};
+    for (int i = 0; i < 2; i++)
+    {
+        const size_t before = in_use();
+        check(vs_dataset_create(ctx, d, types[i], &ds[i]), ctx, "dataset_create");
+        check(vs_dataset_add(ctx, ds[i], x.data(), ids.data(), n), ctx, "dataset_add");
+        bytes[i] = in_use() - before;
+    }
+    std::printf("device bytes: f32 %zu, f16 %zu (%.3f)\n", bytes[0], bytes[1],
+                static_cast<double>(bytes[1]) / static_cast<double>(bytes[0]));
+    std::vector<Row> rows;
+    if (ks.empty())
+        ks = {10};
+    std::vector<size_t> batches{nq};
+    for (size_t b : {size_t{64}, size_t{16}, size_t{1}})
+        if (b < nq)
+            batches.push_back(b);
+    for (size_t k : ks)
+        for (size_t b : batches)
+        {
+            std::vector<int64_t> oid[2];
+            std::vector<float> od[2];
+            const bool small = b <= 64;
+            std::vector<double> t[2];
+            for (int i = 0; i < 2; i++)
+            {
+                oid[i].resize(b * k);
+                od[i].resize(b * k);
+            }
+            auto call = [&](int i) {
+                check(vs_knn(ctx, ds[i], q.data(), b, k, VS_METRIC_L2, nullptr, oid[i].data(),
+                             od[i].data(), nullptr),
+                      ctx, "knn");
+            };
+            call(0);
+            call(1);
+            const int runs = small ? (quick ? 5 : 21) : (quick ? 3 : 5);
+            for (int r = 0; r < runs; r++)
+                for (int i = 0; i < 2; i++)
+                {
+                    double t0 = now();
+                    call(i);
+                    t[i].push_back(now() - t0);
+                }
+            const bool same = oid[0] == oid[1] &&
+                              std::memcmp(od[0].data(), od[1].data(), od[0].size() * 4) == 0;
+            const double s32 = median(t[0]), s16 = median(t[1]);
+            const std::string name = "knn nq=" + std::to_string(b) + " k=" + std::to_string(k) + " L2";
+            char note[160];
+            std::snprintf(note, sizeof note, "f16/f32 throughput %.2fx, identical answers: %s",
+                          s32 / s16, same ? "yes" : "NO");
+            rows.push_back({name + " f32", s32, b / s32, ""});
+            rows.push_back({name + " f16", s16, b / s16, note});
+            std::printf("%s: f32 %.3f ms, f16 %.3f ms, ratio %.2fx, identical: %s\n", name.c_str(),
+                        s32 * 1e3, s16 * 1e3, s32 / s16, same ? "yes" : "NO");
+            std::fflush(stdout);
+        }
+    for (vs_dataset *p : ds)
+        vs_dataset_destroy(ctx, p);
+    return rows;
+}
+
 int main(int argc, char **argv)
 {
     std::string backend = "cuda", dir = "", out_json = "", mode = "exact", fvecs = "";
     size_t n = 1000000, d = 128, nq = 10000;
     IvfpqShape shape{1024, 32, 8};
-    bool quick = false, kmeans_cpu = true;
+    bool quick = false, kmeans_cpu = true, half = false;
     IvfpqData ivfpq_data = IvfpqData::Legacy;
     std::vector<size_t> probes{1, 2, 4, 8, 16, 32, 64}, reranks{0, 50, 100, 200}, ks;
     std::vector<size_t> efs{16, 32, 64, 128, 256, 512};
@@ -669,6 +761,8 @@ int main(int argc, char **argv)
             out_json = next();
         else if (a == "--quick")
             quick = true;
+        else if (a == "--half")
+            half = true;
         else if (a == "--clustered")
             ivfpq_data = IvfpqData::Clustered;
         else if (a == "--gaussian")
@@ -789,6 +883,13 @@ int main(int argc, char **argv)
     {
         x = gaussian(n * d, 42);
         q = gaussian(nq * d, 43);
+    }
+    if (half)
+    {
+        report(half_bench(ctx, std::move(x), std::move(q), d, ks, quick), out_json,
+               info.device_name, n, d, nq);
+        vs_context_destroy(ctx);
+        return 0;
     }
     std::vector<int64_t> ids(n);
     for (size_t i = 0; i < n; i++)

@@ -3,6 +3,7 @@
 #include "cuda/dataset.cuh"
 
 #include "engine/host_common.h"
+#include "vsearch/half.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,10 +34,10 @@ void upload_meta(DeviceContext &dev, CudaDataset &c, size_t from, size_t to)
 }
 
 // Fresh arrays of the given capacity (norm arrays padded for vector over-reads).
-void allocate(DeviceContext &dev, size_t cap, size_t d, DeviceArray<float> &x,
+void allocate(DeviceContext &dev, size_t cap, size_t row_bytes, DeviceArray<unsigned char> &x,
               DeviceArray<int64_t> &ids, DeviceArray<float> &sq, DeviceArray<float> &inv)
 {
-    x = DeviceArray<float>(*dev.pool, std::max<size_t>(cap, 1) * d, dev.main);
+    x = DeviceArray<unsigned char>(*dev.pool, std::max<size_t>(cap, 1) * row_bytes, dev.main);
     ids = DeviceArray<int64_t>(*dev.pool, cap + 4, dev.main);
     sq = DeviceArray<float>(*dev.pool, cap + 4, dev.main);
     inv = DeviceArray<float>(*dev.pool, cap + 4, dev.main);
@@ -52,14 +53,18 @@ void add_impl(DeviceContext &dev, CudaDataset &c, const float *vectors, const in
     AddPlan plan = plan_add(c.host_ids, ids, n);
     if (n == 0)
         return;
-    const size_t d = c.dim(), old = c.size();
-    std::vector<float> fresh(n * d);
+    const size_t d = c.dim(), old = c.size(), rb = c.row_bytes();
+    std::vector<unsigned char> fresh(n * rb);
     std::vector<double> fresh_sq(n);
     double maxnorm = c.maxnorm;
     for (size_t j = 0; j < n; j++)
     {
-        std::memcpy(&fresh[j * d], vectors + plan.new_order[j] * d, d * sizeof(float));
-        fresh_sq[j] = sqnorm_double(&fresh[j * d], d);
+        const float *v = vectors + plan.new_order[j] * d;
+        if (c.half()) // exact: the front end gives an F16 dataset exact halves
+            vs_float_to_half(v, reinterpret_cast<uint16_t *>(&fresh[j * rb]), d);
+        else
+            std::memcpy(&fresh[j * rb], v, rb);
+        fresh_sq[j] = sqnorm_double(v, d);
         maxnorm = std::max(maxnorm, std::sqrt(fresh_sq[j]));
     }
     if (plan.append)
@@ -67,12 +72,13 @@ void add_impl(DeviceContext &dev, CudaDataset &c, const float *vectors, const in
         if (old + n > c.capacity)
         {
             size_t cap = std::max(old + n, std::max<size_t>(1024, c.capacity + c.capacity / 2));
-            DeviceArray<float> x, sq, inv;
+            DeviceArray<unsigned char> x;
+            DeviceArray<float> sq, inv;
             DeviceArray<int64_t> idv;
-            allocate(dev, cap, d, x, idv, sq, inv);
+            allocate(dev, cap, rb, x, idv, sq, inv);
             if (old)
             {
-                VS_CUDA_CHECK(cudaMemcpyAsync(x.get(), c.x.get(), old * d * sizeof(float),
+                VS_CUDA_CHECK(cudaMemcpyAsync(x.get(), c.x.get(), old * rb,
                                               cudaMemcpyDeviceToDevice, dev.main));
                 VS_CUDA_CHECK(cudaMemcpyAsync(sq.get(), c.sq.get(), old * sizeof(float),
                                               cudaMemcpyDeviceToDevice, dev.main));
@@ -87,7 +93,7 @@ void add_impl(DeviceContext &dev, CudaDataset &c, const float *vectors, const in
             c.ids = std::move(idv);
             c.capacity = cap;
         }
-        VS_CUDA_CHECK(cudaMemcpyAsync(c.x.get() + old * d, fresh.data(), n * d * sizeof(float),
+        VS_CUDA_CHECK(cudaMemcpyAsync(c.x.get() + old * rb, fresh.data(), n * rb,
                                       cudaMemcpyHostToDevice, dev.main));
         for (size_t j = 0; j < n; j++)
         {
@@ -100,17 +106,17 @@ void add_impl(DeviceContext &dev, CudaDataset &c, const float *vectors, const in
     {
         const size_t total = old + n;
         size_t cap = std::max(total, c.capacity);
-        DeviceArray<float> x, sq, inv;
+        DeviceArray<unsigned char> x;
+        DeviceArray<float> sq, inv;
         DeviceArray<int64_t> idv;
-        allocate(dev, cap, d, x, idv, sq, inv);
-        DeviceArray<float> fresh_dev(*dev.pool, n * d, dev.main);
+        allocate(dev, cap, rb, x, idv, sq, inv);
+        DeviceArray<unsigned char> fresh_dev(*dev.pool, n * rb, dev.main);
         DeviceArray<int64_t> map(*dev.pool, total, dev.main);
-        VS_CUDA_CHECK(cudaMemcpyAsync(fresh_dev.get(), fresh.data(), n * d * sizeof(float),
+        VS_CUDA_CHECK(cudaMemcpyAsync(fresh_dev.get(), fresh.data(), n * rb,
                                       cudaMemcpyHostToDevice, dev.main));
         VS_CUDA_CHECK(cudaMemcpyAsync(map.get(), plan.merged.data(), total * sizeof(int64_t),
                                       cudaMemcpyHostToDevice, dev.main));
-        launch_gather_rows(x.get(), c.x.get(), fresh_dev.get(), map.get(), total,
-                           static_cast<int>(d), dev.main);
+        launch_gather_rows(x.get(), c.x.get(), fresh_dev.get(), map.get(), total, rb, dev.main);
         std::vector<double> sqs(total);
         for (size_t r = 0; r < total; r++)
         {
@@ -141,10 +147,11 @@ void remove_impl(DeviceContext &dev, CudaDataset &c, const int64_t *ids, size_t 
         *removed = gone;
     if (gone == 0)
         return;
-    const size_t d = c.dim(), total = keep.size();
-    DeviceArray<float> x, sq, inv;
+    const size_t rb = c.row_bytes(), total = keep.size();
+    DeviceArray<unsigned char> x;
+    DeviceArray<float> sq, inv;
     DeviceArray<int64_t> idv;
-    allocate(dev, std::max<size_t>(total, 1), d, x, idv, sq, inv);
+    allocate(dev, std::max<size_t>(total, 1), rb, x, idv, sq, inv);
     std::vector<int64_t> map(keep.begin(), keep.end());
     std::vector<int64_t> hid(total);
     std::vector<double> hsq(total);
@@ -158,8 +165,7 @@ void remove_impl(DeviceContext &dev, CudaDataset &c, const int64_t *ids, size_t 
         DeviceArray<int64_t> mapd(*dev.pool, total, dev.main);
         VS_CUDA_CHECK(cudaMemcpyAsync(mapd.get(), map.data(), total * sizeof(int64_t),
                                       cudaMemcpyHostToDevice, dev.main));
-        launch_gather_rows(x.get(), c.x.get(), nullptr, mapd.get(), total, static_cast<int>(d),
-                           dev.main);
+        launch_gather_rows(x.get(), c.x.get(), nullptr, mapd.get(), total, rb, dev.main);
         VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
     }
     c.x = std::move(x);

@@ -1,7 +1,8 @@
 // Resident datasets of the CUDA backend: rows in ascending id order in pooled device memory
 // (vectors, ids, squared norms, inverse norms) with host copies of the ids and norms, and the
 // add / remove that keep them so (engine/host_common.h plans the order; the gather kernel moves
-// the rows).
+// the rows).  An F16 dataset keeps its rows as binary16 (half the bytes; the front end hands the
+// backend floats that are exact halves) and its norms from the widened values.
 #ifndef VSEARCH_CUDA_DATASET_CUH
 #define VSEARCH_CUDA_DATASET_CUH
 
@@ -23,14 +24,22 @@ public:
         dim_ = dim;
         dtype_ = dtype;
     }
+    bool half() const { return dtype_ == VS_DTYPE_F16; }
+    size_t row_bytes() const { return dim_ * (half() ? 2 : 4); }
+    const float *x_f32() const { return half() ? nullptr : reinterpret_cast<const float *>(x.get()); }
+    const uint16_t *x_f16() const
+    {
+        return half() ? reinterpret_cast<const uint16_t *>(x.get()) : nullptr;
+    }
     DeviceRows rows() const
     {
-        return DeviceRows{x.get(), ids.get(), sq.get(), inv.get(), static_cast<uint32_t>(size_),
-                          static_cast<int>(dim_)};
+        return DeviceRows{x_f32(), x_f16(), ids.get(), sq.get(), inv.get(),
+                          static_cast<uint32_t>(size_), static_cast<int>(dim_)};
     }
     void set_size(size_t n) { size_ = n; }
 
-    DeviceArray<float> x, sq, inv;
+    DeviceArray<unsigned char> x; // n x d floats, or n x d binary16 for an F16 dataset
+    DeviceArray<float> sq, inv;
     DeviceArray<int64_t> ids;
     size_t capacity = 0;
     std::vector<int64_t> host_ids;

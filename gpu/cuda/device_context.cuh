@@ -175,8 +175,11 @@ struct DeviceContext
             VS_CUDA_CHECK(cudaStreamWaitEvent(w, main_done, 0));
     }
 
-    int gemm_kind() const
+    // The rounding bound of this context's GEMMs over a dataset (binary16 rows: half).
+    int gemm_kind(bool half) const
     {
+        if (half)
+            return APPROX_GEMM_F16;
         return cfg.gemm_precision == VS_GEMM_TF32 ? APPROX_GEMM_TF32 : APPROX_GEMM_F32;
     }
 

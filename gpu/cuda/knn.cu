@@ -3,7 +3,8 @@
 // TF32 rarely certifies), the large-k path (K' > 4096), the direct path (small batches, L1, and the
 // queries GEMM could not certify, with an fp32 GEMM retry first for TF32) and, for K' >= n or
 // the rare queries no bound certifies, the exhaustive exact path below (exact keys of every row
-// and a segmented sort).
+// and a segmented sort).  Datasets of binary16 rows take the GEMM or the exact path
+// (half_rows_knn).
 #include "cuda/pipelines.cuh"
 
 #include "cpu/cpu_backend.h" // knn_candidates
@@ -31,7 +32,7 @@ void exact_path(DeviceContext &dev, const CudaDataset &c, const float *hq,
                 float *out_d, int64_t *out_counts)
 {
     const size_t n = c.size(), nb = which.size();
-    QueryBatch Q = upload_queries(dev, hq, which, c.dim());
+    QueryBatch Q = upload_queries(dev, hq, which, c);
     const size_t per_query = n * 8 * 3 + k * 12;
     size_t tq = std::max<size_t>(1, (dev.pool->available() / 2) / per_query);
     tq = std::min({tq, nb, std::max<size_t>(1, 0x7fffffffu / n)});
@@ -76,6 +77,28 @@ void exact_path(DeviceContext &dev, const CudaDataset &c, const float *hq,
         throw Error(VS_INTERNAL, "exact path left queries unresolved");
 }
 
+// A dataset of binary16 rows, which the direct kernels do not read: the GEMM on binary16 tensor
+// cores finds the candidates of L2 / IP / cosine queries at every batch size (the large-k path
+// past kWarpSelectMax); L1, the queries no bound certifies and those with a value beyond the
+// binary16 range (qrel = inf: never certified) take the exact path.
+void half_rows_knn(DeviceContext &dev, const CudaDataset &c, const float *queries,
+                   const std::vector<int> &which, size_t k, size_t kp, vs_metric m,
+                   int64_t *out_ids, float *out_d, int64_t *out_counts)
+{
+    std::vector<int> failed = which;
+    if (m != VS_METRIC_L1 && kp < c.size())
+    {
+        failed = kp <= static_cast<size_t>(kWarpSelectMax)
+                     ? gemm_path(dev, c, queries, which, k, kp, m, out_ids, out_d, out_counts)
+                     : large_k_path(dev, c, queries, which, k, kp, m, false, out_ids, out_d,
+                                    out_counts);
+        dev.stats_gemm_failed += failed.size();
+    }
+    dev.stats_exact += failed.size();
+    if (!failed.empty())
+        exact_path(dev, c, queries, failed, k, m, out_ids, out_d, out_counts);
+}
+
 } // namespace
 
 void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, size_t nq, size_t k,
@@ -96,8 +119,9 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
     // Candidates per query: k + k/8 for fp32 approximations; k + k/2 for TF32 GEMMs, whose
     // rounding bound is ~250x wider (a thin margin would send most queries to the fallback).
     const size_t kp_d = knn_candidates(k, n);
-    const size_t kp_g =
-        dev.cfg.gemm_precision == VS_GEMM_TF32 ? knn_candidates_wide(k, n) : kp_d;
+    const size_t kp_g = dev.cfg.gemm_precision == VS_GEMM_TF32 || c.half()
+                            ? knn_candidates_wide(k, n)
+                            : kp_d;
     const bool gemm_metric = m != VS_METRIC_L1;
     const size_t chunk = 65536;
     for (size_t b0 = 0; b0 < nq; b0 += chunk)
@@ -108,6 +132,11 @@ void knn_impl(DeviceContext &dev, const CudaDataset &c, const float *queries, si
         if (kp_d >= n)
         {
             exact_path(dev, c, queries, which, k, m, out_ids, out_d, out_counts);
+            continue;
+        }
+        if (c.half())
+        {
+            half_rows_knn(dev, c, queries, which, k, kp_g, m, out_ids, out_d, out_counts);
             continue;
         }
         const size_t small_batch = static_cast<size_t>(dev.small_batch_for(c.dim()));

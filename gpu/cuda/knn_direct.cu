@@ -16,12 +16,14 @@ std::vector<int> direct_path(DeviceContext &dev, const CudaDataset &c, const flo
                              const std::vector<int> &which, size_t k, size_t kp, vs_metric m,
                              int64_t *out_ids, float *out_d, int64_t *out_counts, bool allow_rows)
 {
+    if (c.half())
+        throw Error(VS_INTERNAL, "the direct kernels read float rows (binary16 rows: knn.cu)");
     const size_t nb = which.size();
     Profile prof;
     // One stream for all of it: a small batch is latency-bound, and host waits between the
     // upload, the allocations and the kernels cost more than the work (~10 us each).
     cudaStream_t st = dev.main;
-    QueryBatch Q = upload_queries(dev, hq, which, c.dim(), false);
+    QueryBatch Q = upload_queries(dev, hq, which, c, false);
     prof.mark("upload", st);
     const int tier = nb <= 16 ? 0 : 1;
     const int bcap = warp_topk_bcap(static_cast<int>(kp));

@@ -20,7 +20,7 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
 {
     const size_t n = c.size(), nb = which.size();
     Profile prof;
-    QueryBatch Q = upload_queries(dev, hq, which, c.dim(), false);
+    QueryBatch Q = upload_queries(dev, hq, which, c, false);
     prof.mark("upload", dev.main);
     // Tile shape: whole rows when 32 of them fit, else column tiles of 64 queries.
     const size_t budget = std::min(dev.tile_bytes, dev.pool->available() / 6);
@@ -101,7 +101,7 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
         for (size_t c0 = 0; c0 < n; c0 += tn)
         {
             const size_t cn = std::min(tn, n - c0);
-            gemm(dev, si, c, c0, cn, Q.x + q0 * c.dim(), qn, s.tile.get(), ld);
+            gemm(dev, si, c, c0, cn, Q, q0, qn, s.tile.get(), ld);
             prof.mark("gemm", st);
             TileSelectArgs a{};
             a.tile = s.tile.get();
@@ -160,7 +160,7 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
                 pass(0, cn, P, c0 > 0);
         }
         rerank_finalize(dev, s.state.get(), static_cast<int>(qn), static_cast<int>(kp), Q, q0, c, m,
-                        k, dev.gemm_kind(), true, nullptr, nullptr, nullptr, s.out, st);
+                        k, dev.gemm_kind(c.half()), true, nullptr, nullptr, nullptr, s.out, st);
         prof.mark("rerank", st);
         download(s.out, qn, st);
         prof.mark("download", st);

@@ -25,7 +25,7 @@ std::vector<int> large_k_path(DeviceContext &dev, const CudaDataset &c, const fl
 {
     const size_t n = c.size(), nb = which.size();
     Profile prof;
-    QueryBatch Q = upload_queries(dev, hq, which, c.dim());
+    QueryBatch Q = upload_queries(dev, hq, which, c);
     const FilterPlan fp =
         plan_filter(static_cast<int>(kp), static_cast<uint32_t>(n), 1024, kLargeKCap);
     const size_t stride = fp.on ? static_cast<size_t>(fp.cap) : kp;
@@ -62,7 +62,7 @@ std::vector<int> large_k_path(DeviceContext &dev, const CudaDataset &c, const fl
     VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
     StreamJoin join{dev.work, 2};
     const int mode = direct ? MODE_RAW : approx_mode(m);
-    const int kind = direct ? APPROX_DIRECT_F32 : dev.gemm_kind();
+    const int kind = direct ? APPROX_DIRECT_F32 : dev.gemm_kind(c.half());
     std::vector<int> failed;
     size_t t = 0;
     for (size_t q0 = 0; q0 < nb; q0 += tq, t++)
@@ -132,6 +132,7 @@ std::vector<int> large_k_path(DeviceContext &dev, const CudaDataset &c, const fl
         f.kind = kind;
         f.d = static_cast<int>(c.dim());
         f.qnorm = Q.norm + q0;
+        f.qrel = Q.qrel ? Q.qrel + q0 : nullptr;
         f.maxnorm = c.maxnorm;
         f.ids = c.ids.get();
         f.out_ids = s.out.ids;

@@ -63,25 +63,32 @@ std::vector<int> large_k_path(DeviceContext &dev, const CudaDataset &c, const fl
 
 // ---- shared by the pipelines (search_common.cu) ---------------------------------------------
 
-// Queries on the device with their norms, uploaded in one copy.
+// Queries on the device with their norms, uploaded in one copy.  For an F16 dataset also the
+// queries rounded to binary16 (the GEMM's operand) and qrel, a bound on each one's relative
+// rounding error (engine/exact.h, APPROX_GEMM_F16; +inf where a value overflows binary16: that
+// query cannot take the GEMM).
 struct QueryBatch
 {
     DeviceArray<unsigned char> buf;
     float *x = nullptr, *sq = nullptr, *inv = nullptr;
     double *norm = nullptr;
+    uint16_t *xh = nullptr;  // F16 datasets only
+    double *qrel = nullptr;  // F16 datasets only
     int n = 0;
     int d = 0;
     DeviceQueries view(size_t q0 = 0) const
     {
-        return DeviceQueries{x + q0 * d, sq + q0, inv + q0, norm + q0, n - static_cast<int>(q0)};
+        return DeviceQueries{x + q0 * d,  sq + q0, inv + q0, norm + q0, n - static_cast<int>(q0),
+                             qrel ? qrel + q0 : nullptr};
     }
     std::vector<double> host_norm;
+    std::vector<double> host_qrel; // F16 datasets only
 };
 
-// Uploads the queries on dev.main; with sync, waits for the copy (callers that go on with other
-// streams need that; work on dev.main itself is ordered after it).
+// Uploads the queries of a search of c on dev.main; with sync, waits for the copy (callers that
+// go on with other streams need that; work on dev.main itself is ordered after it).
 QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector<int> &which,
-                          size_t d, bool sync = true);
+                          const CudaDataset &c, bool sync = true);
 
 // Per-tile outputs on the device (one allocation) and their pinned host copy (same layout):
 // ids (tq x k) | distances (tq x k) | counts (tq) | ok (tq).
@@ -117,9 +124,10 @@ void rerank_finalize(DeviceContext &dev, const uint64_t *cand, int qn, int kp, c
 // How the approximate tile values of a metric become base values (MODE_*_GEMM; MODE_RAW: L1).
 int approx_mode(vs_metric m);
 
-// C[q * ldc + c] = <y_{row0 + c}, x_{q0 + q}> for c < cn, q < qn.
+// C[q * ldc + c] = <y_{row0 + c}, x_{q0 + q}> for c < cn, q < qn (an F16 dataset: x rounded to
+// binary16, fp32 accumulation on tensor cores).
 void gemm(DeviceContext &dev, int slot, const CudaDataset &c, size_t row0, size_t cn,
-          const float *qx, size_t qn, float *C, size_t ldc);
+          const QueryBatch &Q, size_t q0, size_t qn, float *C, size_t ldc);
 
 // Approximate values of full rows for qn queries into tile (ld): a GEMM (dot products,
 // MODE_*_GEMM) or the direct scan (base values, MODE_RAW).

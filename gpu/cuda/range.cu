@@ -1,14 +1,15 @@
 // Range search on the CUDA backend.  Per step (a tile of queries x every row, or x a column chunk
 // when one row of the tile does not fit): the approximate tile (GEMM, or the direct scan for L1
-// and small batches); one pass that keeps every value within the radius plus the error bound as a
-// candidate key (query, column), with per-query counts (impl/range_kernels.cu); the exact check
-// of the candidates; one radix sort of the matches by (query, column), i.e. by (query, id); the
-// per-query offsets; ids and distances to pinned memory and the collector.  Two slots (stream,
-// tile, buffers) alternate, so one step's GEMM runs while the previous step's matches are
-// checked, sorted and copied and the host appends the one before.  A step whose candidates
-// overflow the buffer is redone in batches of queries that fit (by the first pass's per-query
-// counts) and, for a query with more candidates than the buffer holds, in column chunks of the
-// buffer's size: device memory stays bounded whatever the radius.
+// and small batches; binary16 rows: the GEMM, or exact values for L1); one pass that keeps every
+// value within the radius plus the error bound as a candidate key (query, column), with
+// per-query counts (impl/range_kernels.cu); the exact check of the candidates; one radix sort of
+// the matches by (query, column), i.e. by (query, id); the per-query offsets; ids and distances
+// to pinned memory and the collector.  Two slots (stream, tile, buffers) alternate, so one step's
+// GEMM runs while the previous step's matches are checked, sorted and copied and the host
+// appends the one before.  A step whose candidates overflow the buffer is redone in batches of
+// queries that fit (by the first pass's per-query counts) and, for a query with more candidates
+// than the buffer holds, in column chunks of the buffer's size: device memory stays bounded
+// whatever the radius.
 #include "cuda/pipelines.cuh"
 
 #include "engine/host_common.h"
@@ -53,9 +54,11 @@ public:
         const size_t n = c.size(), d = c.dim();
         std::vector<int> which(nq);
         std::iota(which.begin(), which.end(), 0);
-        Q_ = upload_queries(dev, hq, which, d);
-        use_gemm_ = m != VS_METRIC_L1 && nq > static_cast<size_t>(dev.range_small_batch());
-        const int kind = use_gemm_ ? dev.gemm_kind() : APPROX_DIRECT_F32;
+        Q_ = upload_queries(dev, hq, which, c);
+        // binary16 rows: the GEMM for every batch (their direct tile is exact values, for L1)
+        use_gemm_ = m != VS_METRIC_L1 &&
+                    (c.half() || nq > static_cast<size_t>(dev.range_small_batch()));
+        const int kind = use_gemm_ ? dev.gemm_kind(c.half()) : APPROX_DIRECT_F32;
         mode_ = use_gemm_ ? approx_mode(m) : MODE_RAW;
         // Candidates: approximate value <= the threshold in double, rounded up to a float (a
         // superset: the exact check decides).
@@ -64,7 +67,9 @@ public:
         for (size_t i = 0; i < nq; i++)
         {
             const double t = range_approx_threshold(
-                approx_error(kind, m, d, Q_.host_norm[i], c.maxnorm), limit);
+                approx_error(kind, m, d, Q_.host_norm[i], c.maxnorm,
+                             Q_.host_qrel.empty() ? 0.0 : Q_.host_qrel[i]),
+                limit);
             float f = static_cast<float>(t);
             if (static_cast<double>(f) < t)
                 f = std::nextafter(f, INFINITY);
@@ -161,8 +166,7 @@ private:
     {
         s.step = step;
         if (use_gemm_)
-            gemm(dev_, s.index, c_, step.c0, step.cn, Q_.x + step.q0 * c_.dim(), step.qn,
-                 s.tile.get(), ld_);
+            gemm(dev_, s.index, c_, step.c0, step.cn, Q_, step.q0, step.qn, s.tile.get(), ld_);
         else
             full_rows(dev_, c_, Q_, step.q0, step.qn, m_, s.tile.get(), ld_, s.index, s.st, true);
         prof_.mark("approx", s.st);

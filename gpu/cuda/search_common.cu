@@ -5,6 +5,7 @@
 #include "cuda/pipelines.cuh"
 
 #include "engine/host_common.h"
+#include "vsearch/half.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,19 +33,44 @@ double query_sqnorm(const float *x, size_t d)
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+// x rounded to binary16 into xh, and an upper bound on ||x - xh|| / ||x|| (norm = ||x||): +inf
+// when a value overflows binary16, 0 when x is exact in binary16.
+double half_query(const float *x, uint16_t *xh, size_t d, double norm)
+{
+    vs_float_to_half(x, xh, d);
+    double e = 0.0;
+    for (size_t i = 0; i < d; i++)
+    {
+        if (vs_half_is_special(xh[i]))
+            return INFINITY;
+        const double t = static_cast<double>(x[i]) - vs_half_to_float1(xh[i]); // exact
+        e += t * t;
+    }
+    if (e == 0.0)
+        return 0.0;
+    // the sum's rounding (d terms, relative 2^-53 each) is far inside 2^-30
+    return std::sqrt(e) / norm * (1.0 + 0x1p-30);
+}
+
 } // namespace
 
 QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector<int> &which,
-                          size_t d, bool sync)
+                          const CudaDataset &c, bool sync)
 {
     QueryBatch b;
+    const size_t d = c.dim();
     b.n = static_cast<int>(which.size());
     b.d = static_cast<int>(d);
     const size_t nb = which.size();
-    // Layout: norms (double) | x | sq | inv, each part 16-byte aligned.
+    const bool half = c.half();
+    // Layout: norms (double) | x | sq | inv [| qrel (double) | xh (binary16)], each part 16-byte
+    // aligned.
     const size_t o_norm = 0, o_x = round_up((nb + 4) * 8, 16),
                  o_sq = o_x + round_up(std::max<size_t>(nb * d, 1) * 4, 16),
-                 o_inv = o_sq + round_up((nb + 4) * 4, 16), total = o_inv + (nb + 4) * 4;
+                 o_inv = o_sq + round_up((nb + 4) * 4, 16),
+                 o_qrel = o_inv + round_up((nb + 4) * 4, 16),
+                 o_xh = o_qrel + round_up((nb + 4) * 8, 16),
+                 total = half ? o_xh + std::max<size_t>(nb * d, 1) * 2 : o_inv + (nb + 4) * 4;
     // Pinned staging up to kPinnedStagingMax (a pageable copy costs ~1 us per 784-float query);
     // a larger batch goes through pageable memory, which cudaMemcpyAsync has copied out of by the
     // time it returns, so that the pinned buffer does not grow with the largest batch ever seen.
@@ -77,6 +103,14 @@ QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector
         hn[i] = b.host_norm[i] = std::sqrt(sqn);
         hi[i] = static_cast<float>(1.0 / std::sqrt(sqn));
     }
+    if (half)
+    {
+        uint16_t *hh = reinterpret_cast<uint16_t *>(h + o_xh);
+        double *hr = reinterpret_cast<double *>(h + o_qrel);
+        b.host_qrel.resize(nb);
+        for (size_t i = 0; i < nb; i++)
+            hr[i] = b.host_qrel[i] = half_query(hx + i * d, hh + i * d, d, hn[i]);
+    }
     b.buf = DeviceArray<unsigned char>(*dev.pool, total, dev.main);
     VS_CUDA_CHECK(cudaMemcpyAsync(b.buf.get(), h, total, cudaMemcpyHostToDevice, dev.main));
     if (pageable.empty())
@@ -85,6 +119,11 @@ QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector
     b.x = reinterpret_cast<float *>(b.buf.get() + o_x);
     b.sq = reinterpret_cast<float *>(b.buf.get() + o_sq);
     b.inv = reinterpret_cast<float *>(b.buf.get() + o_inv);
+    if (half)
+    {
+        b.qrel = reinterpret_cast<double *>(b.buf.get() + o_qrel);
+        b.xh = reinterpret_cast<uint16_t *>(b.buf.get() + o_xh);
+    }
     if (sync)
         VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
     return b;
@@ -184,6 +223,7 @@ void rerank_finalize(DeviceContext &dev, const uint64_t *cand, int qn, int kp, c
     f.kind = kind;
     f.d = static_cast<int>(c.dim());
     f.qnorm = Q.norm + q0;
+    f.qrel = Q.qrel ? Q.qrel + q0 : nullptr;
     f.maxnorm = c.maxnorm;
     f.ids = c.ids.get();
     f.out_ids = o.ids;
@@ -211,13 +251,23 @@ int approx_mode(vs_metric m)
 
 // C[q * ldc + c] = <y_{row0 + c}, x_{q0 + q}> for c < cn, q < qn.
 void gemm(DeviceContext &dev, int slot, const CudaDataset &c, size_t row0, size_t cn,
-          const float *qx, size_t qn, float *C, size_t ldc)
+          const QueryBatch &Q, size_t q0, size_t qn, float *C, size_t ldc)
 {
     const float one = 1.0f, zero = 0.0f;
     const int d = static_cast<int>(c.dim());
+    if (c.half())
+    {
+        // binary16 operands, fp32 accumulation (tensor cores): the bound is APPROX_GEMM_F16's
+        VS_CUBLAS_CHECK(cublasGemmEx(dev.blas[slot], CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cn),
+                                     static_cast<int>(qn), d, &one, c.x_f16() + row0 * d,
+                                     CUDA_R_16F, d, Q.xh + q0 * d, CUDA_R_16F, d, &zero, C,
+                                     CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+        return;
+    }
     VS_CUBLAS_CHECK(cublasSgemm(dev.blas[slot], CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(cn),
-                                static_cast<int>(qn), d, &one, c.x.get() + row0 * d, d, qx, d,
-                                &zero, C, static_cast<int>(ldc)));
+                                static_cast<int>(qn), d, &one, c.x_f32() + row0 * d, d,
+                                Q.x + q0 * d, d, &zero, C, static_cast<int>(ldc)));
 }
 
 // Approximate values of full rows for qn queries into tile (ld): a GEMM (dot products,
@@ -227,7 +277,14 @@ void full_rows(DeviceContext &dev, const CudaDataset &c, const QueryBatch &Q, si
 {
     if (!direct)
     {
-        gemm(dev, slot, c, 0, c.size(), Q.x + q0 * c.dim(), qn, tile, ld);
+        gemm(dev, slot, c, 0, c.size(), Q, q0, qn, tile, ld);
+        return;
+    }
+    if (c.half())
+    {
+        DeviceQueries qv = Q.view(q0);
+        qv.n = static_cast<int>(qn);
+        launch_exact_tile(qv, c.rows(), m, tile, static_cast<int64_t>(ld), st);
         return;
     }
     for (size_t b = 0; b < qn; b += 64)

@@ -34,7 +34,7 @@ void subsets_impl(DeviceContext &dev, const CudaDataset &c, const float *hq, siz
             throw Error(VS_INVALID_ARGUMENT, "a query has too many candidates");
         std::vector<int> which(nb);
         std::iota(which.begin(), which.end(), static_cast<int>(q0));
-        QueryBatch Q = upload_queries(dev, hq, which, d);
+        QueryBatch Q = upload_queries(dev, hq, which, c);
         std::vector<int64_t> off64(nb + 1);
         std::vector<int> off32(nb + 1);
         for (size_t i = 0; i <= nb; i++)

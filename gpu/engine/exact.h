@@ -189,15 +189,28 @@ enum ApproxKind
 {
     APPROX_DIRECT_F32 = 0, // per-pair float kernels (CPU SIMD, CUDA fused scan)
     APPROX_GEMM_F32 = 1,   // ||x||^2 + ||y||^2 - 2 x.y with an fp32 SGEMM dot
-    APPROX_GEMM_TF32 = 2   // the same with TF32 tensor-core products
+    APPROX_GEMM_TF32 = 2,  // the same with TF32 tensor-core products
+    APPROX_GEMM_F16 = 3    // the same over binary16 rows with the query rounded to binary16
 };
 
-// qnorm: ||x|| of the query; maxnorm: an upper bound on ||y|| over the dataset's rows.
-VS_HD ErrBound approx_error(int kind, vs_metric m, size_t d, double qnorm, double maxnorm)
+// qnorm: ||x|| of the query; maxnorm: an upper bound on ||y|| over the dataset's rows; qrel (for
+// APPROX_GEMM_F16 only): an upper bound on ||x - x'|| / ||x||, x' the query rounded to binary16.
+//
+// Why binary16 GEMMs need only qrel besides the fp32 terms: a binary16 row value is exact in
+// binary16 (no rounding of y), and the product of two binary16 values (11-bit significands, 2^-48
+// .. 2^32 in magnitude) is exact in fp32, so the only errors are the query's rounding, which
+// moves the dot by |<y, x - x'>| <= ||y|| ||x - x'|| <= qrel ||x|| maxnorm, and the fp32
+// accumulation, bounded by g ||y|| ||x'|| as for SGEMM (||x'|| <= (1 + qrel) ||x||, inside the
+// safety factor).  qrel takes the place of TF32's 2^-9; a query that is exact in binary16 (the
+// integer pixels of Fashion-MNIST) has qrel = 0 and the fp32 GEMM's bound.
+VS_HD ErrBound approx_error(int kind, vs_metric m, size_t d, double qnorm, double maxnorm,
+                            double qrel = 0.0)
 {
     const double u = 5.9604644775390625e-08; // 2^-24
     const double g = (static_cast<double>(d) + 4.0) * u;
-    const double ct = kind == APPROX_GEMM_TF32 ? 1.953125e-03 /* 2^-9 */ : 0.0;
+    const double ct = kind == APPROX_GEMM_TF32  ? 1.953125e-03 /* 2^-9 */
+                      : kind == APPROX_GEMM_F16 ? qrel
+                                                : 0.0;
     ErrBound e = {0.0, 0.0};
     const double safety = 2.0;
     switch (m)

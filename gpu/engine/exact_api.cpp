@@ -4,7 +4,10 @@
 #include "engine/multi_backend.h"
 #include "engine/range_result.h"
 
+#include "vsearch/half.h"
+
 #include <memory>
+#include <vector>
 
 struct vs_dataset : vs::api::Object<vs::Dataset>
 {
@@ -30,6 +33,35 @@ vs_status check_subsets(vs_context *ctx, const vs_subsets *s, size_t nq)
     return VS_OK;
 }
 
+// Every value of an F16 dataset must be a finite half.
+const char *const kNotHalf = "a value is beyond the binary16 range (|v| >= 65520), infinite or NaN";
+
+std::vector<float> widen_halves(size_t d, size_t n, const uint16_t *vectors)
+{
+    for (size_t i = 0; i < n * d; i++)
+        if (vs_half_is_special(vectors[i]))
+            throw vs::Error(VS_INVALID_ARGUMENT, kNotHalf);
+    std::vector<float> f(n * d);
+    vs_half_to_float(vectors, f.data(), f.size());
+    return f;
+}
+
+// n x d floats rounded to the nearest half and widened back.
+std::vector<float> halves_as_floats(size_t d, size_t n, const float *vectors)
+{
+    std::vector<uint16_t> h(n * d);
+    vs_float_to_half(vectors, h.data(), h.size());
+    return widen_halves(d, n, h.data());
+}
+
+vs_status add_floats(vs_context *ctx, vs_dataset *ds, const float *vectors, const int64_t *ids,
+                     size_t n)
+{
+    if (vs_status st = fault_point(ctx))
+        return st;
+    return finish(ctx, ctx->backend->dataset_add(ds->impl, vectors, ids, n));
+}
+
 } // namespace
 
 extern "C" {
@@ -43,10 +75,10 @@ vs_status vs_dataset_create(vs_context *ctx, size_t dim, vs_dtype storage, vs_da
     *out = nullptr;
     if (dim == 0 || dim > (1u << 20))
         return fail(ctx, VS_INVALID_ARGUMENT, "dim must be in 1 .. 2^20");
-    if (storage != VS_DTYPE_F32)
+    if (storage != VS_DTYPE_F32 && storage != VS_DTYPE_F16)
     {
-        if (storage == VS_DTYPE_F16 || storage == VS_DTYPE_BF16)
-            return fail(ctx, VS_UNSUPPORTED, "only float32 storage is implemented");
+        if (storage == VS_DTYPE_BF16)
+            return fail(ctx, VS_UNSUPPORTED, "bfloat16 storage is not implemented");
         return fail(ctx, VS_INVALID_ARGUMENT, "unknown storage type");
     }
     return create_object(ctx, out, [&](vs::Dataset **impl) {
@@ -63,9 +95,32 @@ vs_status vs_dataset_add(vs_context *ctx, vs_dataset *ds, const float *vectors, 
         return st;
     if (n > 0 && (!vectors || !ids))
         return fail(ctx, VS_INVALID_ARGUMENT, "vectors or ids is NULL");
-    if (vs_status st = fault_point(ctx))
+    if (ds->impl->dtype() == VS_DTYPE_F16)
+    {
+        // The backends take floats: an F16 dataset's are exact halves, so this rounds them here.
+        std::vector<float> held;
+        vs::Status st = vs::guarded([&] { held = halves_as_floats(ds->impl->dim(), n, vectors); });
+        if (!st.ok())
+            return fail(ctx, st.code, st.message.c_str());
+        return add_floats(ctx, ds, held.data(), ids, n);
+    }
+    return add_floats(ctx, ds, vectors, ids, n);
+}
+
+vs_status vs_dataset_add_f16(vs_context *ctx, vs_dataset *ds, const uint16_t *vectors,
+                             const int64_t *ids, size_t n) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_object(ctx, ds, "dataset"))
         return st;
-    return finish(ctx, ctx->backend->dataset_add(ds->impl, vectors, ids, n));
+    if (n > 0 && (!vectors || !ids))
+        return fail(ctx, VS_INVALID_ARGUMENT, "vectors or ids is NULL");
+    std::vector<float> widened;
+    vs::Status st = vs::guarded([&] { widened = widen_halves(ds->impl->dim(), n, vectors); });
+    if (!st.ok())
+        return fail(ctx, st.code, st.message.c_str());
+    return add_floats(ctx, ds, widened.data(), ids, n);
 }
 
 vs_status vs_dataset_remove(vs_context *ctx, vs_dataset *ds, const int64_t *ids, size_t n,
@@ -90,6 +145,11 @@ size_t vs_dataset_size(const vs_dataset *ds) noexcept
 size_t vs_dataset_dim(const vs_dataset *ds) noexcept
 {
     return ds && ds->impl ? ds->impl->dim() : 0;
+}
+
+vs_dtype vs_dataset_storage(const vs_dataset *ds) noexcept
+{
+    return ds && ds->impl ? ds->impl->dtype() : VS_DTYPE_F32;
 }
 
 void vs_dataset_destroy(vs_context *ctx, vs_dataset *ds) noexcept

@@ -65,7 +65,7 @@ TEST_P(EngineApi, ArgumentErrors)
     vs_dataset *ds = nullptr;
     EXPECT_EQ(vs_dataset_create(c, 0, VS_DTYPE_F32, &ds), VS_INVALID_ARGUMENT);
     EXPECT_NE(std::string(vs_last_error(c)), "");
-    EXPECT_EQ(vs_dataset_create(c, 4, VS_DTYPE_F16, &ds), VS_UNSUPPORTED);
+    EXPECT_EQ(vs_dataset_create(c, 4, VS_DTYPE_BF16, &ds), VS_UNSUPPORTED);
     EXPECT_EQ(vs_dataset_create(c, 4, static_cast<vs_dtype>(9), &ds), VS_INVALID_ARGUMENT);
     ASSERT_EQ(vs_dataset_create(c, 4, VS_DTYPE_F32, &ds), VS_OK);
     EXPECT_STREQ(vs_last_error(c), "");

@@ -4,6 +4,7 @@
 #ifndef VSEARCH_CUDA_IMPL_KERNELS_CUH
 #define VSEARCH_CUDA_IMPL_KERNELS_CUH
 
+#include "cuda/utils/exact_warp.cuh"
 #include "cuda/utils/launch.cuh"
 #include "cuda/utils/memory_pool.cuh"
 #include "engine/exact.h"
@@ -43,13 +44,23 @@ __host__ __device__ __forceinline__ float approx_value(int mode, float v, float 
 // A resident dataset as kernels see it (rows in ascending id order).
 struct DeviceRows
 {
-    const float *x;     // n x d
+    const float *x;     // n x d (null for binary16 rows)
+    const uint16_t *xh; // n x d binary16 (F16 datasets; null for float rows)
     const int64_t *ids; // n
     const float *sq;    // ||y||^2
     const float *inv;   // 1 / ||y|| (inf for a zero row)
     uint32_t n;
     int d;
 };
+
+// Base value (engine/exact.h) of query x against row r, whichever type the rows are stored in.
+__device__ __forceinline__ double warp_exact_row(vs_metric m, const float *x, const DeviceRows &R,
+                                                 uint32_t r, int lane)
+{
+    const size_t o = static_cast<size_t>(r) * R.d;
+    return R.xh ? warp_exact_base(m, x, R.xh + o, R.d, lane)
+                : warp_exact_base(m, x, R.x + o, R.d, lane);
+}
 
 // Per-query data of a batch (queries contiguous, d floats each).
 struct DeviceQueries
@@ -59,6 +70,7 @@ struct DeviceQueries
     const float *inv;
     const double *norm; // ||x|| for the error bounds
     int n;
+    const double *qrel; // APPROX_GEMM_F16: ||x - x'|| / ||x|| bounds (x' in binary16), else null
 };
 
 // ---- selection over GEMM / direct tiles ----------------------------------------------------
@@ -144,6 +156,7 @@ struct FinalizeArgs
     int kind; // ApproxKind of the approximate keys
     int d;
     const double *qnorm;
+    const double *qrel; // APPROX_GEMM_F16 (DeviceQueries::qrel), else null
     double maxnorm;
     const int64_t *ids;
     int64_t *out_ids; // nq x k
@@ -176,6 +189,11 @@ void launch_rerank(const RerankArgs &a, cudaStream_t s);
 // Exact keys of every row for nq queries: out[q * n + r].
 void launch_exact_all(DeviceQueries q, DeviceRows rows, vs_metric m, uint64_t *out,
                       cudaStream_t s);
+
+// out[q * ld + r] = the exact base value of every row rounded to float (MODE_RAW values within
+// APPROX_DIRECT_F32's bound): the direct tile of rows the scan kernels cannot read (binary16).
+void launch_exact_tile(DeviceQueries q, DeviceRows rows, vs_metric m, float *out, int64_t ld,
+                       cudaStream_t s);
 
 // Large k, for the queries whose filter missed (count[q] < k or > stride): the kp smallest
 // approximate keys of the full row (unsorted) at cand + q * stride, kNoKey up to stride, count[q]
@@ -287,9 +305,10 @@ void launch_subset_write(const uint64_t *keys, const int64_t *offsets, int nq, b
 
 // ---- datasets and misc -----------------------------------------------------------------
 
-// dst row r = map[r] >= 0 ? old[map[r]] : fresh[-map[r] - 1]
-void launch_gather_rows(float *dst, const float *old, const float *fresh, const int64_t *map,
-                        size_t n, int d, cudaStream_t s);
+// Rows of row_bytes bytes (a multiple of 2): dst row r = old row map[r] (map[r] >= 0) or fresh row
+// -map[r] - 1.
+void launch_gather_rows(void *dst, const void *old, const void *fresh, const int64_t *map,
+                        size_t n, size_t row_bytes, cudaStream_t s);
 // offs[i] = i * stride for i <= nseg
 void launch_fill_offsets(int *offs, int nseg, int stride, cudaStream_t s);
 

@@ -55,8 +55,7 @@ __global__ void subset_keys_kernel(const uint32_t *rows, const int *qidx, size_t
         uint64_t key = kNoKey;
         if (r != kNoRow)
         {
-            double b = warp_exact_base(m, Q.x + static_cast<size_t>(qidx[i]) * R.d,
-                                       R.x + static_cast<size_t>(r) * R.d, R.d, lane);
+            double b = warp_exact_row(m, Q.x + static_cast<size_t>(qidx[i]) * R.d, R, r, lane);
             float out = base_to_output(m, b);
             if (!range)
                 key = make_key(out, r);
@@ -137,8 +136,10 @@ __global__ void subset_write_kernel(const uint64_t *keys, const int64_t *offsets
         }
 }
 
-__global__ void gather_rows_kernel(float *dst, const float *old, const float *fresh,
-                                   const int64_t *map, size_t n, int d)
+// T: the unit moved (float for rows of a multiple of 4 bytes, else uint16_t); d units a row.
+template <typename T>
+__global__ void gather_rows_kernel(T *dst, const T *old, const T *fresh, const int64_t *map,
+                                   size_t n, size_t d)
 {
     size_t total = n * d;
     for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -313,12 +314,25 @@ void launch_subset_write(const uint64_t *keys, const int64_t *offsets, int nq, b
     VS_LAUNCH_CHECK();
 }
 
-void launch_gather_rows(float *dst, const float *old, const float *fresh, const int64_t *map,
-                        size_t n, int d, cudaStream_t s)
+void launch_gather_rows(void *dst, const void *old, const void *fresh, const int64_t *map,
+                        size_t n, size_t row_bytes, cudaStream_t s)
 {
     if (n == 0)
         return;
-    gather_rows_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(dst, old, fresh, map, n, d);
+    if (row_bytes % 4 == 0)
+    {
+        const size_t d = row_bytes / 4;
+        gather_rows_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(
+            static_cast<float *>(dst), static_cast<const float *>(old),
+            static_cast<const float *>(fresh), map, n, d);
+    }
+    else
+    {
+        const size_t d = row_bytes / 2;
+        gather_rows_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(
+            static_cast<uint16_t *>(dst), static_cast<const uint16_t *>(old),
+            static_cast<const uint16_t *>(fresh), map, n, d);
+    }
     VS_LAUNCH_CHECK();
 }
 

@@ -112,8 +112,7 @@ __global__ void range_check_kernel(const uint64_t *cand, size_t n, int cbits, ui
         const uint64_t key = cand[i];
         const uint32_t q = static_cast<uint32_t>(key >> cbits);
         const uint32_t r = row0 + static_cast<uint32_t>(key & cmask);
-        const double b = warp_exact_base(m, Q.x + static_cast<size_t>(q) * R.d,
-                                         R.x + static_cast<size_t>(r) * R.d, R.d, lane);
+        const double b = warp_exact_row(m, Q.x + static_cast<size_t>(q) * R.d, R, r, lane);
         const float out = base_to_output(m, b);
         if (lane == 0)
         {

@@ -155,8 +155,7 @@ __global__ void exact_keys_kernel(const uint64_t *cand, int nq, int kp, DeviceQu
         {
             uint32_t r = key_row(key);
             size_t q = i / kp;
-            double b = warp_exact_base(m, Q.x + q * R.d, R.x + static_cast<size_t>(r) * R.d, R.d,
-                                       lane);
+            double b = warp_exact_row(m, Q.x + q * R.d, R, r, lane);
             res = make_key(base_to_output(m, b), r);
         }
         if (lane == 0)
@@ -174,9 +173,26 @@ __global__ void exact_all_kernel(DeviceQueries Q, DeviceRows R, vs_metric m, uin
     {
         size_t q = i / R.n;
         uint32_t r = static_cast<uint32_t>(i % R.n);
-        double b = warp_exact_base(m, Q.x + q * R.d, R.x + static_cast<size_t>(r) * R.d, R.d, lane);
+        double b = warp_exact_row(m, Q.x + q * R.d, R, r, lane);
         if (lane == 0)
             out[i] = make_key(base_to_output(m, b), r);
+    }
+}
+
+__global__ void exact_tile_kernel(DeviceQueries Q, DeviceRows R, vs_metric m, float *out,
+                                  int64_t ld)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t total = static_cast<size_t>(Q.n) * R.n;
+    const size_t nwarps = static_cast<size_t>(gridDim.x) * (blockDim.x >> 5);
+    for (size_t i = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; i < total;
+         i += nwarps)
+    {
+        size_t q = i / R.n;
+        uint32_t r = static_cast<uint32_t>(i % R.n);
+        double b = warp_exact_row(m, Q.x + q * R.d, R, r, lane);
+        if (lane == 0)
+            out[q * ld + r] = static_cast<float>(b);
     }
 }
 
@@ -184,8 +200,9 @@ __global__ void exact_all_kernel(DeviceQueries Q, DeviceRows R, vs_metric m, uin
 // the largest approximate candidate key (s_max; 0 = no certification needed).
 __device__ void write_results(const uint64_t *sorted, int64_t seg, int k, int q, bool certify,
                               unsigned long long amax, vs_metric metric, int kind, int d,
-                              double qnorm, double maxnorm, const int64_t *ids, int64_t *out_ids,
-                              float *out_d, int64_t *out_counts, int *out_ok, int *s_count)
+                              double qnorm, double qrel, double maxnorm, const int64_t *ids,
+                              int64_t *out_ids, float *out_d, int64_t *out_counts, int *out_ok,
+                              int *s_count)
 {
     const int64_t lim = seg < k ? seg : k;
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x)
@@ -217,7 +234,8 @@ __device__ void write_results(const uint64_t *sorted, int64_t seg, int k, int q,
             if (*s_count >= k && amax != 0)
             {
                 float ak = key_dist(amax);
-                ErrBound e = approx_error(kind, metric, static_cast<size_t>(d), qnorm, maxnorm);
+                ErrBound e =
+                    approx_error(kind, metric, static_cast<size_t>(d), qnorm, maxnorm, qrel);
                 float lb = base_to_output(metric, approx_lower(e, static_cast<double>(ak)));
                 ok = lb > key_dist(sorted[k - 1]) ? 1 : 0;
             }
@@ -259,8 +277,8 @@ __global__ void finalize_kernel(FinalizeArgs a)
     __syncthreads();
     const bool certify = a.approx != nullptr || a.bound != nullptr;
     write_results(sorted, a.seg, a.k, q, certify, s_max, a.metric, a.kind, a.d,
-                  a.qnorm ? a.qnorm[q] : 0.0, a.maxnorm, a.ids, a.out_ids, a.out_d, a.out_counts,
-                  a.out_ok, &s_count);
+                  a.qnorm ? a.qnorm[q] : 0.0, a.qrel ? a.qrel[q] : 0.0, a.maxnorm, a.ids,
+                  a.out_ids, a.out_d, a.out_counts, a.out_ok, &s_count);
 }
 
 constexpr int kRerankThreads = 512; // 16 warps: a query's candidates in few rounds
@@ -287,8 +305,7 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankArgs a, in
         if (c != kNoKey)
         {
             uint32_t r = key_row(c);
-            double b = warp_exact_base(a.metric, x, a.rows.x + static_cast<size_t>(r) * a.rows.d,
-                                       a.rows.d, lane);
+            double b = warp_exact_row(a.metric, x, a.rows, r, lane);
             res = make_key(base_to_output(a.metric, b), r);
             mx = c > mx ? c : mx;
         }
@@ -318,7 +335,8 @@ __global__ void __launch_bounds__(kRerankThreads) rerank_kernel(RerankArgs a, in
             __syncthreads();
         }
     write_results(keys, a.kp, a.k, q, true, s_max, a.metric, a.kind, a.rows.d, a.q.norm[q],
-                  a.maxnorm, a.rows.ids, a.out_ids, a.out_d, a.out_counts, a.out_ok, &s_count);
+                  a.q.qrel ? a.q.qrel[q] : 0.0, a.maxnorm, a.rows.ids, a.out_ids, a.out_d,
+                  a.out_counts, a.out_ok, &s_count);
 }
 
 constexpr int kRadixThreads = 512;
@@ -483,6 +501,16 @@ void launch_exact_all(DeviceQueries q, DeviceRows rows, vs_metric m, uint64_t *o
     if (total == 0)
         return;
     exact_all_kernel<<<grid_for(total, 256), 256, 0, s>>>(q, rows, m, out);
+    VS_LAUNCH_CHECK();
+}
+
+void launch_exact_tile(DeviceQueries q, DeviceRows rows, vs_metric m, float *out, int64_t ld,
+                       cudaStream_t s)
+{
+    size_t total = static_cast<size_t>(q.n) * rows.n;
+    if (total == 0)
+        return;
+    exact_tile_kernel<<<grid_for(total, 256), 256, 0, s>>>(q, rows, m, out, ld);
     VS_LAUNCH_CHECK();
 }
 

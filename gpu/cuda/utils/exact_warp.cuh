@@ -6,6 +6,8 @@
 
 #include "engine/exact.h"
 
+#include <cuda_fp16.h>
+
 namespace vs::cuda {
 
 __device__ __forceinline__ double warp_butterfly(double p)
@@ -16,9 +18,15 @@ __device__ __forceinline__ double warp_butterfly(double p)
     return p;
 }
 
-// Base value (engine/exact.h) of x against y, both d floats; every lane returns it.
+__device__ __forceinline__ float widen(float v) { return v; }
+// A binary16 value is exact in float, so a row of halves gives the bits of its widened floats.
+__device__ __forceinline__ float widen(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// Base value (engine/exact.h) of x against y, d values each (y float or binary16); every lane
+// returns it.
+template <typename Y>
 __device__ __forceinline__ double warp_exact_base(vs_metric m, const float *__restrict__ x,
-                                                  const float *__restrict__ y, int d, int lane)
+                                                  const Y *__restrict__ y, int d, int lane)
 {
     double p = 0.0;
     switch (m)
@@ -27,24 +35,26 @@ __device__ __forceinline__ double warp_exact_base(vs_metric m, const float *__re
     case VS_METRIC_L2:
         for (int i = lane; i < d; i += 32)
         {
-            double t = __dsub_rn(static_cast<double>(x[i]), static_cast<double>(y[i]));
+            double t = __dsub_rn(static_cast<double>(x[i]), static_cast<double>(widen(y[i])));
             p = __dadd_rn(p, __dmul_rn(t, t));
         }
         return warp_butterfly(p);
     case VS_METRIC_IP:
         for (int i = lane; i < d; i += 32)
-            p = __dadd_rn(p, __dmul_rn(static_cast<double>(x[i]), static_cast<double>(y[i])));
+            p = __dadd_rn(p, __dmul_rn(static_cast<double>(x[i]),
+                                       static_cast<double>(widen(y[i]))));
         return -warp_butterfly(p);
     case VS_METRIC_L1:
         for (int i = lane; i < d; i += 32)
-            p = __dadd_rn(p, fabs(__dsub_rn(static_cast<double>(x[i]), static_cast<double>(y[i]))));
+            p = __dadd_rn(p, fabs(__dsub_rn(static_cast<double>(x[i]),
+                                            static_cast<double>(widen(y[i])))));
         return warp_butterfly(p);
     case VS_METRIC_COSINE:
     {
         double pa = 0.0, pb = 0.0;
         for (int i = lane; i < d; i += 32)
         {
-            double a = x[i], b = y[i];
+            double a = x[i], b = widen(y[i]);
             p = __dadd_rn(p, __dmul_rn(a, b));
             pa = __dadd_rn(pa, __dmul_rn(a, a));
             pb = __dadd_rn(pb, __dmul_rn(b, b));

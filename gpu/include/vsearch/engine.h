@@ -71,7 +71,9 @@ typedef enum vs_gemm_precision
     VS_GEMM_FP32 = 1  /* plain fp32 SGEMM */
 } vs_gemm_precision;
 
-/* Storage type of a dataset's vectors.  Only F32 exists today; the others are reserved. */
+/* Storage type of a dataset's vectors.  F16 (IEEE binary16, `halfvec`) keeps half the bytes on
+ * the device; its distances are the exact distances of the half values, the same bits as an F32
+ * dataset holding those values widened.  BF16 is reserved (VS_UNSUPPORTED). */
 typedef enum vs_dtype
 {
     VS_DTYPE_F32 = 0,
@@ -200,15 +202,23 @@ vs_status vs_context_inject_fault(vs_context *ctx, vs_fault fault, int count, un
  * CUDA).  Rows are kept in ascending id order. */
 vs_status vs_dataset_create(vs_context *ctx, size_t dim, vs_dtype storage, vs_dataset **out) VS_NOEXCEPT;
 /* Appends n vectors (n x dim floats, row-major) with their ids.  Ids are unique within a dataset:
- * an id already present, or repeated in the call, is VS_INVALID_ARGUMENT and nothing is added. */
+ * an id already present, or repeated in the call, is VS_INVALID_ARGUMENT and nothing is added.
+ * An F16 dataset stores each value rounded to the nearest half (ties to even); a value that
+ * rounds to infinity (magnitude >= 65520) or a NaN is VS_INVALID_ARGUMENT. */
 vs_status vs_dataset_add(vs_context *ctx, vs_dataset *ds, const float *vectors, const int64_t *ids,
                          size_t n) VS_NOEXCEPT;
+/* The same with n x dim binary16 values (raw bits, vsearch/half.h), into a dataset of either
+ * storage type (an F32 dataset stores them widened, which is exact); an infinite or NaN half is
+ * VS_INVALID_ARGUMENT. */
+vs_status vs_dataset_add_f16(vs_context *ctx, vs_dataset *ds, const uint16_t *vectors,
+                             const int64_t *ids, size_t n) VS_NOEXCEPT;
 /* Removes the rows with these ids; ids not present are ignored.  *removed (optional) gets the
  * number of rows removed. */
 vs_status vs_dataset_remove(vs_context *ctx, vs_dataset *ds, const int64_t *ids, size_t n,
                             size_t *removed) VS_NOEXCEPT;
 size_t vs_dataset_size(const vs_dataset *ds) VS_NOEXCEPT;
 size_t vs_dataset_dim(const vs_dataset *ds) VS_NOEXCEPT;
+vs_dtype vs_dataset_storage(const vs_dataset *ds) VS_NOEXCEPT;
 /* Destroys a dataset.  Datasets should be destroyed before their context; vs_context_destroy
  * releases the memory of any still alive, leaving handles that vs_dataset_destroy alone accepts. */
 void vs_dataset_destroy(vs_context *ctx, vs_dataset *ds) VS_NOEXCEPT;
