@@ -14,7 +14,7 @@ int			vs_device_mode = VS_DEVICE_AUTO;
 int			vs_worker_device = VS_WORKER_DEVICE_GPU;
 int			vs_gpu_memory_limit_mb = 0;
 int			vs_batch_max = 1024;
-int			vs_worker_lanes = 2;
+int			vs_worker_lanes = 1;
 double		vs_batch_wait_ms = 0.0;
 int			vs_worker_timeout_ms = 10000;
 char	   *vs_gpus = NULL;
@@ -282,7 +282,7 @@ vs_guc_init(void)
 							"the worker gathers and answers the next requests; 1 runs every call "
 							"on the worker's own thread.  A change restarts the engine.",
 							&vs_worker_lanes,
-							2,
+							1,
 							1, 8,
 							PGC_SIGHUP,
 							0,
