@@ -759,10 +759,10 @@ void launch(DeviceContext &dev, const CudaMetric &cm, const DevQueries &q, doubl
         break;
     }
     const size_t smem = L.bytes;
-    if (smem + 1024 > dev.smem_optin)
+    if (smem + 1024 > dev.smem_optin) // 1 KB for the kernel's static part (a few counters)
         throw Error(VS_UNSUPPORTED, "the metric search needs " + std::to_string(smem) +
                                         " bytes of shared memory");
-    set_smem(kernel, smem + 1024); // the static part (a few counters) too
+    set_smem(kernel, smem);
     const unsigned grid = static_cast<unsigned>(std::min<size_t>(q.n, 65535));
     DevIndex ix = cm.view;
     DevQueries qs = q;

@@ -2,10 +2,12 @@
 
 #include "cuda/utils/error.cuh"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace vs::cuda {
@@ -16,14 +18,25 @@ struct Entry
 {
     int device;
     const void *kernel;
-    int threads;   // 0: the shared memory opt-in
+    int threads;
     size_t bytes;
     int value;
 };
 
+// A kernel's dynamic shared memory limit on a device, and its static shared memory.
+struct SmemLimit
+{
+    int device;
+    const void *kernel;
+    size_t limit;
+    size_t static_bytes;
+};
+
 std::mutex g_mutex;
-std::vector<Entry> g_entries;
+std::vector<Entry> g_entries;       // blocks_per_sm
+std::vector<SmemLimit> g_limits;    // set_smem: one per kernel and device
 constexpr size_t kMaxEntries = 512; // shared memory sizes vary with k: bound the table
+constexpr size_t kDefaultSmem = 48u << 10; // a block's shared memory without the opt-in
 
 int current_device()
 {
@@ -56,23 +69,39 @@ int sm_count()
 
 void set_smem(const void *kernel, size_t bytes)
 {
-    if (bytes <= (48u << 10))
-        return;
     const int dev = current_device();
     std::lock_guard<std::mutex> lock(g_mutex);
-    for (Entry &e : g_entries)
-        if (e.device == dev && e.kernel == kernel && e.threads == 0)
+    SmemLimit *lim = nullptr;
+    for (SmemLimit &l : g_limits)
+        if (l.device == dev && l.kernel == kernel)
         {
-            if (e.bytes >= bytes)
-                return;
-            VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(bytes)));
-            e.bytes = bytes;
-            return;
+            lim = &l;
+            break;
         }
+    if (!lim)
+    {
+        cudaFuncAttributes fa{};
+        VS_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+        const size_t st = fa.sharedSizeBytes;
+        // Without the opt-in a block gets 48 KB in all, static part included: a kernel with
+        // static shared memory cannot launch with 48 KB of dynamic memory unless raised.
+        const size_t limit = std::min(static_cast<size_t>(fa.maxDynamicSharedSizeBytes),
+                                      kDefaultSmem > st ? kDefaultSmem - st : 0);
+        g_limits.push_back({dev, kernel, limit, st});
+        lim = &g_limits.back();
+    }
+    if (bytes <= lim->limit)
+        return;
+    int optin = 0;
+    VS_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (bytes + lim->static_bytes > static_cast<size_t>(optin))
+        throw Error(VS_UNSUPPORTED, "a kernel needs " + std::to_string(bytes) + " + " +
+                                        std::to_string(lim->static_bytes) +
+                                        " bytes of shared memory; the device allows " +
+                                        std::to_string(optin) + " per block");
     VS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes)));
-    g_entries.push_back({dev, kernel, 0, bytes, 0});
+    lim->limit = bytes;
 }
 
 int blocks_per_sm(const void *kernel, int threads, size_t bytes)

@@ -1,6 +1,6 @@
-// Kernel launch attributes, cached: opting a kernel in to more than 48 KB of dynamic shared memory
-// and asking how many of its blocks fit on an SM are host calls, and a small batch's latency path
-// would otherwise pay them on every call.
+// Kernel launch attributes, cached: a kernel's shared memory limit (and raising it) and how many
+// of its blocks fit on an SM are host calls, and a small batch's latency path would otherwise pay
+// them on every call.
 #ifndef VSEARCH_CUDA_UTILS_LAUNCH_CUH
 #define VSEARCH_CUDA_UTILS_LAUNCH_CUH
 
@@ -11,7 +11,10 @@
 namespace vs::cuda {
 
 // Lets `kernel` (a __global__ function's address) launch with `bytes` of dynamic shared memory on
-// the current device.
+// the current device: raises the kernel's limit when `bytes` is above it, which without the
+// opt-in is 48 KB less the kernel's static shared memory (so below 48 KB too for a kernel with
+// static shared memory).  Throws VS_UNSUPPORTED when static and dynamic memory together exceed
+// the device's maximum per block.
 void set_smem(const void *kernel, size_t bytes);
 
 // Streaming multiprocessors of the current device (cached).
