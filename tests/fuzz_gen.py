@@ -149,8 +149,147 @@ def pg_str(s):
     return "'" + s.replace("'", "''") + "'"
 
 
+# ---- binary input: COPY ... (FORMAT binary) hands a field's bytes to the type's receive
+# function, so a bytea written to the file :'fzbin' arrives at vector_recv / halfvec_recv /
+# sparsevec_recv as it is.  A valid payload must be accepted as the value its text form gives and
+# sent back unchanged; a malformed one must be rejected.
+
+def half_bits():
+    # a finite half: sign, exponent 0..30, mantissa
+    return (rng.randint(0, 1) << 15) | (rng.randint(0, 30) << 10) | rng.randint(0, 1023)
+
+
+def half_value(h):
+    sign = -1.0 if h >> 15 else 1.0
+    e, m = (h >> 10) & 31, h & 1023
+    return sign * (m / 1024.0 * 2.0 ** -14 if e == 0 else (1 + m / 1024.0) * 2.0 ** (e - 15))
+
+
+def nonzero_f32():
+    while True:
+        x = f32(rng.uniform(-100, 100))
+        if x != 0:
+            return x
+
+
+def binary_payload():
+    """(table, payload bytes, text literal of the value or None when malformed, what)."""
+    kind = rng.choice(["vector", "vector4", "halfvec", "sparsevec"])
+    bad = rng.random() < 0.7
+    if kind in ("vector", "vector4"):
+        d = 4 if kind == "vector4" else rng.randint(1, 20)
+        xs = [f32(rng.uniform(-100, 100)) for _ in range(d)]
+        dim, unused, body = d, 0, b"".join(struct.pack(">f", x) for x in xs)
+        text = "'[" + ",".join(repr(x) for x in xs) + "]'"
+        how = None
+        if bad:
+            how = rng.choice(["dim", "unused", "short", "long", "nan", "inf", "header"]
+                             + (["typmod"] if kind == "vector4" else []))
+            if how == "dim":
+                dim = rng.choice([0, -1, -32768, 16001, 32767])
+            elif how == "typmod":
+                dim = rng.choice([3, 5])
+                body = b"".join(struct.pack(">f", 1.5) for _ in range(dim))
+            elif how == "unused":
+                unused = rng.choice([1, -1, 256])
+            elif how == "short":
+                body = body[:-rng.randint(1, 4)]
+            elif how == "long":
+                body += bytes(rng.randint(1, 4))
+            elif how in ("nan", "inf"):
+                i = rng.randrange(d)
+                v = float("nan") if how == "nan" else rng.choice([float("inf"), float("-inf")])
+                body = body[:4 * i] + struct.pack(">f", v) + body[4 * i + 4:]
+        payload = struct.pack(">hh", dim, unused) + body
+        if how == "header":
+            payload = payload[:rng.randint(0, 3)]
+        table = "fzb_v4" if kind == "vector4" else "fzb_v"
+        return table, "vector_send", payload, None if bad else text, f"{kind} {how or 'valid'} d={d}"
+    if kind == "halfvec":
+        d = rng.randint(1, 20)
+        hs = [half_bits() for _ in range(d)]
+        dim, unused, body = d, 0, b"".join(struct.pack(">H", h) for h in hs)
+        text = "'[" + ",".join(repr(half_value(h)) for h in hs) + "]'"
+        how = None
+        if bad:
+            how = rng.choice(["dim", "unused", "short", "long", "special", "header"])
+            if how == "dim":
+                dim = rng.choice([0, -1, -32768, 16001, 32767])
+            elif how == "unused":
+                unused = rng.choice([1, -1])
+            elif how == "short":
+                body = body[:-1]
+            elif how == "long":
+                body += bytes(rng.randint(1, 2))
+            elif how == "special":
+                i = rng.randrange(d)
+                body = body[:2 * i] + struct.pack(">H", rng.choice([0x7C00, 0xFC00, 0x7E00, 0x7C01])) + body[2 * i + 2:]
+        payload = struct.pack(">hh", dim, unused) + body
+        if how == "header":
+            payload = payload[:rng.randint(0, 3)]
+        return "fzb_h", "halfvec_send", payload, None if bad else text, f"halfvec {how or 'valid'} d={d}"
+    d = rng.choice([rng.randint(1, 40), rng.randint(1, 1000000000)])
+    nnz = rng.randint(0, min(d, 12))
+    idx = sorted(rng.sample(range(d), nnz)) if d <= 1000 else sorted(set(rng.randrange(d) for _ in range(nnz)))
+    nnz = len(idx)
+    vals = [nonzero_f32() for _ in range(nnz)]
+    dim, unused = d, 0
+    how = None
+    if bad:
+        how = rng.choice(["dim", "nnz", "unused", "short", "long", "index", "order", "zero", "nan",
+                          "header"])
+        if how == "dim":
+            dim = rng.choice([0, -1, 1000000001, 2147483647])
+        elif how == "nnz":
+            nnz = rng.choice([-1, d + 1, 16001])
+        elif how == "unused":
+            unused = 1
+        elif how == "index":
+            if not idx:
+                idx, vals, nnz = [0], [1.0], 1
+            idx[rng.randrange(nnz)] = rng.choice([-1, d, 2147483647])
+        elif how == "order":
+            if nnz < 2:
+                idx, vals, nnz = [0, 1], [1.0, 2.0], 2
+                dim = max(dim, 2)
+            i = rng.randrange(1, nnz)
+            idx[i] = idx[i - 1]
+        elif how in ("zero", "nan"):
+            if not idx:
+                idx, vals, nnz = [0], [1.0], 1
+            vals[rng.randrange(nnz)] = 0.0 if how == "zero" else rng.choice([float("nan"), float("inf")])
+    body = b"".join(struct.pack(">i", i) for i in idx) + b"".join(struct.pack(">f", v) for v in vals)
+    if how == "short":
+        body = body[:-rng.randint(1, 8)] if body else b""
+        if not idx:
+            nnz = 1
+    elif how == "long":
+        body += bytes(rng.randint(1, 8))
+    payload = struct.pack(">iii", dim, nnz, unused) + body
+    if how == "header":
+        payload = payload[:rng.randint(0, 11)]
+    text = "'{" + ",".join(f"{i + 1}:{v!r}" for i, v in zip(idx, vals)) + f"}}/{d}'"
+    return "fzb_s", "sparsevec_send", payload, None if bad else text, f"sparsevec {how or 'valid'} d={d}"
+
+
+def binary_case():
+    table, send, payload, text, what = binary_payload()
+    hexed = payload.hex()
+    write = f"COPY (SELECT decode('{hexed}', 'hex')) TO :'fzbin' (FORMAT binary);"
+    read = f"COPY {table} FROM :'fzbin' (FORMAT binary);"
+    if text is None:
+        check = f"SELECT 'WRONG binary {what}: accepted' FROM {table};"
+    else:
+        typ = "vector" if table in ("fzb_v", "fzb_v4") else ("halfvec" if table == "fzb_h" else "sparsevec")
+        check = (f"SELECT 'WRONG binary {what}: ' || count(*) || ' rows as sent' FROM {table} "
+                 f"WHERE v = {text}::{typ} AND {send}(v) = decode('{hexed}', 'hex') HAVING count(*) <> 1;")
+    return f"{write} {read} {check} TRUNCATE {table};"
+
+
 for i in range(cases):
     print(case())
+for i in range(max(1, cases // 10)):
+    print(binary_case())
 # round trips: text output parses back to the same vector
 for i in range(max(1, cases // 20)):
     v = good_vec(rng.randint(1, 30))
