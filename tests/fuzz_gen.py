@@ -290,6 +290,29 @@ for i in range(cases):
     print(case())
 for i in range(max(1, cases // 10)):
     print(binary_case())
+
+
+# ---- requests to the worker: vsearch_worker_probe (superuser only) sends one kNN request with a
+# kind id and parameter block of the caller's choosing; the worker must refuse what it cannot
+# serve and go on serving.
+def probe_case():
+    idx = rng.choice(["'fz_flat'", "'fz_ivf'", "'fz_graph'", "'fz'", "'fz_pkey'", "NULL"])
+    query = rng.choice([lit(good_vec(8)), lit(good_vec(8)), lit(good_vec(3)), "NULL"])
+    kind = rng.choice(["NULL", "-1", "0", "1", "2", "3", "4", "5", "6", "7", "255", "2147483647"])
+    r = rng.random()
+    if r < 0.2:
+        params = "NULL"
+    elif r < 0.6:  # little-endian uint32 words, as the kinds' parameter blocks are
+        words = [rng.choice([0, 1, 4, 8, 0xFFFFFFFF, 0x7FFFFFFF, rng.randrange(1 << 32)])
+                 for _ in range(rng.randint(0, 6))]
+        params = f"decode('{b''.join(struct.pack('<I', w) for w in words).hex()}', 'hex')"
+    else:
+        params = f"decode('{bytes(rng.randrange(256) for _ in range(rng.randint(0, 80))).hex()}', 'hex')"
+    return f"SELECT vsearch_worker_probe({idx}::regclass, {query}::vector, {kind}, {params});"
+
+
+for i in range(max(1, cases // 20)):
+    print(probe_case())
 # round trips: text output parses back to the same vector
 for i in range(max(1, cases // 20)):
     v = good_vec(rng.randint(1, 30))
