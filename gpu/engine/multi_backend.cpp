@@ -70,16 +70,18 @@ private:
     std::thread thread_; // last: started once the members above exist
 };
 
-// What the devices' backends poll.  On the calling thread (a call run inline) it asks the user's
-// callback and remembers a yes; on a device thread it only reads that flag, which the calling
-// thread keeps up to date while it waits (the user's callback is called from the caller only).
+// What the devices' backends poll.  Calls may run at once from several threads (lanes), so each
+// call has its own flag: on the calling thread (a call run inline) poll asks the user's callback
+// and remembers a yes in it; on a device thread it only reads the flag of the call whose job runs
+// there, which the calling thread keeps up to date while it waits (the user's callback is called
+// from the caller only).
 struct CancelState
 {
     int (*user)(void *) = nullptr;
     void *user_arg = nullptr;
-    std::thread::id caller;
-    std::atomic<bool> cancelled{false};
-    bool ask()
+    static thread_local std::atomic<bool> *current; // the flag of the call this thread works for
+    static thread_local bool caller;                // this thread made that call
+    bool ask(std::atomic<bool> &cancelled)
     {
         if (user && !cancelled.load(std::memory_order_relaxed) && user(user_arg))
             cancelled.store(true);
@@ -88,10 +90,35 @@ struct CancelState
     static int poll(void *arg)
     {
         auto *c = static_cast<CancelState *>(arg);
-        if (std::this_thread::get_id() == c->caller)
-            return c->ask() ? 1 : 0;
-        return c->cancelled.load(std::memory_order_relaxed) ? 1 : 0;
+        if (!current)
+            return 0;
+        if (caller)
+            return c->ask(*current) ? 1 : 0;
+        return current->load(std::memory_order_relaxed) ? 1 : 0;
     }
+};
+thread_local std::atomic<bool> *CancelState::current = nullptr;
+thread_local bool CancelState::caller = false;
+
+// Sets this thread's CancelState for the extent of a job, restoring the previous one.
+class CancelScope
+{
+public:
+    CancelScope(std::atomic<bool> *flag, bool caller)
+        : flag_(CancelState::current), caller_(CancelState::caller)
+    {
+        CancelState::current = flag;
+        CancelState::caller = caller;
+    }
+    ~CancelScope()
+    {
+        CancelState::current = flag_;
+        CancelState::caller = caller_;
+    }
+
+private:
+    std::atomic<bool> *flag_;
+    bool caller_;
 };
 
 struct Device
@@ -364,10 +391,13 @@ public:
     {
         const size_t n = mc_.devices.size();
         devs_.resize(n);
+        inflight_.reset(new std::atomic<int>[n]);
+        for (size_t i = 0; i < n; i++)
+            inflight_[i] = 0;
         BackendConfig cfg = base_;
         cfg.cancel = &CancelState::poll;
         cfg.cancel_arg = &cancel_;
-        cfg.lanes = 1; // the context takes one call at a time over several devices
+        cfg.lanes = 1; // the context's lanes spread over the devices (lanes())
         if (base_.num_threads > 0)
             cfg.num_threads = std::max<int>(1, base_.num_threads / static_cast<int>(n));
         else if (n > 1)
@@ -411,11 +441,14 @@ public:
             Device &d = devs_[static_cast<size_t>(i)];
             std::memset(out, 0, sizeof *out);
             out->device = d.ordinal;
-            out->alive = d.alive;
-            out->calls = d.calls;
+            {
+                std::lock_guard<std::mutex> lock(devs_mu_);
+                out->alive = d.alive;
+                out->calls = d.calls;
+                std::snprintf(out->error, sizeof out->error, "%s", d.error.c_str());
+            }
             out->datasets = d.datasets;
             out->ivfpq_objects = d.ivfpq_objects;
-            std::snprintf(out->error, sizeof out->error, "%s", d.error.c_str());
             if (d.alive)
             {
                 Status st = d.backend->info(&out->info);
@@ -426,10 +459,10 @@ public:
     }
     void fail_device(int i, const std::string &why) noexcept override
     {
-        if (i >= 0 && static_cast<size_t>(i) < devs_.size() && devs_[static_cast<size_t>(i)].alive)
+        if (i >= 0 && static_cast<size_t>(i) < devs_.size())
         {
-            devs_[static_cast<size_t>(i)].alive = false;
-            devs_[static_cast<size_t>(i)].error = why;
+            std::lock_guard<std::mutex> lock(devs_mu_);
+            lose_device(static_cast<size_t>(i), why);
         }
     }
     vs_placement placement(const Dataset *ds) const noexcept override
@@ -439,6 +472,10 @@ public:
     }
 
     // ---- Backend ----
+
+    // Calls from several threads at once: a small replicated call takes the device with the
+    // fewest calls in flight, so each lane of the caller can have a device of its own.
+    int lanes() const noexcept override { return base_.lanes; }
 
     vs_backend_kind kind() const noexcept override
     {
@@ -769,8 +806,7 @@ private:
         std::mutex mu;
         std::condition_variable cv;
         size_t left = jobs.size() - 1;
-        cancel_.cancelled.store(false);
-        cancel_.caller = std::this_thread::get_id();
+        std::atomic<bool> cancelled{false};
         auto run = [&](size_t j) {
             return guarded([&] {
                 Status s = jobs[j]();
@@ -780,13 +816,17 @@ private:
         };
         for (size_t j = 1; j < jobs.size(); j++)
             devs_[devs[j]].thread->post([&, j] {
+                CancelScope scope(&cancelled, false);
                 Status st = run(j);
                 std::lock_guard<std::mutex> lock(mu);
                 *out[j] = std::move(st);
                 if (--left == 0)
                     cv.notify_all();
             });
+        CancelScope scope(&cancelled, true);
+        inflight_[devs[0]]++;
         *out[0] = run(0);
+        inflight_[devs[0]]--;
         std::unique_lock<std::mutex> lock(mu);
         while (left > 0)
         {
@@ -794,7 +834,7 @@ private:
             if (left > 0)
             {
                 lock.unlock();
-                cancel_.ask();
+                cancel_.ask(cancelled);
                 lock.lock();
             }
         }
@@ -852,7 +892,15 @@ private:
         const size_t per = (nq + np - 1) / np;
         if (np == 1 || nq < kSplitMin)
         {
+            // the part whose device runs the fewest calls now (lanes), ties in turn
             size_t p = next_++ % np;
+            for (size_t i = 1; i < np; i++)
+            {
+                size_t o = (p + i) % np;
+                if (inflight_[static_cast<size_t>(m.devs[o])] <
+                    inflight_[static_cast<size_t>(m.devs[p])])
+                    p = o;
+            }
             throw_if(call(static_cast<size_t>(m.devs[p]), [&] { return f(p, 0, nq); }));
             return;
         }
@@ -880,9 +928,20 @@ private:
 
     void note(size_t i, const Status &st)
     {
+        std::lock_guard<std::mutex> lock(devs_mu_);
         devs_[i].calls++;
         if (st.code == VS_DEVICE_ERROR)
-            fail_device(static_cast<int>(i), st.message);
+            lose_device(i, st.message);
+    }
+
+    // Under devs_mu_.
+    void lose_device(size_t i, const std::string &why)
+    {
+        if (devs_[i].alive)
+        {
+            devs_[i].alive = false;
+            devs_[i].error = why;
+        }
     }
 
     static void throw_if(const Status &st)
@@ -981,7 +1040,12 @@ private:
     MultiIvfpqBackend ivfpq_;
     MultiGraphBackend graph_;
     MultiMetricBackend metric_;
-    size_t next_ = 0;
+    // Calls may come from several threads (lanes): the turn, the calls each device runs now, and
+    // devs_mu_ over the devices' counters and losses (alive is read without it: a call that
+    // reads it stale fails on the lost device, as a call already under way there does).
+    std::atomic<size_t> next_{0};
+    std::unique_ptr<std::atomic<int>[]> inflight_;
+    std::mutex devs_mu_;
 };
 
 MultiDataset::~MultiDataset()

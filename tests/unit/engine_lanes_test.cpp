@@ -1,7 +1,9 @@
 // Lanes: several threads calling one context at once (vs_context_options.lanes) get exactly the
 // answers of one thread calling alone, on every path a small or large batch takes, while other
 // threads change another dataset and fail calls of their own (each thread keeps its own last
-// error).  CPU backend always, CUDA where a device exists.
+// error).  CPU backend always, CUDA where a device exists; each also over two devices, replicated
+// (the CPU twin: two contexts; CUDA: two contexts on device 0, or devices 0 and 1 with
+// VSEARCH_TEST_DEVICES=2), where small calls spread over the devices.
 #include "engine_testing.h"
 
 #include <atomic>
@@ -11,13 +13,23 @@ namespace {
 
 using Param = std::string;
 
+// backend: "cpu" or "cuda", "2" appended for two devices.
 vt::ContextPtr make_lanes_context(const std::string &backend, int lanes, std::string *why)
 {
+    const bool two = backend.back() == '2';
+    const char *devs_env = std::getenv("VSEARCH_TEST_DEVICES");
+    int devices[2] = {0, backend == "cpu2" || (devs_env && devs_env[0] == '2') ? 1 : 0};
     vs_context_options o;
     vs_context_options_init(&o);
-    o.backend = backend == "cuda" ? VS_BACKEND_CUDA : VS_BACKEND_CPU;
+    o.backend = backend.rfind("cuda", 0) == 0 ? VS_BACKEND_CUDA : VS_BACKEND_CPU;
     o.cuda_library = vt::cuda_library();
     o.lanes = lanes;
+    if (two)
+    {
+        o.devices = devices;
+        o.ndevices = 2;
+        o.placement = VS_PLACEMENT_REPLICATED;
+    }
     vs_context *ctx = nullptr;
     char err[512] = {0};
     if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
@@ -157,7 +169,8 @@ TEST_P(EngineLanes, LanesOutOfRangeAreRefused)
 }
 
 INSTANTIATE_TEST_SUITE_P(All, EngineLanes,
-                         ::testing::Values(std::string("cpu"), std::string("cuda")),
+                         ::testing::Values(std::string("cpu"), std::string("cuda"),
+                                           std::string("cpu2"), std::string("cuda2")),
                          [](const ::testing::TestParamInfo<Param> &info) { return info.param; });
 
 } // namespace

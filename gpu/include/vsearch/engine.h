@@ -118,7 +118,7 @@ typedef struct vs_context_options
     /* Calls that may run at once from different threads (vs_context_lanes): a CUDA lane has its
      * own streams, cuBLAS handles and staging buffers, while datasets, index objects and the
      * memory pool are shared.  0 = 1 (calls from several threads must then be serialised by the
-     * caller).  Over several devices the context takes one call at a time. */
+     * caller).  Over several devices each device's backend has one lane. */
     int lanes;
 } vs_context_options;
 
@@ -131,8 +131,9 @@ vs_status vs_context_create(const vs_context_options *options, vs_context **out,
                             size_t errlen) VS_NOEXCEPT;
 void vs_context_destroy(vs_context *ctx) VS_NOEXCEPT;
 
-/* Calls that may run at once on this context from different threads: its lanes (options), 1 over
- * several devices.  Any call takes a free lane (or waits for one); a dataset or index object must
+/* Calls that may run at once on this context from different threads: its lanes (options).  Any
+ * call takes a free lane (or waits for one); over several devices a replicated call of fewer than
+ * 256 queries takes the device with the fewest calls in flight.  A dataset or index object must
  * not change while another call uses it. */
 int vs_context_lanes(const vs_context *ctx) VS_NOEXCEPT;
 
