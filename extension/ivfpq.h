@@ -209,8 +209,9 @@ typedef struct VsIvfpqOptions
 } VsIvfpqOptions;
 
 /*
- * An index read into memory (vs_ivfpq_read_index): the quantizer, and the entries of every list
- * (deduplicated within each list: VACUUM moving entries may show a reader one twice).
+ * An index read into memory (vs_ivfpq_read_index, the worker's load): the quantizer, and the
+ * entries of every list (deduplicated within each list: VACUUM moving entries may show a reader
+ * one twice).
  */
 typedef struct VsIvfpqContents
 {
@@ -222,9 +223,6 @@ typedef struct VsIvfpqContents
 	uint8	   *codes;			/* code_size each */
 	float	   *vectors;		/* dim each, when asked for and store_vectors */
 	int64		n;
-	int64	   *pending_ids;
-	float	   *pending_vectors;	/* when asked for and store_vectors */
-	int64		npending;
 } VsIvfpqContents;
 
 /* The GPU worker's engine object of an index (ivfpqsearch.c; backends search the pages in place). */

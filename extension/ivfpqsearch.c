@@ -222,10 +222,11 @@ read_chain(const VsIndexRef *ref, Relation rel, BufferAccessStrategy bas, BlockN
 }
 
 /*
- * Reads the whole index: the quantizer, every list (deduplicated within the list) and the pending
- * entries, into palloc'd memory of the current context.  With want_vectors and store_vectors the
- * stored vectors come too.  Works without a relcache entry (the worker); the caller holds a lock
- * on the index.  progress (optional) is called for every list or pending page read.
+ * Reads the quantizer and every list (deduplicated within the list) of an index into palloc'd
+ * memory of the current context; pending entries are not read (an index that has any has no
+ * quantizer, and the backends search those).  With want_vectors and store_vectors the stored
+ * vectors come too.  Works without a relcache entry (the worker); the caller holds a lock on the
+ * index.  progress (optional) is called for every list page read.
  */
 void
 vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (void),
@@ -236,10 +237,8 @@ vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (
 	Buffer		buf;
 	VsIvfpqMetaPageData *meta = &out->meta;
 	VsIvfpqLayout layout;
-	VsIvfpqLayout playout;
 	VsIvfpqListEntry *dir = NULL;
 	EntryBuf	b;
-	EntryBuf	p;
 	int			vdim;
 
 	memset(out, 0, sizeof(VsIvfpqContents));
@@ -250,14 +249,10 @@ vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (
 
 	vdim = (want_vectors && meta->store_vectors) ? (int) meta->dim : 0;
 	vs_ivfpq_meta_layout(meta, false, &layout);
-	vs_ivfpq_meta_layout(meta, true, &playout);
 
 	memset(&b, 0, sizeof(b));
 	b.code_size = meta->trained ? (int) meta->code_size : 0;
 	b.vdim = vdim;
-	memset(&p, 0, sizeof(p));
-	p.code_size = 0;
-	p.vdim = vdim;
 
 	if (meta->trained && meta->dim > 0)
 	{
@@ -314,19 +309,10 @@ vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (
 		out->list_start[meta->lists] = b.n;
 		pfree(dir);
 	}
-	read_chain(ref, rel, bas, meta->pending_last, VS_IVFPQ_PENDING_LIST, &playout, vdim, progress,
-			   &p);
-	dedupe_range(&p, 0);
-
 	out->ids = b.ids;
 	out->codes = b.codes;
 	out->vectors = b.vectors;
 	out->n = b.n;
-	out->pending_ids = p.ids;
-	out->pending_vectors = p.vectors;
-	out->npending = p.n;
-	if (p.codes)
-		pfree(p.codes);
 
 	FreeAccessStrategy(bas);
 	vs_index_close_for_read(rel);
