@@ -8,13 +8,13 @@
  *     use and kept for the backend's life, with the backend's object cache in it).  Its cancel
  *     callback reports a pending query cancel or termination; the engine stops, and
  *     CHECK_FOR_INTERRUPTS() raises the error.
- *   - A kind with its own in-backend searches (backend_knn / backend_range: vs_flat, which reads
- *     its pages in shared buffers in place) is searched through them; the others through
- *     a small cache of engine objects (objcache.h: four, together at most vs_search_cache_mb), one
- *     per index, keyed by relfilenode locator and kind and labelled with the metapage generation
- *     they reflect: a search whose reference is not newer uses it; a newer one first has the kind
- *     bring it up to date.  A relcache invalidation of the index (DROP, REINDEX, TRUNCATE,
- *     VACUUM's statistics update) drops it.
+ *   - A kind with its own in-backend searches (backend_knn / backend_range: vs_flat and vs_ivfpq,
+ *     which read their pages in shared buffers in place) is searched through them; the others
+ *     through a small cache of engine objects (objcache.h: four, together at most
+ *     vs_search_cache_mb), one per index, keyed by relfilenode locator and kind and labelled with
+ *     the metapage generation they reflect: a search whose reference is not newer uses it; a newer
+ *     one first has the kind bring it up to date.  A relcache invalidation of the index (DROP,
+ *     REINDEX, TRUNCATE, VACUUM's statistics update) drops it.
  *   - Engine memory is malloc'd: an object being built is destroyed if reading the index fails,
  *     range results go straight into palloc'd memory through the engine's allocator callback.
  */
