@@ -70,6 +70,7 @@ SET vsearch.shard_min_size = 1;
 SET vsearch.debug_fail_device = 0;
 SET vsearch.debug_engine_fault = 'error';
 SET vsearch.max_request_work = 0;
+SET vsearch.worker_lanes = 2;
 SELECT set_config('vsearch.batch_max', '5', false);
 ALTER SYSTEM SET vsearch.batch_max = 5;
 ALTER ROLE regress_vsearch_sec SET vsearch.batch_max = 5;
