@@ -122,7 +122,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 		for (int i = 0; i < npages; i++)
 			UnlockReleaseBuffer(bufs[i]);
 		if (st != VS_OK)
-			vs_engine_error(st);
+			vs_engine_error(engine, st);
 	}
 	pfree(ids);
 	if (bas)
@@ -135,7 +135,7 @@ static void
 run_scan(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int status)
 {
 	if (status != VS_OK)
-		vs_engine_error(status);
+		vs_engine_error(engine, status);
 	PG_TRY();
 	{
 		scan_pages(ref, engine, scan);
@@ -171,7 +171,7 @@ vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const VsQ
 	st = vs_rowscan_knn_result(engine, scan, (int64_t *) ids, distances, (int64_t *) counts);
 	vs_rowscan_destroy(engine, scan);
 	if (st != VS_OK)
-		vs_engine_error(st);
+		vs_engine_error(engine, st);
 }
 
 /* Range results go into the caller's memory context. */
@@ -199,7 +199,7 @@ vs_flat_backend_range(const VsIndexRef *ref, const VsKindParams *params, const V
 	st = vs_rowscan_range_result(engine, scan, range_alloc, NULL, &result);
 	vs_rowscan_destroy(engine, scan);
 	if (st != VS_OK)
-		vs_engine_error(st);
+		vs_engine_error(engine, st);
 	out->nq = nq;
 	out->total = (int64) result.total;
 	out->offsets = (int64 *) result.offsets;

@@ -215,7 +215,7 @@ engine_knn(vs_context *ctx, vs_dataset *ds, const float *queries, size_t nq, siz
 		if (st == VS_OK)
 			return;
 		if (st != VS_CANCELLED)
-			vs_engine_error(st);
+			vs_engine_error(ctx, st);
 		vs_engine_cancelled(&retries);
 	}
 }
@@ -261,13 +261,13 @@ source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric
 		if (st != VS_OK)
 		{
 			src->ds = NULL;
-			vs_engine_error(st);
+			vs_engine_error(src->ctx, st);
 		}
 		for (int64 i = 0; i < s->n; i++)
 			rowids[i] = i;
 		st = vs_dataset_add(src->ctx, src->ds, s->vectors, rowids, (size_t) s->n);
 		if (st != VS_OK)
-			vs_engine_error(st);
+			vs_engine_error(src->ctx, st);
 		pfree(rowids);
 	}
 	if (src->ndists < (Size) nq * k)
@@ -338,7 +338,7 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 				if (st == VS_OK)
 					break;
 				if (st != VS_CANCELLED)
-					vs_engine_error(st);
+					vs_engine_error(vs_build_engine(), st);
 				vs_engine_cancelled(&retries);
 			}
 		}
@@ -434,7 +434,7 @@ build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 
 		if (st == VS_OK)
 			break;
 		if (st != VS_CANCELLED)
-			vs_engine_error(st);
+			vs_engine_error(vs_build_engine(), st);
 		vs_engine_cancelled(&retries);
 	}
 	clock_lap(clock, PART_EDGES);

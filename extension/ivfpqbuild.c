@@ -229,7 +229,7 @@ flush_chunk(IvfpqBuildState *s)
 			if (st == VS_OK)
 				break;
 			if (st != VS_CANCELLED)
-				vs_engine_error(st);
+				vs_engine_error(vs_build_engine(), st);
 			vs_engine_cancelled(&retries);
 		}
 		for (int i = 0; i < s->chunk_n; i++)
@@ -440,7 +440,7 @@ train_quantizer(Relation index, const vs_ivfpq_params *params, const float *samp
 		if (st == VS_OK)
 			return;
 		if (st != VS_CANCELLED)
-			vs_engine_error(st);
+			vs_engine_error(vs_build_engine(), st);
 		vs_engine_cancelled(&retries);
 	}
 }
@@ -649,7 +649,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 											 &s.ivf);
 
 			if (st != VS_OK)
-				vs_engine_error(st);
+				vs_engine_error(vs_build_engine(), st);
 		}
 		s.lb = palloc0(sizeof(ListBuild) * s.lists);
 		for (uint32 l = 0; l < s.lists; l++)

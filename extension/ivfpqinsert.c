@@ -77,7 +77,7 @@ vs_ivfpq_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 			if (st == VS_OK)
 				break;
 			if (st != VS_CANCELLED)
-				vs_engine_error(st);
+				vs_engine_error(vs_backend_engine(), st);
 			vs_engine_cancelled(&retries);
 		}
 		if (list < 0 || (uint32) list >= snap.lists)

@@ -802,7 +802,7 @@ vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageDat
 	engine_params(meta, &params);
 	st = vs_ivfpq_create(vs_backend_engine(), &params, quantizer, quantizer + ncent, &entry->ivf);
 	if (st != VS_OK)
-		vs_engine_error(st);
+		vs_engine_error(vs_backend_engine(), st);
 	pfree(quantizer);
 	entry->used = true;
 	entry->indexrelid = ref->indexrelid;

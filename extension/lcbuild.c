@@ -244,7 +244,7 @@ vs_lc_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory building a vs_lc index over %zu rows", st.n)));
 	if (status != VS_OK)
-		vs_engine_error(status);
+		vs_engine_error(NULL, status);
 
 	/* 3. the pages: centers, then buckets */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, 4);

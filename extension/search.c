@@ -246,7 +246,7 @@ vs_build_engine(void)
 }
 
 void
-vs_engine_error(int status)
+vs_engine_error(const vs_context *ctx, int status)
 {
 	int			code;
 
@@ -270,7 +270,8 @@ vs_engine_error(int status)
 	}
 	ereport(ERROR,
 			(errcode(code),
-			 errmsg("vsearch engine: %s", vs_last_error(engine_ctx)),
+			 errmsg("vsearch engine: %s",
+					ctx ? vs_last_error(ctx) : vs_status_name((vs_status) status)),
 			 errdetail("The engine returned %s.", vs_status_name((vs_status) status))));
 }
 
@@ -284,7 +285,7 @@ vs_engine_cancelled(int *retries)
 {
 	CHECK_FOR_INTERRUPTS();
 	if (++(*retries) > 100)
-		vs_engine_error(VS_CANCELLED);
+		vs_engine_error(NULL, VS_CANCELLED);
 }
 
 void *
@@ -372,7 +373,7 @@ vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 			return;
 		}
 		if (st != VS_CANCELLED)
-			vs_engine_error(st);
+			vs_engine_error(engine_ctx, st);
 		vs_engine_cancelled(&retries);
 	}
 }
@@ -450,7 +451,7 @@ vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 					 errmsg("out of memory"),
 					 errdetail("vsearch engine: %s", vs_last_error(engine_ctx))));
 		if (st != VS_CANCELLED)
-			vs_engine_error(st);
+			vs_engine_error(engine_ctx, st);
 		vs_engine_cancelled(&retries);
 	}
 }

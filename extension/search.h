@@ -144,14 +144,15 @@ extern Buffer vs_index_read_block(const VsIndexRef *ref, Relation rel, BlockNumb
 
 /*
  * The backend's engine CPU context (created on first use, kept for the backend's life), and
- * errors: vs_engine_error raises an engine status as an ERROR; after VS_CANCELLED call
+ * errors: vs_engine_error raises an engine status as an ERROR with the message of the context the
+ * failed call ran in (NULL for the context-free calls: the status's name); after VS_CANCELLED call
  * vs_engine_cancelled, which raises the pending cancel (or gives up after many retries).
  */
 struct vs_context;
 extern struct vs_context *vs_backend_engine(void);
 /* The CPU engine of an index build in this backend (max_parallel_maintenance_workers + 1 threads). */
 extern struct vs_context *vs_build_engine(void);
-extern void vs_engine_error(int status) pg_attribute_noreturn();
+extern void vs_engine_error(const struct vs_context *ctx, int status) pg_attribute_noreturn();
 extern void vs_engine_cancelled(int *retries);
 
 /*

@@ -215,7 +215,7 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	status = vs_sss_select(&space, alpha, Min(max_pivots, (size_t) VS_SSS_MAX_PIVOTS), pivots, &np,
 						   &diameter, NULL);
 	if (status != VS_OK)
-		vs_engine_error(status);
+		vs_engine_error(NULL, status);
 	CHECK_FOR_INTERRUPTS();
 
 	/* every row and its distances must fit on a page */
@@ -258,7 +258,7 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (status != VS_OK)
-		vs_engine_error(status);
+		vs_engine_error(NULL, status);
 
 	st.page = palloc(BLCKSZ);
 	st.page_flags = VS_LC_CENTERS;
