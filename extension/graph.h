@@ -188,7 +188,7 @@ typedef struct VsGraphNode
 #define VsGraphRefDegree(ref)		((uint32) (ref)->kind_info[0])
 #define VsGraphRefEntry(ref)		((uint32) (ref)->kind_info[1])
 #define VsGraphRefNodes(ref)		((ref)->kind_info[2])
-#define VsGraphRefBuildDegree(ref)	((uint32) (ref)->kind_info[3])
+#define VsGraphRefStarts(ref)		((uint32) (ref)->kind_info[3])	/* entry and seeds */
 
 /* WITH (...) options */
 typedef struct VsGraphOptions

@@ -4,12 +4,13 @@
  * An ORDER BY search is a beam search of width ef = vsearch.graph_ef: it expands about ef nodes
  * (a few more while the beam fills) and computes the distance of each one's unvisited neighbours,
  * about half of `degree` once the search is under way, so about ef x degree / 2 + degree distances,
- * plus one per start node (about 2 sqrt(rows) seeds, graphbuild.c), each reading a node from the buffer cache (an index page, mostly cached: seq_page_cost per
- * distinct page, at most the index's pages).  All of it happens before the first row: startup
+ * plus one per start node (the entry and the seeds the metapage names: by default about
+ * 2 sqrt(rows), or the option `seeds`), each reading a node from the buffer cache (an index page,
+ * mostly cached: seq_page_cost per distinct page, at most the index's pages).  All of it happens before the first row: startup
  * cost.  Draining the scan (no LIMIT, or a selective filter) goes on with wider rounds and finally
  * a pass over every node: the run cost covers that pass.  Range quals are a pass over every node.
  *
- *   visits  = min(rows, ef x degree / 2 + degree + min(1024, 2 sqrt(rows)))
+ *   visits  = min(rows, ef x degree / 2 + degree + start nodes)
  *   startup = visits * (distance_cost + cpu_operator_cost) + min(visits, pages) * seq_page_cost
  *   total   = startup + [drained] rows * distance_cost + pages * seq_page_cost
  *             + rows returned * cpu_index_tuple_cost
@@ -20,7 +21,6 @@
  */
 #include "postgres.h"
 
-#include <math.h>
 
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
@@ -64,7 +64,7 @@ vs_graph_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		if (vs_graph_ef <= VS_GRAPH_MAX_WORKER_EF)
 			search_cost *= vs_search_distance_cost(index->indexoid);
 		visits = Min(c.rows, Max(vs_graph_ef, 1) * degree * 0.5 + degree +
-					 Min((double) VS_GRAPH_DEFAULT_MAX_SEEDS, 2.0 * sqrt(c.rows)));
+					 (double) VsGraphRefStarts(&c.ref));
 		startup = visits * (search_cost + cpu_operator_cost) +
 			Min(visits, pages) * c.seq_page_cost;
 		total = startup + c.rows * distance_cost + pages * c.seq_page_cost;

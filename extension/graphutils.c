@@ -236,6 +236,7 @@ static void
 graph_read_ref(Relation index, VsIndexRef *ref)
 {
 	VsGraphMetaPageData meta;
+	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
 
 	vs_graph_read_meta(index, &meta);
 	vs_ref_init(index, VS_GRAPH_KIND, ref);
@@ -246,7 +247,7 @@ graph_read_ref(Relation index, VsIndexRef *ref)
 	ref->kind_info[0] = meta.degree;
 	ref->kind_info[1] = meta.entry;
 	ref->kind_info[2] = meta.nnodes;
-	ref->kind_info[3] = meta.build_degree;
+	ref->kind_info[3] = (uint64) vs_graph_starts(&meta, starts);
 }
 
 const VsIndexKind vs_graph_kind = {
