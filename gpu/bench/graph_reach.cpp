@@ -5,12 +5,16 @@
 //   vsearch_graph_reach DIR [--degree 32] [--build-degree 64] [--efs 10,16,32,64,128,256]
 //                           [--nq 10000] [--threads 0] [--knn-cache FILE] [--seeds N]
 //                           [--cover on|off] [--seed-rule kmeans|kcenter]
+//                           [--link-width W] [--links L] [--cover-first on|off]
 //
 // DIR holds base.fvecs and query.fvecs (bench/datasets.py prepare NAME prints it).  The build is
 // the index's: the exact build_degree nearest rows of every row (vs_knn, squared L2), the entry
 // (the row nearest the mean), the seeds (the rows nearest to 2 sqrt(n), at most 1024, k-means
 // centroids: k-means++, the index's fixed seed, 64 sample rows per centroid, 10 iterations), then
-// vs_graph_build_edges, then the seeds completed by vs_graph_cover_starts (--cover off: the k-means
+// vs_graph_build_edges, then vs_graph_link_unfound from the entry and the seeds (--link-width W,
+// the width of its searches, 0: none, the build before 2026-11-26's navigability pass; --links L:
+// in-edges per unfound node; --cover-first on: the seeds completed for islands before it too, as
+// the index's build does), then the seeds completed by vs_graph_cover_starts (--cover off: the k-means
 // seeds as they are, the index's build before 2026-11-26; --seeds N: N centroids instead of
 // 2 sqrt(n), e.g. to give a smaller set 1M rows' ratio of seeds to clusters; --seed-rule kcenter:
 // greedy farthest rows of a stride sample of 64 rows per seed instead of the k-means, an
@@ -37,7 +41,8 @@
 namespace {
 
 constexpr uint64_t kIndexSeed = 20251125; // VS_GRAPH_SEED (extension/graph.h)
-constexpr size_t kMaxSeeds = 1024;        // VS_GRAPH_MAX_SEEDS
+constexpr size_t kMaxSeeds = 1024;        // VS_GRAPH_DEFAULT_MAX_SEEDS
+constexpr size_t kCoverSeeds = 2000;      // VS_GRAPH_MAX_SEEDS
 
 double now()
 {
@@ -227,8 +232,8 @@ int main(int argc, char **argv)
     int threads = 0;
     std::vector<size_t> efs = {10, 16, 32, 64, 128, 256};
     std::string cache;
-    size_t nseeds = 0;
-    bool cover = true, kcenter = false;
+    size_t nseeds = 0, link_width = 0, links = 2;
+    bool cover = true, kcenter = false, cover_first = false;
     for (int i = 2; i < argc; i++)
     {
         const std::string a = argv[i];
@@ -247,8 +252,14 @@ int main(int argc, char **argv)
             nseeds = std::strtoull(v, nullptr, 10), i++;
         else if (a == "--seed-rule")
             kcenter = std::string(v) == "kcenter", i++;
+        else if (a == "--cover-first")
+            cover_first = std::string(v) != "off", i++;
         else if (a == "--cover")
             cover = std::string(v) != "off", i++;
+        else if (a == "--link-width")
+            link_width = std::strtoull(v, nullptr, 10), i++;
+        else if (a == "--links")
+            links = std::strtoull(v, nullptr, 10), i++;
         else if (a == "--knn-cache")
             cache = v, i++;
         else
@@ -401,28 +412,51 @@ int main(int argc, char **argv)
                 now() - t0, info.prune_seconds, (unsigned long long) info.linked,
                 (unsigned long long) info.unreached);
 
-    if (cover)
-    {
-        std::vector<uint32_t> seeds(starts.begin() + 1, starts.end()), out(kMaxSeeds);
+    // the seeds completed so that the start nodes reach every island (the index's cover_starts)
+    auto cover_starts = [&]() {
+        std::vector<uint32_t> seeds(starts.begin() + 1, starts.end()), out(kCoverSeeds);
         uint64_t left = 0;
         t0 = now();
         const int m = vs_graph_cover_starts(g.data(), n, degree, x.data(), d, starts.data(), 1,
-                                            seeds.data(), seeds.size(), out.data(), kMaxSeeds,
+                                            seeds.data(), seeds.size(), out.data(), kCoverSeeds,
                                             &left);
         if (m < 0)
         {
             std::fprintf(stderr, "vs_graph_cover_starts failed\n");
-            return 1;
+            std::exit(1);
         }
         size_t kept = 0;
         for (int i = 0; i < m; i++)
             kept += std::find(seeds.begin(), seeds.end(), out[i]) != seeds.end();
-        std::printf("cover_starts: %d seeds (%zu of the k-means seeds, %zu for islands), %llu "
+        std::printf("cover_starts: %d seeds (%zu of the previous seeds, %zu for islands), %llu "
                     "nodes still unreached (%.2f s)\n", m, kept, m - kept,
                     (unsigned long long) left, now() - t0);
         starts.resize(1);
         starts.insert(starts.end(), out.begin(), out.begin() + m);
+    };
+    if (cover && cover_first)
+        cover_starts();
+
+    if (link_width > 0)
+    {
+        vs_graph_link_params lp{VS_METRIC_L2SQ, link_width, links, starts.data(), starts.size()};
+        vs_graph_link_info li{};
+        t0 = now();
+        check(vs_graph_link_unfound(ctx, g.data(), n, degree, x.data(), d, &lp, &li), ctx,
+              "link_unfound");
+        std::printf("link_unfound (width %zu, links %zu): %.2f s; %llu nodes unfound, %llu edges "
+                    "added\n", link_width, links, now() - t0, (unsigned long long) li.unfound,
+                    (unsigned long long) li.linked);
+        // what a second pass would find: the nodes still unfound (on a copy)
+        std::vector<uint32_t> g2(g);
+        check(vs_graph_link_unfound(ctx, g2.data(), n, degree, x.data(), d, &lp, &li), ctx,
+              "link_unfound");
+        std::printf("link_unfound again: %llu nodes unfound at width %zu\n",
+                    (unsigned long long) li.unfound, link_width);
     }
+
+    if (cover)
+        cover_starts();
 
     // connectivity
     {

@@ -95,6 +95,15 @@ public:
             [&] { graph_build_edges(knn, n, knn_width, degree, entry, out, info, threads_, cfg_); });
     }
 
+    Status link_unfound(uint32_t *graph, size_t n, size_t degree, const float *vectors, size_t dim,
+                        const vs_graph_link_params &params,
+                        vs_graph_link_info *info) noexcept override
+    {
+        return guarded([&] {
+            graph_link_unfound(graph, n, degree, vectors, dim, params, info, threads_, cfg_);
+        });
+    }
+
 private:
     const BackendConfig &cfg_;
     int threads_;

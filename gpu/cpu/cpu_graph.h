@@ -19,6 +19,11 @@ void graph_build_edges(const uint32_t *knn, size_t n, size_t knn_width, size_t d
                        uint32_t entry, uint32_t *graph, vs_graph_build_info *info, int threads,
                        const BackendConfig &config);
 
+// vs_graph_link_unfound on `threads` threads (cpu/graph_navigable.cpp); throws Error.
+void graph_link_unfound(uint32_t *graph, size_t n, size_t degree, const float *vectors, size_t dim,
+                        const vs_graph_link_params &params, vs_graph_link_info *info, int threads,
+                        const BackendConfig &config);
+
 } // namespace vs
 
 #endif

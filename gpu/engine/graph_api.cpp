@@ -100,3 +100,33 @@ vs_status vs_graph_build_edges(vs_context *ctx, const uint32_t *knn, size_t n, s
     return finish(ctx, ctx->backend->graph()->build_edges(knn, n, knn_width, degree, entry, out,
                                                           info));
 }
+
+vs_status vs_graph_link_unfound(vs_context *ctx, uint32_t *graph, size_t n, size_t degree,
+                                const float *vectors, size_t dim,
+                                const vs_graph_link_params *params,
+                                vs_graph_link_info *info) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_family(ctx, ctx->backend->graph(), "graph"))
+        return st;
+    if (!params)
+        return fail(ctx, VS_INVALID_ARGUMENT, "params is NULL");
+    if (degree == 0 || dim == 0 || params->width == 0 || params->links == 0)
+        return fail(ctx, VS_INVALID_ARGUMENT, "degree, dim, width and links must be positive");
+    if (n >= VS_GRAPH_NONE)
+        return fail(ctx, VS_INVALID_ARGUMENT, "a graph has fewer than 2^32 - 1 nodes");
+    if (n > 0 && (!graph || !vectors))
+        return fail(ctx, VS_INVALID_ARGUMENT, "graph or vectors is NULL");
+    if (params->nstarts > 0 && !params->starts)
+        return fail(ctx, VS_INVALID_ARGUMENT, "starts is NULL");
+    if (params->metric != VS_METRIC_L2SQ && params->metric != VS_METRIC_L2 &&
+        params->metric != VS_METRIC_IP && params->metric != VS_METRIC_COSINE)
+        return fail(ctx, VS_INVALID_ARGUMENT, "a graph is searched under L2SQ, L2, IP or COSINE");
+    if (info)
+        *info = vs_graph_link_info{};
+    if (vs_status st = fault_point(ctx))
+        return st;
+    return finish(ctx, ctx->backend->graph()->link_unfound(graph, n, degree, vectors, dim,
+                                                           *params, info));
+}

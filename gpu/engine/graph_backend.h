@@ -47,6 +47,14 @@ public:
         (void)knn, (void)n, (void)knn_width, (void)degree, (void)entry, (void)out, (void)info;
         return Status{VS_UNSUPPORTED, "graph builds run on the CPU backend"};
     }
+    // vs_graph_link_unfound, arguments checked (node numbers excepted); the CPU backend only.
+    virtual Status link_unfound(uint32_t *graph, size_t n, size_t degree, const float *vectors,
+                                size_t dim, const vs_graph_link_params &params,
+                                vs_graph_link_info *info) noexcept
+    {
+        (void)graph, (void)n, (void)degree, (void)vectors, (void)dim, (void)params, (void)info;
+        return Status{VS_UNSUPPORTED, "graph builds run on the CPU backend"};
+    }
 };
 
 } // namespace vs

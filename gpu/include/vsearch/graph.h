@@ -136,6 +136,42 @@ vs_status vs_graph_build_edges(vs_context *ctx, const uint32_t *knn, size_t n, s
                                size_t degree, uint32_t entry, uint32_t *out,
                                vs_graph_build_info *info) VS_NOEXCEPT;
 
+typedef struct vs_graph_link_params
+{
+    vs_metric metric;       /* as for vs_graph_search: the build's rank metric */
+    size_t width;           /* the beam width with which every node should be found (at least 1) */
+    size_t links;           /* in-edges an unfound node gets (at least 1) */
+    const uint32_t *starts; /* the start nodes searches use (out-of-range ones are ignored) */
+    size_t nstarts;
+} vs_graph_link_params;
+
+typedef struct vs_graph_link_info
+{
+    uint64_t unfound; /* nodes whose search did not reach them */
+    uint64_t linked;  /* edges added (into unfound nodes and back out of them) */
+} vs_graph_link_info;
+
+/*
+ * Navigability of a built graph (graph: n x degree, as vs_graph_build_edges gives it; changed in
+ * place): each node in turn is the query of a beam search of width params->width from the starts
+ * (vs_graph_search's search, stopped when it measures the node).  A node the search does not
+ * reach gets an edge from each of the params->links nearest nodes the search found, and an edge
+ * back to each, in a slot chosen as vs_graph_build_edges' reachability links choose theirs (an
+ * empty one, else one of the second half whose target keeps another in-edge; a list without such
+ * a slot is passed over for the next found node).  A graph pruned from exact kNN lists on
+ * clustered data keeps every edge inside its cluster, so a search that starts elsewhere stops at
+ * the rim of a neighbouring cluster: this puts edges from where it stops into the cluster.  Nodes
+ * go in blocks of 1024, each block's searches over the graph as the previous blocks left it, its
+ * links added in node order: the result depends on the arguments only.  On the CPU backend the
+ * searches run on the context's threads; VS_UNSUPPORTED on others; VS_INVALID_ARGUMENT for a
+ * node number out of range, width, links or degree 0, a NULL array; VS_CANCELLED when the
+ * context's callback asks.  The graph changes only when the call returns VS_OK.
+ */
+vs_status vs_graph_link_unfound(vs_context *ctx, uint32_t *graph, size_t n, size_t degree,
+                                const float *vectors, size_t dim,
+                                const vs_graph_link_params *params,
+                                vs_graph_link_info *info) VS_NOEXCEPT;
+
 /*
  * The start nodes of a built graph (out: n x degree, as vs_graph_build_edges gives it) such that
  * walks from them reach every node: a graph pruned from a kNN graph has no edge between clusters
