@@ -84,6 +84,14 @@
 #define VS_GRAPH_DEFAULT_DEGREE	32
 #define VS_GRAPH_MAX_BUILD_DEGREE 1024
 
+/*
+ * The build's navigability pass (vs_graph_link_unfound): every row is searched for from the start
+ * nodes with this beam width, and a row the search does not reach is linked from (and to) the
+ * VS_GRAPH_LINKS nearest rows the search found (docs/INDEXES.md, build step 7).
+ */
+#define VS_GRAPH_LINK_WIDTH		16
+#define VS_GRAPH_LINKS			2
+
 /* The build's kNN: queries per engine call in the backend, per worker request. */
 #define VS_GRAPH_KNN_CHUNK		1024
 #define VS_GRAPH_WORKER_KNN_CHUNK 16384
@@ -245,6 +253,9 @@ extern void vs_graph_check_dim(int dim, uint32 degree);
 extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree);
 extern void vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node,
 								const uint32 *nbrs);
+extern bool vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u,
+							   uint32 node, const float *x, float *ux, float *tx, uint32 *unbrs,
+							   bool force);
 extern void vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree);
 extern int	vs_graph_index_seeds(Relation index);
 extern bytea *vs_graph_options(Datum reloptions, bool validate);

@@ -20,7 +20,10 @@
  *                      reach linked from a reached node of its kNN list (an empty slot, or one
  *                      whose target keeps another in-edge; on one thread), then the seeds
  *                      completed so that walks from the start nodes reach every island of the
- *                      graph (vs_graph_cover_starts, cover_starts below);
+ *                      graph (vs_graph_cover_starts, cover_starts below), then every row searched
+ *                      for from the start nodes and, when the search does not reach it, linked
+ *                      from and to the nearest rows the search found (vs_graph_link_unfound,
+ *                      link_unfound below), then the seeds completed again;
  *   writing pages      node pages, each a full-page Generic WAL record, then the metapage.
  *
  * At DEBUG1 the build reports the seconds of its parts (BuildPart).
@@ -112,13 +115,14 @@ typedef enum BuildPart
 	PART_UPLOAD,				/* the rows into the worker's dataset */
 	PART_KNN,					/* the entry, the seeds and the kNN lists (worker or backend) */
 	PART_PRUNE,					/* rank-based pruning */
-	PART_EDGES,					/* reverse edges, merge, reachability */
+	PART_EDGES,					/* reverse edges, merge, reachability, the seeds for islands */
+	PART_LINKS,					/* the navigability pass */
 	PART_WRITE,					/* node pages and their WAL */
 	NUM_PARTS
 } BuildPart;
 
 static const char *const part_names[NUM_PARTS] = {
-	"load", "seeds", "upload", "knn", "prune", "edges", "write"
+	"load", "seeds", "upload", "knn", "prune", "edges", "links", "write"
 };
 
 typedef struct BuildClock
@@ -446,15 +450,59 @@ build_graph(const uint32 *knn, int K, int64 n, int degree, uint32 entry, uint32 
 }
 
 /*
+ * Navigability (the engine's vs_graph_link_unfound on the build engine's threads): every row is
+ * searched for from the entry and the seeds, as an index scan would search, and a row the
+ * search does not reach gets edges from the nearest rows it found and back.  Exact kNN lists keep
+ * each row's edges inside its cluster, so without this a query of a cluster without a seed stalls
+ * at the rim of the cluster its search started in (issue 15).
+ */
+static void
+link_unfound(GraphBuildState *s, vs_metric metric, uint32 *graph, uint32 entry,
+			 const uint32 *seeds, uint32 nseeds, BuildClock *clock)
+{
+	uint32	   *starts = palloc(sizeof(uint32) * (nseeds + 1));
+	vs_graph_link_params params;
+	vs_graph_link_info info;
+	int			retries = 0;
+
+	starts[0] = entry;
+	memcpy(starts + 1, seeds, sizeof(uint32) * nseeds);
+	memset(&params, 0, sizeof(params));
+	params.metric = vs_rank_metric(metric);
+	params.width = VS_GRAPH_LINK_WIDTH;
+	params.links = VS_GRAPH_LINKS;
+	params.starts = starts;
+	params.nstarts = nseeds + 1;
+	for (;;)
+	{
+		vs_status	st = vs_graph_link_unfound(vs_build_engine(), graph, (size_t) s->n,
+											   s->degree, s->vectors, s->dim, &params, &info);
+
+		if (st == VS_OK)
+			break;
+		/* a cancel leaves the graph as it was: start over */
+		if (st != VS_CANCELLED)
+			vs_engine_error(vs_build_engine(), st);
+		vs_engine_cancelled(&retries);
+	}
+	pfree(starts);
+	clock_lap(clock, PART_LINKS);
+	elog(DEBUG1, "vs_graph build: %llu nodes not found by their own search, %llu edges added",
+		 (unsigned long long) info.unfound, (unsigned long long) info.linked);
+}
+
+/*
  * The seeds completed so that walks from the start nodes reach every node (the engine's
  * vs_graph_cover_starts): the kNN lists of clusters farther apart than build_degree rows reach
  * have no edge between them, and a cluster without a seed of its own was out of reach of every
- * search (issue 15).  The k-means seeds that reach new nodes come first, then one node per
- * unreached island, then the other k-means seeds, at most VS_GRAPH_MAX_SEEDS in all.
+ * search (issue 15).  The seeds that reach new nodes come first, then one node per unreached
+ * island, then the other seeds, at most VS_GRAPH_MAX_SEEDS in all.  Called before the
+ * navigability pass (islands get a start of their own, which also serves queries far from every
+ * row) and after it (a slot it gave away may have been the way to a node); the second reports.
  */
 static void
 cover_starts(GraphBuildState *s, const uint32 *graph, uint32 entry, uint32 *seeds, uint32 *nseeds,
-			 BuildClock *clock)
+			 BuildClock *clock, bool report)
 {
 	uint32	   *out = palloc(sizeof(uint32) * VS_GRAPH_MAX_SEEDS);
 	uint64		unreached = 0;
@@ -471,8 +519,9 @@ cover_starts(GraphBuildState *s, const uint32 *graph, uint32 entry, uint32 *seed
 	*nseeds = (uint32) m;
 	pfree(out);
 	clock_lap(clock, PART_EDGES);
-	elog(DEBUG1, "vs_graph build: %d seeds, %llu nodes unreached from the start nodes",
-		 m, (unsigned long long) unreached);
+	if (report)
+		elog(DEBUG1, "vs_graph build: %d seeds, %llu nodes unreached from the start nodes",
+			 m, (unsigned long long) unreached);
 }
 
 /* Writes the nodes as full node pages. */
@@ -583,7 +632,9 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		set_phase(GRAPH_PHASE_PRUNE, state.n);
 		build_graph(knn, K, state.n, (int) state.degree, entry, graph, &clock);
 		pfree(knn);
-		cover_starts(&state, graph, entry, seeds, &nseeds, &clock);
+		cover_starts(&state, graph, entry, seeds, &nseeds, &clock, false);
+		link_unfound(&state, metric, graph, entry, seeds, nseeds, &clock);
+		cover_starts(&state, graph, entry, seeds, &nseeds, &clock, true);
 		set_phase(GRAPH_PHASE_WRITE, state.n);
 		write_nodes(&state, graph);
 		pfree(graph);

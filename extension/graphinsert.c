@@ -12,7 +12,10 @@
  *   3. reverse edges: each chosen neighbour u gets the new node in an empty slot, or in place of
  *      the farthest of the second half of its list (the part the build filled with reverse and
  *      lower-ranked edges) when the new node is nearer to u than that one; one record per
- *      neighbour.
+ *      neighbour;
+ *   4. the build's navigability rule (graphbuild.c, link_unfound): the VS_GRAPH_LINKS nearest
+ *      rows the search found name the new node, in place of their farthest second-half edge if
+ *      step 3 did not already link them.
  *
  * A crash between the records leaves a valid graph (the new node with fewer in-edges).
  */
@@ -117,10 +120,14 @@ write_node(Relation index, const VsGraphMetaPageData *meta, uint32 node, bool ap
 	UnlockReleaseBuffer(buf);
 }
 
-/* Links node (vector x) into u's list: an empty slot, or u's farthest replaceable edge. */
-static void
-add_reverse_edge(Relation index, VsGraphReader *r, vs_metric metric, uint32 u, uint32 node,
-				 const float *x, float *ux, float *tx, uint32 *unbrs)
+/*
+ * Links node (vector x) into u's list: an empty slot, or u's farthest replaceable edge when node is
+ * nearer to u than that one's target (always, with force).  Returns whether u's list names node.
+ * ux, tx (dim floats) and unbrs (degree) are scratch.  Also VACUUM's (graphvacuum.c).
+ */
+bool
+vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u, uint32 node,
+				   const float *x, float *ux, float *tx, uint32 *unbrs, bool force)
 {
 	VsGraphNodeCopy nc;
 	int			degree = (int) r->degree;
@@ -130,10 +137,10 @@ add_reverse_edge(Relation index, VsGraphReader *r, vs_metric metric, uint32 u, u
 	float		d;
 
 	if (!vs_graph_read_node(r, u, &nc, ux, unbrs) || !(nc.flags & VS_GRAPH_NODE_LIVE))
-		return;
+		return false;
 	for (int p = 0; p < degree; p++)
 		if (unbrs[p] == node)
-			return;
+			return true;
 	for (int p = 0; p < degree && slot < 0; p++)
 		if (unbrs[p] == VS_GRAPH_NO_NODE)
 			slot = p;
@@ -142,8 +149,8 @@ add_reverse_edge(Relation index, VsGraphReader *r, vs_metric metric, uint32 u, u
 		int			stale = -1;
 
 		d = vs_graph_distance(metric, ux, x, r->dim);
-		if (isnan(d))
-			return;
+		if (isnan(d) && !force)
+			return false;
 		for (int p = half; p < degree; p++)
 		{
 			float		dt;
@@ -164,13 +171,14 @@ add_reverse_edge(Relation index, VsGraphReader *r, vs_metric metric, uint32 u, u
 		}
 		if (stale >= 0)
 			slot = stale;
-		else if (!(d < worst))
+		else if (!(d < worst) && !force)
 			slot = -1;
 	}
 	if (slot < 0)
-		return;
+		return false;
 	unbrs[slot] = node;
 	vs_graph_write_nbrs(index, r->dim, r->degree, u, unbrs);
+	return true;
 }
 
 bool
@@ -186,6 +194,9 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	uint32		dim;
 	uint32	   *sel;
 	int			nsel = 0;
+	VsGraphHit *hits = NULL;
+	int			nh = 0;
+	int			linked = 0;
 	uint32		node;
 	bool		append;
 	float	   *ux;
@@ -215,13 +226,15 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	if (meta.entry != VS_GRAPH_NO_NODE)
 	{
 		int			ef = (int) Max(2 * meta.build_degree, meta.degree);
-		VsGraphHit *hits = palloc(sizeof(VsGraphHit) * ef);
 		uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
 		int			nstarts = vs_graph_starts(&meta, starts);
-		int			nh = vs_graph_beam_search(&r, metric, starts, nstarts, vec->x, ef, hits);
-		uint32	   *cands = palloc(sizeof(uint32) * Max(nh, 1));
-		uint32	   *gather = palloc(sizeof(uint32) * meta.degree * Max(nh, 1));
+		uint32	   *cands;
+		uint32	   *gather;
 
+		hits = palloc(sizeof(VsGraphHit) * ef);
+		nh = vs_graph_beam_search(&r, metric, starts, nstarts, vec->x, ef, hits);
+		cands = palloc(sizeof(uint32) * Max(nh, 1));
+		gather = palloc(sizeof(uint32) * meta.degree * Max(nh, 1));
 		for (int i = 0; i < nh; i++)
 			cands[i] = hits[i].node;
 		vs_graph_gather_nbrs(&r, cands, nh, gather);
@@ -257,7 +270,21 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	for (int i = 0; i < nsel; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		add_reverse_edge(index, &r, metric, sel[i], node, vec->x, ux, tx, unbrs);
+		vs_graph_link_into(index, &r, metric, sel[i], node, vec->x, ux, tx, unbrs, false);
+		vs_graph_reader_end(&r);
+	}
+
+	/*
+	 * 4. the build's navigability rule: the nearest VS_GRAPH_LINKS rows the search found link to
+	 * the node, so that a search for it, which ends there, reaches it (reverse edges alone may
+	 * give it none: a row far from every other has no neighbour it is nearer to than their own)
+	 */
+	for (int i = 0; i < nh && linked < VS_GRAPH_LINKS; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (hits[i].node != node)
+			linked += vs_graph_link_into(index, &r, metric, hits[i].node, node, vec->x, ux, tx,
+									   unbrs, true);
 		vs_graph_reader_end(&r);
 	}
 	vs_graph_reader_end(&r);

@@ -8,7 +8,12 @@
  *   2. every live node whose list names a freed node gets a new list: the candidates are its
  *      other live neighbours and the live neighbours of the freed ones (their lists are intact),
  *      ranked by exact distance and cut to `degree` by rank-based pruning with their own lists
- *      (graphsearch.c); one record per repaired node.
+ *      (graphsearch.c); one record per repaired node;
+ *   3. the build's navigability rule (graphbuild.c, link_unfound) for the live nodes that a walk
+ *      from the start nodes no longer reaches (their ways in went through freed nodes and the
+ *      repairs dropped them): in node order, each one still unreached is searched for from the
+ *      start nodes, the VS_GRAPH_LINKS nearest nodes the search found link to it (graphinsert.c's
+ *      vs_graph_link_into, as an insert links a row), and the walk goes on from it.
  *
  * Then the metapage: the live and free counts, a new entry if the old one went (its first live
  * neighbour, else the first live node), a new generation.  Between the passes a concurrent search
@@ -111,6 +116,39 @@ repair_list(VsGraphReader *r, vs_metric metric, const uint8 *freed, uint32 u, ui
 	return true;
 }
 
+/* Marks the live nodes a walk from `from` reaches (stack: room for every node; nbrs: degree). */
+static void
+walk_live(VsGraphReader *r, const uint8 *freed, uint32 from, uint8 *reached, uint32 *stack,
+		  uint32 *nbrs)
+{
+	uint64		top = 0;
+
+	if ((uint64) from >= r->nnodes || freed[from] || reached[from])
+		return;
+	reached[from] = 1;
+	stack[top++] = from;
+	while (top > 0)
+	{
+		VsGraphNodeCopy nc;
+		uint32		u = stack[--top];
+
+		if ((top & 1023) == 0)
+			vacuum_delay_point();
+		if (!vs_graph_read_node(r, u, &nc, NULL, nbrs))
+			continue;
+		for (uint32 p = 0; p < r->degree; p++)
+		{
+			uint32		t = nbrs[p];
+
+			if (t != VS_GRAPH_NO_NODE && (uint64) t < r->nnodes && !freed[t] && !reached[t])
+			{
+				reached[t] = 1;
+				stack[top++] = t;
+			}
+		}
+	}
+}
+
 /* node, or when VACUUM freed it its first live neighbour (VS_GRAPH_NO_NODE: none). */
 static uint32
 replacement(VsGraphReader *r, const uint8 *freed, uint32 node, uint32 *nbrs)
@@ -139,6 +177,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	uint64		removed = 0;
 	uint64		remaining = 0;
 	uint64		already_free = 0;	/* free slots before this VACUUM */
+	uint64		relinked = 0;		/* unreached live nodes step 3 linked */
 	uint32		first_freed = VS_GRAPH_NO_NODE;
 	uint8	   *freed = NULL;
 	int			per_page;
@@ -280,6 +319,55 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		}
 		vs_graph_reader_end(&r);
 
+		/* 3. the live nodes the start nodes no longer reach: linked from where a search ends */
+		if (entry != VS_GRAPH_NO_NODE)
+		{
+			uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
+			int			nstarts = 0;
+			int			width = Max(VS_GRAPH_LINK_WIDTH, VS_GRAPH_LINKS + 1);
+			VsGraphHit *hits = palloc(sizeof(VsGraphHit) * width);
+			float	   *vx = palloc(sizeof(float) * meta.dim);
+			uint8	   *reached = palloc_extended(meta.nnodes, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+			uint32	   *stack = palloc_extended(sizeof(uint32) * meta.nnodes, MCXT_ALLOC_HUGE);
+
+			starts[nstarts++] = entry;
+			memcpy(starts + nstarts, seeds, sizeof(uint32) * nseeds);
+			nstarts += (int) nseeds;
+			for (int i = 0; i < nstarts; i++)
+				walk_live(&r, freed, starts[i], reached, stack, xnbrs);
+			for (uint64 v = 0; v < meta.nnodes; v++)
+			{
+				VsGraphNodeCopy nc;
+				int			nh;
+				int			linked = 0;
+
+				if (reached[v] || freed[v])
+					continue;
+				vacuum_delay_point();
+				if (!vs_graph_read_node(&r, (uint32) v, &nc, vx, NULL) ||
+					!(nc.flags & VS_GRAPH_NODE_LIVE))
+					continue;
+				nh = vs_graph_beam_search(&r, (vs_metric) meta.metric, starts, nstarts, vx, width,
+										  hits);
+				vs_graph_reader_end(&r);
+				for (int i = 0; i < nh && linked < VS_GRAPH_LINKS; i++)
+				{
+					if (hits[i].node != (uint32) v)
+						linked += vs_graph_link_into(index, &r, (vs_metric) meta.metric,
+													 hits[i].node, (uint32) v, vx, ux, tx,
+													 xnbrs, true);
+					vs_graph_reader_end(&r);
+				}
+				relinked++;
+				walk_live(&r, freed, (uint32) v, reached, stack, xnbrs);
+			}
+			vs_graph_reader_end(&r);
+			pfree(hits);
+			pfree(vx);
+			pfree(reached);
+			pfree(stack);
+		}
+
 		metabuf = ReadBuffer(index, VS_GRAPH_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		(void) vs_graph_page_meta(BufferGetPage(metabuf));
@@ -297,6 +385,9 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		UnlockReleaseBuffer(metabuf);
 	}
 	UnlockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
+	if (relinked > 0)
+		elog(DEBUG1, "vs_graph vacuum: %llu nodes the start nodes no longer reached linked again",
+			 (unsigned long long) relinked);
 
 	stats->num_pages = RelationGetNumberOfBlocks(index);
 	stats->num_index_tuples = (double) remaining;
