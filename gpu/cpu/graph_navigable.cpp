@@ -8,7 +8,8 @@
 //
 // Determinism: nodes go in fixed blocks; a block's searches run on the backend's threads over the
 // graph as the previous blocks left it, and its links are applied afterwards on the calling
-// thread in node order, so the result depends on the arguments only (not the thread count).
+// thread in node order, so the result depends on the arguments only (not the thread count; the
+// SIMD kernel the machine's CPU selects is part of the distance, as in the index's own scans).
 #include "cpu/cpu_graph.h"
 
 #include "cpu/parallel.h"
@@ -46,8 +47,10 @@ struct Searcher
 };
 
 // The beam search of graph.cpp (starts first, expand the nearest candidate, stop when it is
-// farther than the worst of a full beam) for node `self`'s vector; stops as soon as it measures
-// self.  Returns true when it did; otherwise `found` gets the beam, nearest first.
+// farther than the worst of a full beam) for node `self`'s vector, navigating as the index's scans
+// in the backend do, by the SIMD float distance (vs_distance_f32: a few ulps from the exact one,
+// several times cheaper); stops as soon as it measures self.  Returns true when it did; otherwise
+// `found` gets the beam, nearest first.
 bool search_for(const uint32_t *graph, size_t n, size_t degree, const float *vectors, size_t dim,
                 vs_metric metric, const uint32_t *starts, size_t nstarts, size_t width,
                 uint32_t self, Searcher &s, std::vector<uint32_t> &found)
@@ -61,7 +64,7 @@ bool search_for(const uint32_t *graph, size_t n, size_t degree, const float *vec
     auto visit = [&](uint32_t v) {
         s.visited[v] = 1;
         s.touched.push_back(v);
-        const double d = vs_exact_distance_f32(metric, query, vectors + static_cast<size_t>(v) * dim, dim);
+        const double d = vs_distance_f32(metric, query, vectors + static_cast<size_t>(v) * dim, dim);
         return Item{std::isnan(d) ? std::numeric_limits<float>::infinity() : static_cast<float>(d), v};
     };
     auto offer = [&](const Item &it) {

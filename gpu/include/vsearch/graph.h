@@ -154,7 +154,8 @@ typedef struct vs_graph_link_info
 /*
  * Navigability of a built graph (graph: n x degree, as vs_graph_build_edges gives it; changed in
  * place): each node in turn is the query of a beam search of width params->width from the starts
- * (vs_graph_search's search, stopped when it measures the node).  A node the search does not
+ * (vs_graph_search's search, navigating by vs_distance_f32 as the vs_graph index's scans in a
+ * backend do, stopped when it measures the node).  A node the search does not
  * reach gets an edge from each of the params->links nearest nodes the search found, and an edge
  * back to each, in a slot chosen as vs_graph_build_edges' reachability links choose theirs (an
  * empty one, else one of the second half whose target keeps another in-edge; a list without such
@@ -162,7 +163,8 @@ typedef struct vs_graph_link_info
  * clustered data keeps every edge inside its cluster, so a search that starts elsewhere stops at
  * the rim of a neighbouring cluster: this puts edges from where it stops into the cluster.  Nodes
  * go in blocks of 1024, each block's searches over the graph as the previous blocks left it, its
- * links added in node order: the result depends on the arguments only.  On the CPU backend the
+ * links added in node order: the result depends on the arguments only (and on the SIMD kernel
+ * vs_distance_f32 uses on this CPU), not on the thread count.  On the CPU backend the
  * searches run on the context's threads; VS_UNSUPPORTED on others; VS_INVALID_ARGUMENT for a
  * node number out of range, width, links or degree 0, a NULL array; VS_CANCELLED when the
  * context's callback asks.  The graph changes only when the call returns VS_OK.
