@@ -156,7 +156,7 @@ chunk_flush(vs_context *engine, vs_ivfpq_scan *scan, uint32 list, ListChunk *c)
 						   (const uint64_t *) c->tags, (size_t) c->n);
 	c->n = 0;
 	if (st != VS_OK)
-		vs_engine_error(st);
+		vs_engine_error(engine, st);
 }
 
 /* Hands the scan every entry of the lists its queries probe. */
@@ -249,7 +249,7 @@ run_scan(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *meta, v
 		 vs_ivfpq_scan *scan, int status)
 {
 	if (status != VS_OK)
-		vs_engine_error(status);
+		vs_engine_error(engine, status);
 	PG_TRY();
 	{
 		feed_lists(ref, rel, meta, engine, scan);
@@ -568,7 +568,7 @@ vs_ivfpq_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const Vs
 								  (int64_t *) counts);
 	vs_ivfpq_scan_destroy(engine, scan);
 	if (st != VS_OK)
-		vs_engine_error(st);
+		vs_engine_error(engine, st);
 	if (p.exact && meta.store_vectors)
 		rerank_stored(ref, rel, &meta, q, nq, k, ids, distances, tags, counts);
 	pfree(tags);
@@ -616,7 +616,7 @@ vs_ivfpq_backend_range(const VsIndexRef *ref, const VsKindParams *params, const 
 	st = vs_ivfpq_scan_range_result(engine, scan, range_alloc, NULL, &result);
 	vs_ivfpq_scan_destroy(engine, scan);
 	if (st != VS_OK)
-		vs_engine_error(st);
+		vs_engine_error(engine, st);
 	out->total = (int64) result.total;
 	out->offsets = (int64 *) result.offsets;
 	out->ids = (int64 *) result.ids;
