@@ -11,7 +11,9 @@
  *   metapage   page header | VsFlatMetaPageData | ... | VsFlatPageOpaqueData
  *   data page  page header | VsFlatItem[nitems] | free | VsFlatPageOpaqueData
  *
- * A data item is the heap tid followed by the vector's float4 elements; items have a fixed size
+ * A data item is the heap tid followed by the vector's float4 elements, or, in an index of a
+ * halfvec column built since binary16 storage exists (metapage `storage`), its binary16 elements
+ * (half the bytes; an index built before stores floats and still works); items have a fixed size
  * (dim is fixed per index), so a page is an array and pd_lower marks its end (Generic WAL then
  * logs only the used part of the page).  Inserts append to the last data page or add a page;
  * VACUUM compacts each page in place, so items never move between pages.  NULL vectors are not
@@ -84,7 +86,7 @@ typedef struct VsFlatMetaPageData
 	uint64		ntuples;		/* index entries, dead ones not yet vacuumed included */
 	uint64		generation;
 	BlockNumber last_block;		/* last data page; VS_FLAT_METAPAGE_BLKNO if none */
-	uint32		unused;
+	uint32		storage;		/* VS_FLAT_STORE_F32 or _F16 (0 in every index built before) */
 	double		unused_norms[2];	/* version 1 kept norm bounds here; nothing reads them */
 	uint64		epoch;			/* starts as the first generation; VACUUM removing items bumps it */
 } VsFlatMetaPageData;
@@ -93,22 +95,38 @@ typedef VsFlatMetaPageData *VsFlatMetaPage;
 
 #define VsFlatPageGetMeta(page) ((VsFlatMetaPage) PageGetContents(page))
 
-/* A data item: heap tid + float4[dim], 4-byte aligned, fixed size per index. */
+/* How an index stores its rows: float4, or IEEE binary16 (a halfvec column) */
+#define VS_FLAT_STORE_F32		0
+#define VS_FLAT_STORE_F16		1
+
+/*
+ * The page geometry below is in 4-byte words of a row: dim for float rows, dim / 2 rounded up
+ * for binary16 rows.
+ */
+static inline uint32
+vs_flat_row_words(uint32 dim, uint32 storage)
+{
+	return storage == VS_FLAT_STORE_F16 ? (dim + 1) / 2 : dim;
+}
+
+/* A data item: heap tid + float4[dim] (or binary16[dim], padded to 4 bytes), fixed size per
+ * index. */
 typedef struct VsFlatItem
 {
 	ItemPointerData heap_tid;
 	uint16		unused;
-	float		x[FLEXIBLE_ARRAY_MEMBER];
+	float		x[FLEXIBLE_ARRAY_MEMBER];	/* binary16 rows: uint16 values */
 } VsFlatItem;
 
-#define VS_FLAT_ITEM_SIZE(dim)	(offsetof(VsFlatItem, x) + sizeof(float) * (Size) (dim))
+/* words: vs_flat_row_words */
+#define VS_FLAT_ITEM_SIZE(words)	(offsetof(VsFlatItem, x) + sizeof(float) * (Size) (words))
 #define VS_FLAT_PAGE_SPACE \
 	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(VsFlatPageOpaqueData)))
 /* The largest dimension whose item fits on a page: 2038 with 8 kB pages. */
 #define VS_FLAT_MAX_DIM			((int) ((VS_FLAT_PAGE_SPACE - offsetof(VsFlatItem, x)) / sizeof(float)))
-#define VsFlatItemsPerPage(dim)	((int) (VS_FLAT_PAGE_SPACE / VS_FLAT_ITEM_SIZE(dim)))
-#define VsFlatPageGetItem(page, dim, i) \
-	((VsFlatItem *) (PageGetContents(page) + (Size) (i) * VS_FLAT_ITEM_SIZE(dim)))
+#define VsFlatItemsPerPage(words)	((int) (VS_FLAT_PAGE_SPACE / VS_FLAT_ITEM_SIZE(words)))
+#define VsFlatPageGetItem(page, words, i) \
+	((VsFlatItem *) (PageGetContents(page) + (Size) (i) * VS_FLAT_ITEM_SIZE(words)))
 
 /* Is this an initialized data page of a vs_flat index? */
 #define VsFlatIsDataPage(page) \
@@ -131,10 +149,12 @@ typedef struct VsFlatMark
 /* flatutils.c */
 extern const VsIndexKind vs_flat_kind;
 extern void vs_flat_init_page(Page page, uint16 flags);
-extern void vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric);
+extern void vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 storage);
 extern void vs_flat_read_meta(Relation index, VsFlatMetaPageData *meta);
 extern VsFlatMetaPage vs_flat_page_meta(Page page);
-extern void vs_flat_page_set_items(Page page, uint32 dim, int nitems);
+extern void vs_flat_page_set_items(Page page, uint32 words, int nitems);
+extern void vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage);
+extern void vs_flat_load_row(const VsFlatItem *item, float *x, uint32 dim, uint32 storage);
 extern void vs_flat_check_dim(int dim);
 extern void vs_flat_check_vector_dim(uint32 index_dim, int dim);
 extern bytea *vs_flat_options(Datum reloptions, bool validate);

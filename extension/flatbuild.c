@@ -29,7 +29,14 @@ typedef struct FlatBuildState
 	BlockNumber last_block;
 	MemoryContext tmpcxt;
 	bool		sparse;			/* a sparsevec column, densified row by row */
+	uint32		storage;		/* VS_FLAT_STORE_F16 for a halfvec column */
 } FlatBuildState;
+
+static int
+items_per_page(const FlatBuildState *state)
+{
+	return VsFlatItemsPerPage(vs_flat_row_words(state->dim, state->storage));
+}
 
 /* Writes the page being filled as a new page of the index. */
 static void
@@ -41,7 +48,8 @@ flush_page(FlatBuildState *state)
 
 	if (state->nitems == 0)
 		return;
-	vs_flat_page_set_items(state->page, state->dim, state->nitems);
+	vs_flat_page_set_items(state->page, vs_flat_row_words(state->dim, state->storage),
+						   state->nitems);
 	buf = vs_new_buffer(state->index, MAIN_FORKNUM);
 	xlog = GenericXLogStart(state->index);
 	page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
@@ -72,15 +80,16 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	if (state->dim == 0)
 	{
 		state->dim = vec->dim;
-		state->capacity = VsFlatItemsPerPage(state->dim);
+		state->capacity = items_per_page(state);
 	}
 	if (state->nitems >= state->capacity)
 		flush_page(state);
 
-	item = VsFlatPageGetItem(state->page, state->dim, state->nitems);
+	item = VsFlatPageGetItem(state->page, vs_flat_row_words(state->dim, state->storage),
+							 state->nitems);
 	item->heap_tid = *tid;
 	item->unused = 0;
-	memcpy(item->x, vec->x, sizeof(float) * state->dim);
+	vs_flat_store_row(item, vec->x, state->dim, state->storage);
 	state->nitems++;
 	state->ntuples++;
 
@@ -119,7 +128,8 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	state.index = index;
 	state.dim = declared_dim(index);
 	state.sparse = vs_index_is_sparsevec(index);
-	state.capacity = state.dim > 0 ? VsFlatItemsPerPage(state.dim) : 0;
+	state.storage = vs_index_is_halfvec(index) ? VS_FLAT_STORE_F16 : VS_FLAT_STORE_F32;
+	state.capacity = state.dim > 0 ? items_per_page(&state) : 0;
 	metric = vs_opclass_metric(index);
 
 	/* Block 0: the metapage, so the index is readable even if the table is empty. */
@@ -127,7 +137,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	Assert(BufferGetBlockNumber(metabuf) == VS_FLAT_METAPAGE_BLKNO);
 	xlog = GenericXLogStart(index);
 	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
-	vs_flat_init_metapage(metapage, state.dim, metric);
+	vs_flat_init_metapage(metapage, state.dim, metric, state.storage);
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(metabuf);
 
@@ -178,7 +188,8 @@ vs_flat_buildempty(Relation index)
 	buf = vs_new_buffer(index, INIT_FORKNUM);
 	page = BufferGetPage(buf);
 	START_CRIT_SECTION();
-	vs_flat_init_metapage(page, dim, metric);
+	vs_flat_init_metapage(page, dim, metric,
+						  vs_index_is_halfvec(index) ? VS_FLAT_STORE_F16 : VS_FLAT_STORE_F32);
 	MarkBufferDirty(buf);
 	log_newpage_buffer(buf, true);
 	END_CRIT_SECTION();

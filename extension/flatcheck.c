@@ -2,7 +2,8 @@
  * vs_flat: vsearch_index_check's walk (indexcheck.h).  The metapage names the access method, the
  * operator class's metric and a dimension that fits a page; data pages are blocks 1..last_block
  * (later blocks are never initialized: inserts add a page and move last_block in one record);
- * each holds nitems fixed-size items with pd_lower at their end, finite elements.  VACUUM
+ * each holds nitems fixed-size items with pd_lower at their end, finite elements (float rows, or
+ * binary16 rows, which only an index of a halfvec column has).  VACUUM
  * compacts the pages before it lowers the metapage's count, so the entries on the pages never
  * exceed it (equal unless a VACUUM was interrupted).
  */
@@ -20,6 +21,8 @@ vs_flat_check(VsCheck *c)
 	uint64		entries = 0;
 	int64		data_pages = 0;
 	int			per_page;
+	uint32		words;
+	float	   *row;
 
 	page = vs_check_page(c, VS_FLAT_METAPAGE_BLKNO, sizeof(VsFlatPageOpaqueData),
 						 VS_FLAT_PAGE_ID);
@@ -34,11 +37,17 @@ vs_flat_check(VsCheck *c)
 		vs_check_fail(c, 0, "dimension %u (the column declares %u)", meta.dim, declared);
 	if (meta.dim == 0 && meta.last_block != VS_FLAT_METAPAGE_BLKNO)
 		vs_check_fail(c, 0, "data pages but no dimension");
+	if (meta.storage != VS_FLAT_STORE_F32 &&
+		(meta.storage != VS_FLAT_STORE_F16 || !vs_index_is_halfvec(c->index)))
+		vs_check_fail(c, 0, "storage %u for a column of type %s", meta.storage,
+					  vs_index_is_halfvec(c->index) ? "halfvec" : "vector");
 	if (meta.epoch > meta.generation)
 		vs_check_fail(c, 0, "epoch " UINT64_FORMAT " after generation " UINT64_FORMAT,
 					  meta.epoch, meta.generation);
 
-	per_page = meta.dim > 0 ? VsFlatItemsPerPage(meta.dim) : 0;
+	words = vs_flat_row_words(meta.dim, meta.storage);
+	per_page = meta.dim > 0 ? VsFlatItemsPerPage(words) : 0;
+	row = palloc(sizeof(float) * Max(meta.dim, 1));
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
 		 meta.last_block != VS_FLAT_METAPAGE_BLKNO && blkno <= meta.last_block; blkno++)
 	{
@@ -51,15 +60,16 @@ vs_flat_check(VsCheck *c)
 		if (opaque->nitems > per_page)
 			vs_check_fail(c, blkno, "%u items, a page holds %d", opaque->nitems, per_page);
 		if (((PageHeader) page)->pd_lower !=
-			MAXALIGN(SizeOfPageHeaderData) + (Size) opaque->nitems * VS_FLAT_ITEM_SIZE(meta.dim))
+			MAXALIGN(SizeOfPageHeaderData) + (Size) opaque->nitems * VS_FLAT_ITEM_SIZE(words))
 			vs_check_fail(c, blkno, "pd_lower %u is not the end of its %u items",
 						  ((PageHeader) page)->pd_lower, opaque->nitems);
 		for (int i = 0; i < opaque->nitems; i++)
 		{
-			VsFlatItem *item = VsFlatPageGetItem(page, meta.dim, i);
+			VsFlatItem *item = VsFlatPageGetItem(page, words, i);
 
 			vs_check_tid(c, blkno, &item->heap_tid, 0);
-			vs_check_floats(c, blkno, item->x, meta.dim, "an item");
+			vs_flat_load_row(item, row, meta.dim, meta.storage);
+			vs_check_floats(c, blkno, row, meta.dim, "an item");
 		}
 		entries += opaque->nitems;
 		data_pages++;
@@ -67,6 +77,7 @@ vs_flat_check(VsCheck *c)
 	if (entries > meta.ntuples)
 		vs_check_fail(c, 0, "the metapage counts " UINT64_FORMAT " entries, the pages hold "
 					  UINT64_FORMAT, meta.ntuples, entries);
+	pfree(row);
 	vs_check_report(c, "dimensions", meta.dim);
 	vs_check_report(c, "data_pages", data_pages);
 	vs_check_report(c, "metapage_entries", (int64) meta.ntuples);

@@ -24,6 +24,8 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	bool		newpage = false;
 	VsFlatMetaPage meta;
 	uint32		dim;
+	uint32		storage;
+	uint32		words;			/* of a row (flat.h) */
 	GenericXLogState *xlog;
 	Page		metapage;
 	Page		page;
@@ -40,6 +42,8 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	meta = vs_flat_page_meta(BufferGetPage(metabuf));
 	vs_flat_check_vector_dim(meta->dim, vec->dim);
 	dim = vec->dim;
+	storage = meta->storage;
+	words = vs_flat_row_words(dim, storage);
 
 	/* Room on the last data page? */
 	if (meta->last_block != VS_FLAT_METAPAGE_BLKNO)
@@ -47,7 +51,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 		buf = ReadBuffer(index, meta->last_block);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		page = BufferGetPage(buf);
-		if (!VsFlatIsDataPage(page) || VsFlatPageGetOpaque(page)->nitems >= VsFlatItemsPerPage(dim))
+		if (!VsFlatIsDataPage(page) || VsFlatPageGetOpaque(page)->nitems >= VsFlatItemsPerPage(words))
 		{
 			UnlockReleaseBuffer(buf);
 			buf = InvalidBuffer;
@@ -66,11 +70,11 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 		vs_flat_init_page(page, VS_FLAT_DATA);
 
 	nitems = VsFlatPageGetOpaque(page)->nitems;
-	item = VsFlatPageGetItem(page, dim, nitems);
+	item = VsFlatPageGetItem(page, words, nitems);
 	item->heap_tid = *heap_tid;
 	item->unused = 0;
-	memcpy(item->x, vec->x, sizeof(float) * dim);
-	vs_flat_page_set_items(page, dim, nitems + 1);
+	vs_flat_store_row(item, vec->x, dim, storage);
+	vs_flat_page_set_items(page, words, nitems + 1);
 
 	meta = VsFlatPageGetMeta(metapage);
 	meta->dim = dim;

@@ -2,7 +2,8 @@
  * vs_flat: kNN and range searches in this backend, over the index pages in shared buffers.
  *
  * Nothing is copied: the pages are pinned and share-locked a run at a time, and the engine's row
- * scan (vsearch/rowscan.h) reads their items in place (a batch's queries on its threads,
+ * scan (vsearch/rowscan.h) reads their items in place (binary16 rows, an index of a halfvec
+ * column, are widened a run at a time into one buffer of the scan: F16C where the CPU has it) (a batch's queries on its threads,
  * vsearch.cpu_threads, while this thread holds the locks) and keeps the best rows across runs.  A new session's
  * first search therefore costs what its later ones do, and a backend's memory does not grow with
  * the index: the pages are the buffer pool's, shared by every backend.  (Before, each backend read
@@ -55,8 +56,10 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 	Buffer		bufs[VS_FLAT_RUN_PAGES];
 	vs_row_block blocks[VS_FLAT_RUN_PAGES];
 	int64	   *ids;
+	float	   *widened = NULL;	/* binary16 rows: a run's rows as floats */
 	int			per_page;
 	Size		item_size;
+	uint32		words;
 
 	buf = vs_index_read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, NULL);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -76,9 +79,12 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 	else if (rel == NULL)
 		rp = vs_recent_pages(ref, meta.last_block + 1);
 
-	per_page = VsFlatItemsPerPage(meta.dim);
-	item_size = VS_FLAT_ITEM_SIZE(meta.dim);
+	words = vs_flat_row_words(meta.dim, meta.storage);
+	per_page = VsFlatItemsPerPage(words);
+	item_size = VS_FLAT_ITEM_SIZE(words);
 	ids = palloc(sizeof(int64) * per_page * VS_FLAT_RUN_PAGES);
+	if (meta.storage == VS_FLAT_STORE_F16)
+		widened = palloc(sizeof(float) * meta.dim * per_page * VS_FLAT_RUN_PAGES);
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO; blkno <= meta.last_block;)
 	{
 		int			npages = 0;
@@ -109,9 +115,22 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 			if (nitems <= 0)
 				continue;
 			for (int i = 0; i < nitems; i++)
-				next_id[i] = vs_tid_to_id(&VsFlatPageGetItem(page, meta.dim, i)->heap_tid);
-			blocks[nblocks].rows = VsFlatPageGetItem(page, meta.dim, 0)->x;
-			blocks[nblocks].stride = item_size;
+				next_id[i] = vs_tid_to_id(&VsFlatPageGetItem(page, words, i)->heap_tid);
+			if (widened)
+			{
+				float	   *rows = widened + (size_t) (next_id - ids) * meta.dim;
+
+				for (int i = 0; i < nitems; i++)
+					vs_flat_load_row(VsFlatPageGetItem(page, words, i), rows + (size_t) i * meta.dim,
+									 meta.dim, VS_FLAT_STORE_F16);
+				blocks[nblocks].rows = rows;
+				blocks[nblocks].stride = sizeof(float) * meta.dim;
+			}
+			else
+			{
+				blocks[nblocks].rows = VsFlatPageGetItem(page, words, 0)->x;
+				blocks[nblocks].stride = item_size;
+			}
 			blocks[nblocks].n = nitems;
 			blocks[nblocks].ids = (const int64_t *) next_id;
 			nblocks++;
@@ -125,6 +144,8 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 			vs_engine_error(engine, st);
 	}
 	pfree(ids);
+	if (widened)
+		pfree(widened);
 	if (bas)
 		FreeAccessStrategy(bas);
 	vs_index_close_for_read(rel);

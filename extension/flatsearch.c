@@ -40,13 +40,13 @@
  * show one that had already moved it when the mark was taken.
  */
 static bool
-mark_holds(Page page, uint32 dim, int nitems, const VsFlatMark *mark)
+mark_holds(Page page, uint32 words, int nitems, const VsFlatMark *mark)
 {
 	ItemPointerData tid;
 
 	if (nitems < mark->nitems)
 		return false;
-	tid = VsFlatPageGetItem(page, dim, mark->nitems - 1)->heap_tid;
+	tid = VsFlatPageGetItem(page, words, mark->nitems - 1)->heap_tid;
 	return ItemPointerEquals(&tid, (ItemPointer) &mark->last_tid);
 }
 
@@ -64,6 +64,7 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 	Buffer		buf;
 	VsFlatMetaPageData meta;
 	uint32		dim;
+	uint32		words;			/* of a row (flat.h) */
 	int			per_page;
 	size_t		chunk_rows;
 	size_t		n = 0;
@@ -102,7 +103,8 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 	if (dim == 0 || meta.last_block == VS_FLAT_METAPAGE_BLKNO)
 		goto done;
 
-	per_page = VsFlatItemsPerPage(dim);
+	words = vs_flat_row_words(dim, meta.storage);
+	per_page = VsFlatItemsPerPage(words);
 	chunk_rows = Max((size_t) per_page, VS_READ_CHUNK_BYTES / (sizeof(float) * dim));
 	vectors = palloc(sizeof(float) * dim * chunk_rows);
 	ids = palloc(sizeof(int64) * chunk_rows);
@@ -128,7 +130,7 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 		{
 			int			nitems = Min(VsFlatPageGetOpaque(page)->nitems, per_page);
 
-			if (skip > 0 && !mark_holds(page, dim, nitems, from))
+			if (skip > 0 && !mark_holds(page, words, nitems, from))
 			{
 				UnlockReleaseBuffer(buf);
 				ok = false;
@@ -136,16 +138,16 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 			}
 			for (int i = skip; i < nitems; i++)
 			{
-				VsFlatItem *item = VsFlatPageGetItem(page, dim, i);
+				VsFlatItem *item = VsFlatPageGetItem(page, words, i);
 
 				ids[n] = vs_tid_to_id(&item->heap_tid);
-				memcpy(vectors + (size_t) n * dim, item->x, sizeof(float) * dim);
+				vs_flat_load_row(item, vectors + (size_t) n * dim, dim, meta.storage);
 				n++;
 			}
 			to->block = blkno;
 			to->nitems = Max(nitems, skip);
 			if (to->nitems > 0)
-				to->last_tid = VsFlatPageGetItem(page, dim, to->nitems - 1)->heap_tid;
+				to->last_tid = VsFlatPageGetItem(page, words, to->nitems - 1)->heap_tid;
 		}
 		UnlockReleaseBuffer(buf);
 	}
@@ -185,9 +187,10 @@ done:
 
 typedef struct FlatObject
 {
-	vs_dataset *ds;
+	vs_dataset *ds;				/* rows stored as the index stores them (float or binary16) */
 	vs_metric	metric;
 	uint32		dim;
+	uint32		storage;		/* VS_FLAT_STORE_* */
 	uint64		hash_seed;
 	VsFlatMark	mark;			/* where the last read stopped */
 	Size		nrows;
@@ -195,11 +198,12 @@ typedef struct FlatObject
 	uint64	   *hashes;			/* of each row's vector, in the same order */
 } FlatObject;
 
-/* Accounted bytes of a row: its vector, id and cached norm in the engine. */
+/* Accounted bytes of a row: its vector, id and cached norms in the engine. */
 static inline Size
-row_bytes(uint32 dim)
+row_bytes(uint32 dim, uint32 storage)
 {
-	return (Size) dim * sizeof(float) + 2 * sizeof(int64);
+	return (Size) dim * (storage == VS_FLAT_STORE_F16 ? sizeof(uint16) : sizeof(float)) +
+		2 * sizeof(int64);
 }
 
 /* A keyed 64-bit hash of a vector's bytes (four independent lanes), to notice changed rows. */
@@ -313,9 +317,10 @@ sync_consume(void *arg, const float *vectors, const int64 *ids, size_t n)
 	if (st->env->progress)
 		st->env->progress();
 	CHECK_FOR_INTERRUPTS();
-	if (st->env->limit > 0 && (held + st->rows + n) * row_bytes(o->dim) > st->env->limit)
+	if (st->env->limit > 0 &&
+		(held + st->rows + n) * row_bytes(o->dim, o->storage) > st->env->limit)
 		vs_load_too_large(st->env, st->ref->indexrelid,
-						  (held + st->rows + n) * row_bytes(o->dim));
+						  (held + st->rows + n) * row_bytes(o->dim, o->storage));
 	for (size_t r = 0; r < n; r++)
 	{
 		const float *v = vectors + r * o->dim;
@@ -469,7 +474,7 @@ sync_apply(const VsLoadEnv *env, FlatSync *st, const VsIndexRef *ref)
 		if (!st->seen[r])
 			remove[nremove++] = o->ids[r];
 	n = o->nrows - nremove + st->nadd;
-	need = n * row_bytes(o->dim);
+	need = n * row_bytes(o->dim, o->storage);
 	if (env->limit > 0 && need > env->limit)
 		vs_load_too_large(env, ref->indexrelid, need);
 	if (env->reserve)
@@ -564,9 +569,10 @@ vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes
 			 uint64 *generation)
 {
 	FlatObject *o = (FlatObject *) obj;
+	uint32		storage = (uint32) ref->kind_info[0];
 
-	if (env->limit > 0 && ref->ntuples * row_bytes(ref->dim) > env->limit)
-		vs_load_too_large(env, ref->indexrelid, ref->ntuples * row_bytes(ref->dim));
+	if (env->limit > 0 && ref->ntuples * row_bytes(ref->dim, storage) > env->limit)
+		vs_load_too_large(env, ref->indexrelid, ref->ntuples * row_bytes(ref->dim, storage));
 	if (o == NULL)
 	{
 		int			rc;
@@ -574,9 +580,11 @@ vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes
 		o = MemoryContextAllocZero(env->cxt, sizeof(FlatObject));
 		o->metric = ref->metric;
 		o->dim = ref->dim;
+		o->storage = storage;
 		if (!pg_strong_random(&o->hash_seed, sizeof(o->hash_seed)))
 			o->hash_seed = (uint64) MyProcPid * UINT64CONST(0x9E3779B97F4A7C15);
-		rc = vs_dataset_create(env->engine, ref->dim, VS_DTYPE_F32, &o->ds);
+		rc = vs_dataset_create(env->engine, ref->dim,
+							   storage == VS_FLAT_STORE_F16 ? VS_DTYPE_F16 : VS_DTYPE_F32, &o->ds);
 		if (rc != VS_OK)
 			engine_failed(env, rc, "creating a dataset");
 		PG_TRY();
@@ -592,7 +600,7 @@ vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes
 	}
 	else if (!sync_read(env, o, ref, true))
 		(void) sync_read(env, o, ref, false);	/* compacted by VACUUM: compare every row */
-	*bytes = o->nrows * row_bytes(o->dim);
+	*bytes = o->nrows * row_bytes(o->dim, o->storage);
 	*generation = o->mark.generation;
 	return o;
 }

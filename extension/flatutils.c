@@ -11,6 +11,7 @@
 
 #include "batch.h"
 #include "flat.h"
+#include "vsearch/half.h"
 
 void
 vs_flat_init_page(Page page, uint16 flags)
@@ -27,16 +28,42 @@ vs_flat_init_page(Page page, uint16 flags)
 
 /* Sets the item count of a data page and pd_lower to the end of its items. */
 void
-vs_flat_page_set_items(Page page, uint32 dim, int nitems)
+vs_flat_page_set_items(Page page, uint32 words, int nitems)
 {
 	VsFlatPageGetOpaque(page)->nitems = nitems;
 	((PageHeader) page)->pd_lower =
-		MAXALIGN(SizeOfPageHeaderData) + (Size) nitems * VS_FLAT_ITEM_SIZE(dim);
+		MAXALIGN(SizeOfPageHeaderData) + (Size) nitems * VS_FLAT_ITEM_SIZE(words);
 	Assert(((PageHeader) page)->pd_lower <= ((PageHeader) page)->pd_upper);
 }
 
+/* Writes a row's values into an item (binary16 rows: x holds a halfvec's values, exact halves). */
 void
-vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric)
+vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage)
+{
+	if (storage == VS_FLAT_STORE_F16)
+	{
+		uint16	   *h = (uint16 *) item->x;
+
+		vs_float_to_half(x, h, dim);
+		if (dim % 2)
+			h[dim] = 0;			/* the padding, so that pages are deterministic */
+	}
+	else
+		memcpy(item->x, x, sizeof(float) * dim);
+}
+
+/* An item's row as floats (widening binary16 is exact). */
+void
+vs_flat_load_row(const VsFlatItem *item, float *x, uint32 dim, uint32 storage)
+{
+	if (storage == VS_FLAT_STORE_F16)
+		vs_half_to_float((const uint16 *) item->x, x, dim);
+	else
+		memcpy(x, item->x, sizeof(float) * dim);
+}
+
+void
+vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 storage)
 {
 	VsFlatMetaPage meta;
 
@@ -47,6 +74,7 @@ vs_flat_init_metapage(Page page, uint32 dim, vs_metric metric)
 	meta->version = VS_FLAT_VERSION;
 	meta->dim = dim;
 	meta->metric = (uint32) metric;
+	meta->storage = storage;
 	meta->ntuples = 0;
 	meta->generation = vs_initial_generation();
 	meta->epoch = meta->generation;
@@ -128,6 +156,7 @@ flat_read_ref(Relation index, VsIndexRef *ref)
 	ref->dim = meta.dim;
 	ref->generation = meta.generation;
 	ref->ntuples = meta.ntuples;
+	ref->kind_info[0] = meta.storage;
 }
 
 const VsIndexKind vs_flat_kind = {

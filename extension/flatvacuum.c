@@ -48,11 +48,13 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	GenericXLogState *xlog;
 	VsFlatMetaPage newmeta;
 	bool		epoch_bumped = false;
+	uint32		words;			/* of a row (flat.h) */
 
 	if (stats == NULL)
 		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
 
 	vs_flat_read_meta(index, &meta);
+	words = vs_flat_row_words(meta.dim, meta.storage);
 
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
 		 meta.dim > 0 && blkno <= meta.last_block && meta.last_block != VS_FLAT_METAPAGE_BLKNO;
@@ -79,7 +81,7 @@ again:
 		any_dead = false;
 		for (int i = 0; i < nitems; i++)
 		{
-			dead[i] = callback(&VsFlatPageGetItem(page, meta.dim, i)->heap_tid, callback_state);
+			dead[i] = callback(&VsFlatPageGetItem(page, words, i)->heap_tid, callback_state);
 			any_dead |= dead[i];
 		}
 		if (any_dead && !epoch_bumped)
@@ -101,7 +103,7 @@ again:
 
 		for (int i = 0; i < nitems; i++)
 		{
-			VsFlatItem *item = VsFlatPageGetItem(page, meta.dim, i);
+			VsFlatItem *item = VsFlatPageGetItem(page, words, i);
 
 			if (dead[i])
 			{
@@ -109,15 +111,14 @@ again:
 				continue;
 			}
 			if (keep != i)
-				memmove(VsFlatPageGetItem(page, meta.dim, keep), item,
-						VS_FLAT_ITEM_SIZE(meta.dim));
+				memmove(VsFlatPageGetItem(page, words, keep), item, VS_FLAT_ITEM_SIZE(words));
 			keep++;
 		}
 		remaining += keep;
 
 		if (xlog != NULL)
 		{
-			vs_flat_page_set_items(page, meta.dim, keep);
+			vs_flat_page_set_items(page, words, keep);
 			GenericXLogFinish(xlog);
 		}
 		UnlockReleaseBuffer(buf);

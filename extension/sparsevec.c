@@ -615,20 +615,34 @@ VS_DEFINE_ORDER_FUNCTIONS(sparsevec, sparsevec_compare)
  * vector.h's index helpers: index code reads a sparsevec column as dense vectors
  */
 
+/* Is the index's (first) column of the named type, or a domain over it? */
+static bool
+index_column_type_is(Relation index, const char *name)
+{
+	Oid			type = getBaseType(TupleDescAttr(RelationGetDescr(index), 0)->atttypid);
+	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	bool		is;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for type %u", type);
+	is = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tuple))->typname), name) == 0;
+	ReleaseSysCache(tuple);
+	return is;
+}
+
 /* The layouts of vector and sparsevec cannot be told apart by size, so the index's column type
  * decides (a domain over sparsevec counts as sparsevec). */
 bool
 vs_index_is_sparsevec(Relation index)
 {
-	Oid			type = getBaseType(TupleDescAttr(RelationGetDescr(index), 0)->atttypid);
-	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
-	bool		sparse;
+	return index_column_type_is(index, "sparsevec");
+}
 
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for type %u", type);
-	sparse = strcmp(NameStr(((Form_pg_type) GETSTRUCT(tuple))->typname), "sparsevec") == 0;
-	ReleaseSysCache(tuple);
-	return sparse;
+/* A halfvec column (or a domain over halfvec): vs_flat then stores binary16 rows. */
+bool
+vs_index_is_halfvec(Relation index)
+{
+	return index_column_type_is(index, "halfvec");
 }
 
 Vector *

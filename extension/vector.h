@@ -83,6 +83,7 @@ extern Vector *vs_datum_vector(Datum datum);
  * VECTOR_MAX_DIM dimensions (sparsevec.c). */
 extern Vector *vs_index_vector(Datum datum, bool sparse);
 extern bool vs_index_is_sparsevec(Relation index);
+extern bool vs_index_is_halfvec(Relation index);
 
 /* The btree functions of a type, prefix_cmp, _lt, _le, _eq, _ne, _ge and _gt, from its three-way
  * comparison compare(fcinfo) (< 0, 0, > 0 for the two arguments). */
