@@ -44,12 +44,28 @@ extern void vs_worker_build_end(void);
 extern bool vs_worker_decline(const char *reason);
 
 /*
- * Sends one kNN request with the given kind id and raw parameter block for an index's reference
- * (the test entry point of vsearch_worker_request): true if the worker answered, false if it
- * refused or failed (with vsearch.device = gpu, an ERROR with its reason).
+ * Bytes written over a request's header after the backend filled it in, before it is submitted
+ * (vsearch_worker_probe): offset + len lie within the fields the backend writes
+ * (vs_request_patchable_bytes()).
+ */
+typedef struct VsRequestPatch
+{
+	uint32		offset;
+	uint32		len;
+	const char *bytes;
+} VsRequestPatch;
+
+/* Bytes of a request's header that a patch may overwrite: those the backend writes. */
+extern Size vs_request_patchable_bytes(void);
+
+/*
+ * Sends one kNN request with the given kind id and raw parameter block for an index's reference,
+ * its header patched when patch is not NULL (the test entry point vsearch_worker_probe): true if
+ * the worker answered, false if it refused or failed (with vsearch.device = gpu, an ERROR with
+ * its reason).
  */
 extern bool vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params,
-							  const float *query, int k, int64 *ids, float *distances,
-							  int64 *counts);
+							  const VsRequestPatch *patch, const float *query, int k, int64 *ids,
+							  float *distances, int64 *counts);
 
 #endif							/* VSEARCH_WORKER_H */

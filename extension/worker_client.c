@@ -61,7 +61,20 @@ typedef struct VsSink
 	int64		total;
 	VsRangeResult *range;
 	MemoryContext result_cxt;
+	char		bad[160];		/* why the answer does not match the request */
 } VsSink;
+
+/* Records why an answer is malformed; returns false for the caller to pass on. */
+static bool pg_attribute_printf(2, 3)
+sink_bad(VsSink *sink, const char *fmt,...)
+{
+	va_list		args;
+
+	va_start(args, fmt);
+	vsnprintf(sink->bad, sizeof(sink->bad), fmt, args);
+	va_end(args);
+	return false;
+}
 
 static void
 sink_add(VsSink *sink, void *dst, uint64 len)
@@ -72,20 +85,23 @@ sink_add(VsSink *sink, void *dst, uint64 len)
 	sink->nregions++;
 }
 
-/* After the range header (total) arrived: allocate the result arrays and route the rest there. */
-static void
+/*
+ * After the range header (total) arrived: allocate the result arrays and route the rest there.
+ * The sink functions return false (with sink->bad) for an answer that does not match its request.
+ */
+static bool
 sink_range_header(VsSink *sink)
 {
 	VsRangeResult *out = sink->range;
 	uint64		expected;
 
 	if (sink->total < 0 || (uint64) sink->total > (MaxAllocHugeSize / sizeof(int64)))
-		elog(ERROR, "vsearch worker: invalid range result size " INT64_FORMAT, sink->total);
+		return sink_bad(sink, "invalid range result size " INT64_FORMAT, sink->total);
 	expected = sizeof(int64) + (uint64) (sink->nq + 1) * sizeof(int64) +
 		(uint64) sink->total * (sizeof(int64) + sizeof(float));
 	if (expected != sink->stream_len)
-		elog(ERROR, "vsearch worker: range answer of %llu bytes, expected %llu",
-			 (unsigned long long) sink->stream_len, (unsigned long long) expected);
+		return sink_bad(sink, "range answer of %llu bytes, expected %llu",
+						(unsigned long long) sink->stream_len, (unsigned long long) expected);
 	out->nq = sink->nq;
 	out->total = sink->total;
 	out->offsets = MemoryContextAllocHuge(sink->result_cxt, (Size) (sink->nq + 1) * sizeof(int64));
@@ -95,16 +111,17 @@ sink_range_header(VsSink *sink)
 	sink_add(sink, out->offsets, (uint64) (sink->nq + 1) * sizeof(int64));
 	sink_add(sink, out->ids, (uint64) sink->total * sizeof(int64));
 	sink_add(sink, out->distances, (uint64) sink->total * sizeof(float));
+	return true;
 }
 
 /* Copies the stream bytes [off, off + len) into the regions. */
-static void
+static bool
 sink_consume(VsSink *sink, const char *data, uint64 off, uint64 len)
 {
 	if (off != sink->pos || len > sink->stream_len || off > sink->stream_len - len)
-		elog(ERROR, "vsearch worker: answer chunk at %llu+%llu does not follow %llu (of %llu)",
-			 (unsigned long long) off, (unsigned long long) len,
-			 (unsigned long long) sink->pos, (unsigned long long) sink->stream_len);
+		return sink_bad(sink, "answer chunk at %llu+%llu does not follow %llu (of %llu)",
+						(unsigned long long) off, (unsigned long long) len,
+						(unsigned long long) sink->pos, (unsigned long long) sink->stream_len);
 	while (len > 0)
 	{
 		uint64		start = 0;
@@ -117,7 +134,7 @@ sink_consume(VsSink *sink, const char *data, uint64 off, uint64 len)
 			start += sink->regions[r].len;
 		}
 		if (r == sink->nregions)
-			elog(ERROR, "vsearch worker: answer longer than expected");
+			return sink_bad(sink, "answer longer than expected");
 		{
 			uint64		at = sink->pos - start;
 			uint64		n = Min(len, sink->regions[r].len - at);
@@ -126,29 +143,37 @@ sink_consume(VsSink *sink, const char *data, uint64 off, uint64 len)
 			data += n;
 			len -= n;
 			sink->pos += n;
-			if (sink->op == VS_OP_RANGE && sink->nregions == 1 && sink->pos == sizeof(int64))
-				sink_range_header(sink);
+			if (sink->op == VS_OP_RANGE && sink->nregions == 1 && sink->pos == sizeof(int64) &&
+				!sink_range_header(sink))
+				return false;
 		}
 	}
+	return true;
 }
 
-/* Checks a complete answer. */
-static void
+/* Checks a complete answer: the whole stream arrived and filled every region. */
+static bool
 sink_finish(VsSink *sink)
 {
-	if (sink->pos != sink->stream_len)
-		elog(ERROR, "vsearch worker: answer ended after %llu of %llu bytes",
-			 (unsigned long long) sink->pos, (unsigned long long) sink->stream_len);
+	uint64		expected = 0;
+
+	for (int r = 0; r < sink->nregions; r++)
+		expected += sink->regions[r].len;
+	if (sink->pos != sink->stream_len || sink->pos != expected)
+		return sink_bad(sink, "answer ended after %llu of %llu bytes, expected %llu",
+						(unsigned long long) sink->pos, (unsigned long long) sink->stream_len,
+						(unsigned long long) expected);
 	if (sink->op == VS_OP_RANGE)
 	{
 		VsRangeResult *out = sink->range;
 
 		if (out->offsets[0] != 0 || out->offsets[sink->nq] != out->total)
-			elog(ERROR, "vsearch worker: inconsistent range answer");
+			return sink_bad(sink, "inconsistent range answer");
 		for (int i = 0; i < sink->nq; i++)
 			if (out->offsets[i + 1] < out->offsets[i])
-				elog(ERROR, "vsearch worker: inconsistent range answer");
+				return sink_bad(sink, "inconsistent range answer");
 	}
+	return true;
 }
 
 /* ---- slots -------------------------------------------------------------------------------- */
@@ -299,7 +324,14 @@ typedef struct VsCall
 	int			npayload;
 	Size		answer_len;		/* build: the answer's length */
 	bool		keep_segment;	/* build: keep a large segment for the build's next step */
+	const VsRequestPatch *patch;	/* test entry point: bytes over the header, or NULL */
 } VsCall;
+
+Size
+vs_request_patchable_bytes(void)
+{
+	return offsetof(VsRequest, status);
+}
 
 /*
  * Sends a request and waits for the answer, writing it through the sink.  Returns true on
@@ -335,6 +367,7 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 	uint64		start_ns = vs_clock_ns(),
 				submitted_ns;
 	bool		ok = false;
+	bool		malformed = false;	/* an answer that does not match the request */
 	bool		strings = queries->vectors == NULL;
 	Size		nq = queries->nq;
 	Size		qlen = query_bytes(ref, queries);
@@ -449,6 +482,12 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 		memcpy((char *) req + header, queries->vectors, qlen);
 	for (Size i = 0, at = 0; i < (Size) call->npayload; at += call->payload[i++].len)
 		memcpy((char *) req + req->payload_off + at, call->payload[i].data, call->payload[i].len);
+	if (call->patch)
+	{
+		if ((Size) call->patch->offset + call->patch->len > vs_request_patchable_bytes())
+			elog(ERROR, "vsearch: a request patch lies outside the request's header");
+		memcpy((char *) req + call->patch->offset, call->patch->bytes, call->patch->len);
+	}
 
 	submitted = GetCurrentTimestamp();
 	submitted_ns = vs_clock_ns();
@@ -488,7 +527,9 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 
 			if (slot_rid != request_id || st == VS_SLOT_FREE || st == VS_SLOT_ABANDONED)
 			{
-				snprintf(reason, reasonlen, "the worker restarted and dropped the request");
+				snprintf(reason, reasonlen,
+						 "the worker dropped the request (it restarted, or could not read the "
+						 "request's header)");
 				break;
 			}
 
@@ -505,12 +546,22 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 				len = req->chunk_len;
 				slen = req->stream_len;
 				if (produced != consumed + 1 || len > req->area_len)
-					elog(ERROR, "vsearch worker: malformed answer chunk");
+				{
+					malformed = !sink_bad(sink, "malformed answer chunk");
+					break;
+				}
 				if (sink->stream_len == 0)
 					sink->stream_len = slen;
 				else if (sink->stream_len != slen)
-					elog(ERROR, "vsearch worker: answer length changed");
-				sink_consume(sink, (const char *) req + req->area_off, off, len);
+				{
+					malformed = !sink_bad(sink, "answer length changed");
+					break;
+				}
+				if (!sink_consume(sink, (const char *) req + req->area_off, off, len))
+				{
+					malformed = true;
+					break;
+				}
 				consumed = produced;
 				pg_memory_barrier();
 				pg_atomic_write_u64(&req->consumed, consumed);
@@ -525,9 +576,11 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 				if (req->status == VS_ANSWER_OK)
 				{
 					if (call->op == VS_OP_KNN && sink->stream_len == 0 && consumed == 0)
-						elog(ERROR, "vsearch worker: empty answer");
-					sink_finish(sink);
-					ok = true;
+						malformed = !sink_bad(sink, "empty answer");
+					else if (!sink_finish(sink))
+						malformed = true;
+					else
+						ok = true;
 				}
 				else
 				{
@@ -592,6 +645,16 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 	}
 	PG_END_TRY();
 
+	if (malformed)
+	{
+		/* the request's answer cannot be used: the caller falls back or raises the ERROR */
+		abandon_slot(slot, request_id);
+		drop_segment();
+		snprintf(reason, reasonlen, "the worker's answer does not match the request: %s",
+				 sink->bad);
+		elog(WARNING, "vsearch: %s", reason);
+		return false;
+	}
 	if (ok)
 	{
 		TimestampTz now = GetCurrentTimestamp();
@@ -730,8 +793,9 @@ slice_queries(const VsIndexRef *ref, const VsQueries *queries, int q0, int n)
 }
 
 static bool
-knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries, int k,
-		 uint32 maxk, int64 *ids, float *distances, int64 *counts)
+knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsRequestPatch *patch,
+		 const VsQueries *queries, int k, uint32 maxk, int64 *ids, float *distances,
+		 int64 *counts)
 {
 	char		reason[300];
 	VsCall		call;
@@ -750,6 +814,7 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *que
 	call.op = VS_OP_KNN;
 	call.k = k;
 	call.params = params;
+	call.patch = patch;
 	slice = queries_per_request(ref, nq);
 	for (int q0 = 0; q0 < nq; q0 += slice)
 	{
@@ -766,11 +831,15 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *que
 		sink_add(&sink, distances + (Size) q0 * k, (uint64) n * k * sizeof(float));
 		if (!worker_call(ref, &call, &part, &sink, reason, sizeof(reason)))
 			return vs_worker_decline(reason);
-		if (sink.stream_len != (uint64) n * (sizeof(int64) + (uint64) k * (sizeof(int64) + sizeof(float))))
-			elog(ERROR, "vsearch worker: kNN answer has the wrong length");
 		for (int i = q0; i < q0 + n; i++)
 			if (counts[i] < 0 || counts[i] > k)
-				elog(ERROR, "vsearch worker: invalid kNN count");
+			{
+				snprintf(reason, sizeof(reason),
+						 "the worker's answer does not match the request: a count of "
+						 INT64_FORMAT " for k = %d", counts[i], k);
+				elog(WARNING, "vsearch: %s", reason);
+				return vs_worker_decline(reason);
+			}
 	}
 	return true;
 }
@@ -779,16 +848,16 @@ bool
 vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries, int k,
 			  int64 *ids, float *distances, int64 *counts)
 {
-	return knn_call(ref, params, queries, k, vs_ref_kind(ref)->max_k, ids, distances, counts);
+	return knn_call(ref, params, NULL, queries, k, vs_ref_kind(ref)->max_k, ids, distances, counts);
 }
 
 bool
-vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params, const float *query, int k,
-				  int64 *ids, float *distances, int64 *counts)
+vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params, const VsRequestPatch *patch,
+				  const float *query, int k, int64 *ids, float *distances, int64 *counts)
 {
 	VsQueries	qs = vs_vector_queries(query, 1);
 
-	return knn_call(ref, params, &qs, k, PG_UINT32_MAX, ids, distances, counts);
+	return knn_call(ref, params, patch, &qs, k, PG_UINT32_MAX, ids, distances, counts);
 }
 
 static void
@@ -938,8 +1007,6 @@ vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *
 	}
 	if (!worker_call(ref, &call, &qs, &sink, reason, sizeof(reason)))
 		return vs_worker_decline(reason);
-	if (sink.stream_len != call.answer_len)
-		elog(ERROR, "vsearch worker: the build step's answer has the wrong length");
 	return true;
 }
 

@@ -84,11 +84,15 @@ CREATE FUNCTION vsearch_stat_reset() RETURNS void
 REVOKE ALL ON FUNCTION vsearch_stat_reset() FROM PUBLIC;
 
 -- Test entry point: one kNN request (k = 1) for an index, sent to the worker as it is but for the
--- index kind id and the kind's parameter block given here (NULL: the index's own kind, zeroes).
--- Returns 'answered' or 'not answered' (refused or failed: the reason goes to the log, and with
--- vsearch.device = gpu it is an ERROR).  Superuser only.
+-- index kind id and the kind's parameter block given here (NULL: the index's own kind, zeroes)
+-- and, when given, header_bytes written over the request's header at byte header_offset before it
+-- is submitted (within the fields the backend writes; the layout is VsRequest in
+-- extension/worker_internal.h).  Returns 'answered' or 'not answered' (refused or failed: the
+-- reason goes to the log, and with vsearch.device = gpu it is an ERROR).  Superuser only.
 CREATE FUNCTION vsearch_worker_probe(index regclass, query vector, kind integer DEFAULT NULL,
-									 params bytea DEFAULT NULL)
+									 params bytea DEFAULT NULL, header_offset integer DEFAULT NULL,
+									 header_bytes bytea DEFAULT NULL)
 	RETURNS text
 	AS 'MODULE_PATHNAME', 'vsearch_worker_probe' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION vsearch_worker_probe(regclass, vector, integer, bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION vsearch_worker_probe(regclass, vector, integer, bytea, integer, bytea)
+	FROM PUBLIC;
