@@ -173,7 +173,11 @@ load_object(VsCachedObject *e, const VsIndexKind *kind, const VsIndexRef *ref)
 	e->obj = obj;
 	cache->total = cache->total - e->bytes + bytes;
 	e->bytes = bytes;
-	e->generation = Max(generation, ref->generation);
+	/*
+	 * What the pages showed, not what the request claims: a generation ahead of the index's (a
+	 * forged or corrupted request) must not make the copy look newer than the pages it read.
+	 */
+	e->generation = generation;
 	return true;
 }
 
