@@ -286,10 +286,17 @@ typedef struct FlatSync
 static void
 sync_grow(FlatSync *st, Size need)
 {
+	/* the most rows whose arrays can be allocated (need may come from an untrusted count) */
+	Size		max_rows = MaxAllocHugeSize / Max((Size) st->o->dim * sizeof(float), sizeof(int64));
 	Size		cap = Max(st->cap * 2, 4096);
 
+	if (need > max_rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a copy of %zu rows of %u dimensions is too large", need, st->o->dim)));
 	while (cap < need)
 		cap *= 2;
+	cap = Min(cap, max_rows);
 	if (st->cap == 0)
 	{
 		st->vectors = palloc_extended(cap * st->o->dim * sizeof(float), MCXT_ALLOC_HUGE);
@@ -571,8 +578,10 @@ vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes
 	FlatObject *o = (FlatObject *) obj;
 	uint32		storage = (uint32) ref->kind_info[0];
 
-	if (env->limit > 0 && ref->ntuples * row_bytes(ref->dim, storage) > env->limit)
-		vs_load_too_large(env, ref->indexrelid, ref->ntuples * row_bytes(ref->dim, storage));
+	if (env->limit > 0 && ref->ntuples > env->limit / row_bytes(ref->dim, storage))
+		vs_load_too_large(env, ref->indexrelid,
+						  ref->ntuples > SIZE_MAX / row_bytes(ref->dim, storage) ? SIZE_MAX :
+						  ref->ntuples * row_bytes(ref->dim, storage));
 	if (o == NULL)
 	{
 		int			rc;
