@@ -189,9 +189,14 @@ vs_objcache_get(VsObjectCache *cache, const VsIndexRef *ref, VsCacheEvent *event
 	VsCacheEvent what = VS_CACHE_LOADED;
 	MemoryContext caller = CurrentMemoryContext;
 
-	if (e != NULL && e->dim != ref->dim)
+	/*
+	 * The index took its first vector, or was rebuilt; or a request of another metric than the
+	 * one the object was loaded for (a forged or corrupted one): the kinds' objects search in the
+	 * metric of their load, so that copy must answer no request of the index's own metric.
+	 */
+	if (e != NULL && (e->dim != ref->dim || e->metric != (uint32) ref->metric))
 	{
-		remove_entry(e);		/* the index took its first vector, or was rebuilt */
+		remove_entry(e);
 		e = NULL;
 	}
 	if (e != NULL)
@@ -222,6 +227,7 @@ vs_objcache_get(VsObjectCache *cache, const VsIndexRef *ref, VsCacheEvent *event
 		e->kind = ref->kind;
 		e->indexrelid = ref->indexrelid;
 		e->dim = ref->dim;
+		e->metric = (uint32) ref->metric;
 		e->cache = cache;
 		e->cxt = AllocSetContextCreate(cache->cxt, "vsearch cached index", ALLOCSET_DEFAULT_SIZES);
 		e->last_used = ++cache->clock;

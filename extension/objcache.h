@@ -21,6 +21,7 @@ typedef struct VsCachedObject
 	uint32		kind;
 	Oid			indexrelid;
 	uint32		dim;
+	uint32		metric;			/* vs_metric the object was loaded for */
 	uint64		generation;		/* the object reflects the index at least as of this */
 	Size		bytes;			/* accounted size (device bytes in the worker) */
 	uint64		last_used;
