@@ -254,11 +254,14 @@ vsearch_index_check(PG_FUNCTION_ARGS)
 
 	/* the heap first, as every index user does (no deadlock with writers) */
 	heapoid = IndexGetRelation(indexoid, true);
+	if (!OidIsValid(heapoid) && get_rel_name(indexoid) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", indexoid)));
 	if (!OidIsValid(heapoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not an index",
-						get_rel_name(indexoid) ? get_rel_name(indexoid) : "?"),
+				 errmsg("\"%s\" is not an index", get_rel_name(indexoid)),
 				 errhint("vsearch_index_check takes an index of access method %s.",
 						 vs_kind_names("or"))));
 	/* before any lock: another user's index must not be locked against its writers */

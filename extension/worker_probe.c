@@ -9,6 +9,8 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/relation.h"
+#include "catalog/pg_class.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 
@@ -35,9 +37,20 @@ vsearch_worker_probe(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	indexoid = PG_GETARG_OID(0);
 	query = PG_GETARG_VECTOR_P(1);
-	index = index_open(indexoid, AccessShareLock);	/* held until the end of the transaction */
+	/* a clean ERROR for an OID that names nothing here (another database's index, say) */
+	index = try_relation_open(indexoid, AccessShareLock);	/* held until the end of the
+															 * transaction */
+	if (index == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", indexoid)));
+	if (index->rd_rel->relkind != RELKIND_INDEX &&
+		index->rd_rel->relkind != RELKIND_PARTITIONED_INDEX)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not an index", RelationGetRelationName(index))));
 	vs_index_ref(index, &ref);
-	index_close(index, NoLock);
+	relation_close(index, NoLock);
 	vector_check_same_dim(ref.dim, query->dim);
 
 	memset(&params, 0, sizeof(params));
