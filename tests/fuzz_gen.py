@@ -10,6 +10,7 @@ import struct
 import sys
 
 seed, cases = int(sys.argv[1]), int(sys.argv[2])
+settings_file = sys.argv[3] if len(sys.argv) > 3 else None  # name|vartype|min|max|enumvals|context
 rng = random.Random(seed)
 
 
@@ -318,3 +319,84 @@ for i in range(max(1, cases // 20)):
     v = good_vec(rng.randint(1, 30))
     print(f"SELECT 'WRONG round trip' WHERE ({lit(v)})::text::vector <> {lit(v)} OR "
           f"({lit(v)} <-> {lit(v)}) <> 0;")
+
+
+# ---- settings at their extremes: each vsearch.* setting (pg_settings, passed in by tests/fuzz)
+# SET to its bounds, just outside them, garbage and random values, then a search whose answer is
+# checked under the value in effect (the old one when SET was refused): exact kinds and settings
+# that make an approximate index exact (every list and a re-rank of every row; a beam wider than
+# the table) against a sequential scan, the rest for k distinct rows with the operator's distances.
+GARBAGE = ["'abc'", "''", "'1e99'", "'-'", "'0x10'", "'NaN'", "'10 parsec'",
+           "'99999999999999999999'", "'1.5'", "' 7 '", "'-0'"]
+DEFAULTS = {"vsearch.ivfpq_probes": 10, "vsearch.ivfpq_rerank": 100, "vsearch.graph_ef": 40}
+ROWS = 500  # the fuzz table's rows
+
+
+def setting_values(vartype, lo, hi, enumvals):
+    if vartype in ("integer", "real"):
+        lo_n, hi_n = (int(lo), int(hi)) if vartype == "integer" else (float(lo), float(hi))
+        vals = [lo_n, hi_n, lo_n - 1, hi_n + 1, -1, 0]
+        if vartype == "integer":
+            vals += [rng.randint(lo_n, hi_n), rng.randint(lo_n, min(hi_n, 2 * ROWS))]
+        else:
+            vals += [rng.uniform(lo_n, hi_n), lo_n - 1e-3, hi_n * 1.0001]
+        return [repr(v) for v in vals] + GARBAGE
+    if vartype == "enum":
+        return [f"'{v}'" for v in enumvals.split(",")] + ["'GPU'", "'none'", "'on'", "'1'"] + GARBAGE
+    return GARBAGE + ["'0'", "'0,1'", "'" + "x" * 5000 + "'"]
+
+
+def effective(name, vartype, lo, hi, val):
+    """The value in effect after SET name = val, for the settings that decide exactness: a plain
+    integer is that value in range and the default outside; a quoted string may be read as a
+    number ('1.5', ' 7 ', '0x10'), so its value is unknown (0: only the validity check)."""
+    if name not in DEFAULTS:
+        return None
+    if not val.lstrip("-").isdigit():
+        return 0
+    return int(val) if int(lo) <= int(val) <= int(hi) else DEFAULTS[name]
+
+
+def settings_case(name, vartype, lo, hi, val):
+    q = lit([f32(rng.uniform(0, 1)) for _ in range(8)])
+    k = rng.choice([1, 10, 50])
+    pre, post = f"SET {name} = {val};", f"RESET {name};"
+    v = effective(name, vartype, lo, hi, val)
+    if name == "vsearch.ivfpq_probes":  # every row re-ranked: exact when every list (4) is probed
+        pre, post = "SET vsearch.ivfpq_rerank = 1000000; " + pre, post + " RESET vsearch.ivfpq_rerank;"
+        check = f"fz_knn_diff('fz_ivf', {q}, {k})" if v >= 4 else f"fz_knn_valid('fz_ivf', {q}, {k})"
+    elif name == "vsearch.ivfpq_rerank":  # 10 probes: every list
+        check = f"fz_knn_diff('fz_ivf', {q}, {k})" if v >= ROWS else f"fz_knn_valid('fz_ivf', {q}, {k})"
+    elif name == "vsearch.graph_ef":
+        check = f"fz_knn_diff('fz_graph', {q}, {k})" if v >= ROWS else f"fz_knn_valid('fz_graph', {q}, {k})"
+    else:
+        check = f"fz_knn_diff('fz_flat', {q}, {k})"
+    scan = f"fz_scan_count({q}, {k})"
+    return (f"{pre} SELECT 'WRONG {name} = ' || {pg_str(val)} || ': ' || r FROM (SELECT "
+            f"coalesce({check}, {scan}) AS r) t WHERE r IS NOT NULL; {post}")
+
+
+if settings_file:
+    with open(settings_file) as f:
+        settings = [line.rstrip("\n").split("|") for line in f if line.strip()]
+    for name, vartype, lo, hi, enumvals, context in settings:
+        for val in setting_values(vartype, lo, hi, enumvals):
+            print(settings_case(name, vartype, lo, hi, val))
+    for i in range(max(1, cases // 30)):  # random values of the settings a user can SET
+        name, vartype, lo, hi, enumvals, context = rng.choice(
+            [s for s in settings if s[5] == "user"])
+        val = rng.choice(setting_values(vartype, lo, hi, enumvals))
+        print(settings_case(name, vartype, lo, hi, val))
+
+
+# ---- another database's index: its OID (psql variable other_idx) names nothing here
+for i in range(max(1, cases // 100)):
+    q = lit(good_vec(8))
+    print(rng.choice([
+        f"SELECT count(*) FROM vsearch_knn_batch((:other_idx)::regclass, ARRAY[{q}], 10);",
+        f"SELECT count(*) FROM vsearch_range_batch((:other_idx)::regclass, ARRAY[{q}], 1e30);",
+        f"SELECT count(*) FROM vsearch_knn_batch((:other_idx)::regclass, ARRAY['abc'], 3);",
+        f"SELECT vsearch_worker_probe((:other_idx)::regclass, {q});",
+        f"SELECT vsearch_worker_probe((:other_idx)::regclass, {q}, 1, NULL, 40, '\\x02000000');",
+        f"SELECT vsearch_index_check((:other_idx)::regclass, {rng.choice(['true', 'false'])});",
+    ]))
