@@ -484,9 +484,21 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 		memcpy((char *) req + req->payload_off + at, call->payload[i].data, call->payload[i].len);
 	if (call->patch)
 	{
+		char		persistence = req->relpersistence;
+
 		if ((Size) call->patch->offset + call->patch->len > vs_request_patchable_bytes())
 			elog(ERROR, "vsearch: a request patch lies outside the request's header");
 		memcpy((char *) req + call->patch->offset, call->patch->bytes, call->patch->len);
+
+		/*
+		 * The worker reads the index's pages with the persistence the request names: another valid
+		 * one would bring a permanent index's pages into shared buffers unmarked as permanent
+		 * (skipped by checkpoints).  The probe forges only values the worker must refuse there.
+		 */
+		if (req->relpersistence != persistence &&
+			(req->relpersistence == RELPERSISTENCE_PERMANENT ||
+			 req->relpersistence == RELPERSISTENCE_UNLOGGED))
+			req->relpersistence = persistence;
 	}
 
 	submitted = GetCurrentTimestamp();
