@@ -15,8 +15,6 @@
  */
 #include "postgres.h"
 
-#include <pthread.h>
-
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -50,12 +48,14 @@ static char *engine_fault;		/* vsearch.debug_engine_fault applied to the context
 static char *cuda_library;
 static int	last_batch_requests;
 
-/* the group the engine is working on (for the cancel callback) */
 static int	engine_lanes = -1;
-static VsActive **cancel_group;	/* the worker thread's call */
-static int	cancel_group_n;
-static __thread VsActive **lane_group; /* a lane's own call */
-static __thread int lane_group_n;
+
+/*
+ * The requests of the engine call this thread makes (n = 0: none), for the cancel callback: the
+ * engine polls it on the calling thread only, so each lane and the worker's thread have their own.
+ */
+static __thread VsActive **cancel_group;
+static __thread int cancel_group_n;
 static __thread uint32 cancel_polls;
 
 static void
@@ -69,50 +69,25 @@ set_state(VsWorkerState state, const char *device)
 	SpinLockRelease(&vsw_shared->mutex);
 }
 
-static bool
-on_worker_thread(void)
-{
-	static pthread_t worker_thread;
-	static bool known;
-
-	if (!known)
-	{
-		worker_thread = pthread_self();	/* first called by worker_init */
-		known = true;
-	}
-	return pthread_equal(worker_thread, pthread_self());
-}
-
 void
 vsw_set_cancel_group(VsActive **group, int n)
 {
-	if (on_worker_thread())
-	{
-		cancel_group = group;
-		cancel_group_n = n;
-	}
-	else
-	{
-		lane_group = group;
-		lane_group_n = n;
-	}
+	cancel_group = group;
+	cancel_group_n = n;
 }
 
-/* Polled by the thread of an engine call: a lane's, the worker's or one of the engine's own. */
+/* Polled by the thread of an engine call: a lane's or the worker's. */
 static int
 engine_cancel(void *arg)
 {
-	VsActive  **group = lane_group_n > 0 ? lane_group : cancel_group;
-	int			n = lane_group_n > 0 ? lane_group_n : cancel_group_n;
-
 	vsw_heartbeat();
 	if (ProcDiePending || proc_exit_inprogress)
 		return 1;
 	/* every 64th poll: stop if every backend of the group gave up */
-	if (n > 0 && (++cancel_polls & 63) == 0)
+	if (cancel_group_n > 0 && (++cancel_polls & 63) == 0)
 	{
-		for (int i = 0; i < n; i++)
-			if (!vsw_slot_abandoned(vsw_active_index(group[i])))
+		for (int i = 0; i < cancel_group_n; i++)
+			if (!vsw_slot_abandoned(vsw_active_index(cancel_group[i])))
 				return 0;
 		return 1;
 	}
@@ -298,7 +273,6 @@ worker_init(void)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
-	(void) on_worker_thread();
 	vsw_shared = shared;
 	if (!shared)
 		elog(FATAL, "vsearch worker: shared memory is not initialized");

@@ -100,9 +100,8 @@ vsw_heartbeat(void)
 }
 
 /*
- * The requests the engine works on now (n = 0: none), for its cancel callback: the calling
- * thread's (a lane's own call), or the worker thread's, which other threads of the engine also
- * see.
+ * The requests of the engine call the calling thread makes now (n = 0: none), for the engine's
+ * cancel callback, which the engine polls on that thread (a lane's or the worker's).
  */
 extern void vsw_set_cancel_group(VsActive **group, int n);
 
