@@ -13,12 +13,12 @@
 // wspanish (/usr/share/dict/spanish, 86 016 words; --limit N keeps the first N words).  Queries:
 // a seeded sample of --nq words of the list, each with one or two random edits (insertion,
 // deletion or substitution at a random position; the character drawn from the list's own
-// characters; one edit for even query numbers, two for odd).  Vectors: gzipped IDX image files
-// (Fashion-MNIST's train-images-idx3-ubyte.gz and the first --nq test images; pixels as floats)
-// or seeded clustered vectors (--synthetic: cluster centers N(0, 10^2) per coordinate, rows and
-// queries a center plus N(0, 1) noise), under L2 or L1, radii calibrated to return about 0.01 %,
-// 0.1 % and 1 % of the set (the median over the first 100 queries of the distance to their
-// (n/10^4)-th, (n/10^3)-th and (n/100)-th nearest row).
+// characters; one edit for even query numbers, two for odd).  Vectors: IDX image files (gzipped,
+// .xz or plain; Fashion-MNIST's train-images-idx3-ubyte.gz and the first --nq test images; pixels
+// as floats) or seeded clustered vectors (--synthetic: cluster centers N(0, 10^2) per coordinate,
+// rows and queries a center plus N(0, 1) noise), under L2 or L1, radii calibrated to return
+// about 0.01 %, 0.1 % and 1 % of the set (the median over the first 100 queries of the distance
+// to their (n/10^4)-th, (n/10^3)-th and (n/100)-th nearest row).
 //
 // Per radius, one line each:
 //   engine LC, SSS, brute   the whole batch of --nq queries as one call of vs_metric_index_range
@@ -234,10 +234,12 @@ struct Set
     }
 };
 
-// Gzipped IDX images (magic 0x00000803, big-endian counts) as floats; at most `limit` images.
+// IDX images (magic 0x00000803, big-endian counts), gzipped, xz-compressed (a name ending in .xz:
+// what bench/metric-gpu carries) or plain, as floats; at most `limit` images.
 std::vector<float> read_idx(const std::string &path, size_t limit, size_t *n, size_t *dim)
 {
-    std::string cmd = "gzip -dc '" + path + "'";
+    const bool xz = path.size() > 3 && path.compare(path.size() - 3, 3, ".xz") == 0;
+    std::string cmd = (xz ? "xz -dc '" : "gzip -dcf '") + path + "'";
     FILE *f = popen(cmd.c_str(), "r");
     std::vector<float> out;
     unsigned char h[16];
@@ -684,6 +686,7 @@ int run(const Args &args, const Set &all, const Set &queries, const std::vector<
 
 int main(int argc, char **argv)
 {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0); // a log cut by a timeout keeps every line so far
     Args args = parse(argc, argv);
     Set all, queries;
     std::vector<double> radii = args.radii;
