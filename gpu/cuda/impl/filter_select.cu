@@ -73,6 +73,34 @@ __device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem
     if (lane == 0)
         s_top[warp] = t.top;
     __syncthreads();
+    const int listed = warps * rank;
+    if (listed <= 4 * static_cast<int>(blockDim.x))
+    {
+        // The rank-th smallest of the warps' sorted lists is the key with rank - 1 keys below it
+        // in all of them: each thread counts for a few keys by binary searches, in parallel,
+        // where warp 0 merging the lists one after another took ~30 us for 32 warps.  Keys are
+        // distinct, so one thread finds it; none does when fewer than rank keys exist (kNoKey:
+        // every key passes, the candidate buffer overflows and the query falls back).
+        __shared__ uint64_t s_found;
+        if (threadIdx.x == 0)
+            s_found = kNoKey;
+        __syncthreads();
+        for (int i = threadIdx.x; i < listed; i += blockDim.x)
+        {
+            const uint64_t key = s_top[i / rank][i % rank];
+            if (key == kNoKey)
+                continue;
+            int below = 0;
+            for (int w = 0; w < warps; w++)
+                below += count_less(s_top[w], rank, key);
+            if (below == rank - 1)
+                s_found = key;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            *out = s_found;
+        return;
+    }
     if (warp != 0)
         return;
     for (int w = 1; w < warps; w++)
@@ -224,10 +252,29 @@ __global__ void __launch_bounds__(kSortThreads)
             state[i] = kNoKey;
         return;
     }
+    const uint64_t *in = cand + static_cast<size_t>(q) * cap;
+    if (cnt <= 2u * kSortThreads)
+    {
+        // Few candidates (a small batch's usual case): each key's place is the number of keys
+        // below it (keys are distinct), one pass over them in shared memory instead of the
+        // bitonic network's ~45 barriers.
+        for (int i = threadIdx.x; i < static_cast<int>(cnt); i += kSortThreads)
+            keys[i] = in[i];
+        __syncthreads();
+        for (int i = threadIdx.x; i < static_cast<int>(cnt); i += kSortThreads)
+        {
+            const uint64_t key = keys[i];
+            int place = 0;
+            for (int j = 0; j < static_cast<int>(cnt); j++)
+                place += keys[j] < key ? 1 : 0;
+            if (place < kp)
+                state[place] = key;
+        }
+        return;
+    }
     int S = 64;
     while (S < static_cast<int>(cnt))
         S <<= 1;
-    const uint64_t *in = cand + static_cast<size_t>(q) * cap;
     for (int i = threadIdx.x; i < S; i += kSortThreads)
         keys[i] = i < static_cast<int>(cnt) ? in[i] : kNoKey;
     __syncthreads();
