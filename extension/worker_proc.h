@@ -28,7 +28,7 @@ typedef struct VsResultBuf
 	int64	   *ids;			/* kNN: nq x kmax */
 	float	   *distances;
 	int64	   *counts;
-	vs_range_result range;		/* range: malloc'd by the engine */
+	vs_range_result range;		/* range: the engine's (vs_range_result_free) */
 } VsResultBuf;
 
 /* An answer being streamed to a backend: up to four byte ranges, sent in area-sized chunks. */

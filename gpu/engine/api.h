@@ -6,6 +6,8 @@
 //   exact_api.cpp   datasets, vs_knn, vs_range
 //   range_result.*  range matches collected from a backend and delivered as CSR (vs_range,
 //                   vs_ivfpq_range)
+//   result_memory.* host memory of results without a caller allocator (huge-page mappings),
+//                   the parallel copies that fill it
 //   kmeans_api.cpp  vs_kmeans
 //   ivfpq_api.cpp   vs_ivfpq_* (training, encoding, lists, search, range)
 //   rowscan_api.cpp vs_rowscan_* (searches over the caller's blocks of rows, on the host)

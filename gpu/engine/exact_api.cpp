@@ -218,7 +218,7 @@ vs_status vs_range(vs_context *ctx, const vs_dataset *ds, const float *queries, 
     std::unique_ptr<Collector> collector;
     try
     {
-        collector.reset(new Collector(nq));
+        collector.reset(new Collector(nq, ctx->config.num_threads));
     }
     catch (...)
     {

@@ -62,10 +62,10 @@ double sqnorm_double(const float *x, size_t d);
 // Throws Error(VS_CANCELLED) if the config's cancel callback says so.
 void check_cancel(const BackendConfig &config);
 
-// Large host copies of results (range matches, kNN outputs) on up to 8 threads, the caller
-// included: copy(begin, end) copies items [begin, end) and must not throw.  Much of such a copy
-// is the first touch of fresh pages, which the kernel serves in parallel; copies under 8 MiB
-// stay on the calling thread.
+// Large host copies of kNN outputs on up to 8 threads, the caller included (range matches:
+// result_memory.h's ParallelCopy, whose threads last a call): copy(begin, end) copies items
+// [begin, end) and must not throw.  Much of such a copy is the first touch of fresh pages, which
+// the kernel serves in parallel; copies under 8 MiB stay on the calling thread.
 void copy_parallel(size_t n, size_t item_bytes, const std::function<void(size_t, size_t)> &copy);
 
 // ---- k-means --------------------------------------------------------------------------------

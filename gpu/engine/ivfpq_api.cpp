@@ -359,7 +359,7 @@ vs_status vs_ivfpq_range(vs_context *ctx, const vs_ivfpq *ivf, const float *quer
     std::unique_ptr<Collector> collector;
     std::vector<float> copy;
     vs::Status st = vs::guarded([&] {
-        collector.reset(new Collector(nq));
+        collector.reset(new Collector(nq, ctx->config.num_threads));
         if (nq == 0 || count == 0)
             return;
         const float *q = unit_vectors(p.metric, queries, nq, p.dim, copy);
@@ -438,7 +438,7 @@ vs_status vs_ivfpq_scan_range_result(vs_context *ctx, vs_ivfpq_scan *scan, vs_al
     const size_t nq = scan->impl->nq();
     std::unique_ptr<Collector> collector;
     vs::Status st = vs::guarded([&] {
-        collector.reset(new Collector(nq));
+        collector.reset(new Collector(nq, ctx->config.num_threads));
         scan->impl->range_result(collector.get());
     });
     if (!st.ok())

@@ -199,7 +199,7 @@ vs_status vs_metric_index_range(vs_context *ctx, const vs_metric_index *index,
     std::unique_ptr<Collector> collector;
     try
     {
-        collector.reset(new Collector(nq));
+        collector.reset(new Collector(nq, ctx->config.num_threads));
     }
     catch (...)
     {

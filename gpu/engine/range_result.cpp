@@ -2,10 +2,8 @@
 // caller's CSR arrays (taken over or copied), and vs_range_result_free.
 #include "engine/range_result.h"
 
-#include "engine/host_common.h"
-
 #include <algorithm>
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -13,8 +11,8 @@ namespace vs::api {
 
 Collector::~Collector()
 {
-    std::free(ids_);
-    std::free(dists_);
+    result_free(ids_);
+    result_free(dists_);
 }
 
 void Collector::add(size_t q0, size_t nq, const int64_t *counts, const int64_t *ids,
@@ -25,13 +23,15 @@ void Collector::add(size_t q0, size_t nq, const int64_t *counts, const int64_t *
         total += static_cast<size_t>(counts[i]);
     if (size_ + total > cap_)
     {
-        // realloc of a large block remaps pages instead of copying them
+        // mappings grow by mremap, so doubling costs no copy
         const size_t want = std::max({size_ + total, cap_ * 2, size_t{1024}});
-        void *ni = std::realloc(ids_, want * sizeof(int64_t));
+        if (want > SIZE_MAX / sizeof(int64_t))
+            throw std::bad_alloc();
+        void *ni = result_resize(ids_, want * sizeof(int64_t));
         if (!ni)
             throw std::bad_alloc();
         ids_ = static_cast<int64_t *>(ni);
-        void *nd = std::realloc(dists_, want * sizeof(float));
+        void *nd = result_resize(dists_, want * sizeof(float));
         if (!nd)
             throw std::bad_alloc();
         dists_ = static_cast<float *>(nd);
@@ -45,7 +45,7 @@ void Collector::add(size_t q0, size_t nq, const int64_t *counts, const int64_t *
     {
         int64_t *to_ids = ids_ + size_;
         float *to_d = dists_ + size_;
-        copy_parallel(total, 12, [&](size_t b, size_t e) {
+        copy_.run(total, 12, [&](size_t b, size_t e) {
             std::memcpy(to_ids + b, ids + b, (e - b) * sizeof(int64_t));
             std::memcpy(to_d + b, dists + b, (e - b) * sizeof(float));
         });
@@ -59,11 +59,11 @@ void Collector::add(size_t q0, size_t nq, const int64_t *counts, const int64_t *
     }
 }
 
-void Collector::assemble(const int64_t *offsets, int64_t *ids, float *dists) const
+void Collector::assemble(const int64_t *offsets, int64_t *ids, float *dists)
 {
     if (in_order_)
     {
-        copy_parallel(size_, 12, [&](size_t b, size_t e) {
+        copy_.run(size_, 12, [&](size_t b, size_t e) {
             std::memcpy(ids + b, ids_ + b, (e - b) * sizeof(int64_t));
             std::memcpy(dists + b, dists_ + b, (e - b) * sizeof(float));
         });
@@ -92,11 +92,11 @@ void Collector::release(int64_t **ids, float **dists)
 {
     // shrink to the matches (at least one element: NULL means failure to the caller)
     const size_t keep = std::max<size_t>(size_, 1);
-    void *ni = std::realloc(ids_, keep * sizeof(int64_t));
+    void *ni = result_resize(ids_, keep * sizeof(int64_t));
     if (!ni)
         throw std::bad_alloc();
     ids_ = static_cast<int64_t *>(ni);
-    void *nd = std::realloc(dists_, keep * sizeof(float));
+    void *nd = result_resize(dists_, keep * sizeof(float));
     if (!nd)
         throw std::bad_alloc();
     dists_ = static_cast<float *>(nd);
@@ -113,7 +113,7 @@ void *call_alloc(vs_alloc_fn alloc, void *arg, size_t bytes)
 {
     if (bytes == 0)
         bytes = 8; // never ask for zero bytes: NULL always means failure
-    return alloc ? alloc(arg, bytes) : std::malloc(bytes);
+    return alloc ? alloc(arg, bytes) : result_alloc(bytes);
 }
 
 } // namespace
@@ -170,9 +170,9 @@ extern "C" void vs_range_result_free(vs_range_result *r) noexcept
 {
     if (!r)
         return;
-    std::free(r->offsets);
-    std::free(r->ids);
-    std::free(r->distances);
+    vs::result_free(r->offsets);
+    vs::result_free(r->ids);
+    vs::result_free(r->distances);
     r->offsets = nullptr;
     r->ids = nullptr;
     r->distances = nullptr;

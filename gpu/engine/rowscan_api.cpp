@@ -107,7 +107,7 @@ vs_status vs_rowscan_range_result(vs_context *ctx, vs_rowscan *scan, vs_alloc_fn
     std::unique_ptr<Collector> collector;
     try
     {
-        collector.reset(new Collector(nq));
+        collector.reset(new Collector(nq, ctx->config.num_threads));
     }
     catch (...)
     {

@@ -336,7 +336,7 @@ TEST(EngineRangeReference, CpuExactDistancesMatchDoubleBruteForce)
     }
 }
 
-// copy_parallel (range appends, kNN scatters): every item copied once, whatever the split.
+// copy_parallel (kNN scatters): every item copied once, whatever the split.
 TEST(EngineRangeReference, ParallelCopyCoversEveryItem)
 {
     for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3} << 20})

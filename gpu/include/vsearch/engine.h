@@ -15,7 +15,7 @@
  *   - Range: every row with distance <= radius, as CSR (offsets[nq + 1], ids, distances); within a
  *     query the matches are in ascending id order.  The three arrays are obtained from a caller
  *     allocator callback (e.g. palloc_extended(..., MCXT_ALLOC_NO_OOM) in a PostgreSQL backend), or
- *     from malloc when none is given (free them with vs_range_result_free).
+ *     by the engine when none is given (free them with vs_range_result_free, never free()).
  *   - Distances are in the metric's own units (L2 is the square root of L2SQ; COSINE is
  *     1 - cos, NaN when a norm is zero; IP is -<x, y>).  Every returned distance is computed from
  *     the float32 inputs with double accumulation in a fixed order (the same on every backend) and
@@ -260,7 +260,7 @@ typedef struct vs_range_result
 vs_status vs_range(vs_context *ctx, const vs_dataset *ds, const float *queries, size_t nq,
                    float radius, vs_metric metric, const vs_subsets *subsets, vs_alloc_fn alloc,
                    void *alloc_arg, vs_range_result *out) VS_NOEXCEPT;
-/* Frees a result whose arrays came from malloc (alloc == NULL). */
+/* Frees a result whose arrays the engine allocated (alloc == NULL). */
 void vs_range_result_free(vs_range_result *result) VS_NOEXCEPT;
 
 /* ---- k-means ----------------------------------------------------------------------------- */
