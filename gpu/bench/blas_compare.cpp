@@ -8,8 +8,14 @@
 // (Fashion-MNIST's size, larger than the caches) with the SIMD sum of squares (vs_sqnorm_f32,
 // the same loads as a distance kernel), wall time of the best of 5 passes, GB/s.
 //
+// --nearest: the candidate step of nearest_rows for PQ sub-vectors (65 536 rows of d elements
+// against 256 codewords, L2), the row kernel (nearest_row_candidates, a row at a time) against
+// the lane kernel (nearest_lane_candidates, a row per vector lane), side by side: process CPU time
+// per row (median of 5), their ratio and the mean candidates per row (the same for both).
+//
 //   vsearch_blas_compare [path-to-libblas-with-cblas_sgemm]
 //   vsearch_blas_compare --scan-only      (the bound alone)
+//   vsearch_blas_compare --nearest
 #include "cpu/gemm.h"
 #include "vsearch/distance.h"
 
@@ -51,10 +57,79 @@ template <typename F> double median_cpu(F &&f, int reps)
     return t[t.size() / 2];
 }
 
+void nearest_kernels()
+{
+    const size_t n = 65536, k = 256;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> g;
+    std::printf("%-34s %14s %14s %8s %12s\n", "rows x d against 256 codewords", "row ns/row",
+                "lanes ns/row", "ratio", "candidates");
+    for (size_t d : {2, 4, 8, 14, 16})
+    {
+        const size_t lanes = vs::nearest_lane_rows(d);
+        if (lanes == 0)
+        {
+            std::printf("%zu x %zu: no lane kernel for d = %zu on this CPU\n", n, d, d);
+            continue;
+        }
+        std::vector<float> x(n * d), r(k * d);
+        for (float &v : x)
+            v = g(rng);
+        for (float &v : r)
+            v = g(rng);
+        vs::PackedRows rows(r.data(), k, d, d);
+        const size_t ld = rows.padded();
+        std::vector<double> norms(n);
+        vs::row_norms(x.data(), d, n, d, norms.data());
+        const double err = vs::float_sum_error(d), rmax = rows.max_norm();
+        std::vector<float> v(lanes * ld), lane_values(ld * vs::kMaxLaneRows);
+        std::vector<uint32_t> cand(lanes * k);
+        size_t counts[vs::kMaxLaneRows];
+        double slack[vs::kMaxLaneRows];
+        size_t by_row = 0, by_lanes = 0;
+        const double row = median_cpu(
+            [&] {
+                by_row = 0;
+                for (size_t i = 0; i < n; i++)
+                    by_row += vs::nearest_row_candidates(
+                        &x[i * d], rows, vs::NearestKind::L2,
+                        vs::nearest_slack(vs::NearestKind::L2, d, err, norms[i], rmax), v.data(),
+                        cand.data());
+            },
+            5);
+        const double lane = median_cpu(
+            [&] {
+                by_lanes = 0;
+                for (size_t i0 = 0; i0 < n; i0 += lanes)
+                {
+                    const size_t nr = std::min(lanes, n - i0);
+                    for (size_t b = 0; b < nr; b++)
+                        slack[b] = vs::nearest_slack(vs::NearestKind::L2, d, err, norms[i0 + b], rmax);
+                    vs::nearest_lane_candidates(&x[i0 * d], d, nr, rows, vs::NearestKind::L2, slack,
+                                                lane_values.data(), v.data(), ld, cand.data(), k,
+                                                counts);
+                    for (size_t b = 0; b < nr; b++)
+                        by_lanes += counts[b];
+                }
+            },
+            5);
+        char what[64];
+        std::snprintf(what, sizeof what, "%zu x %zu", n, d);
+        std::printf("%-34s %14.1f %14.1f %8.2f %6.3f %s\n", what, row / n * 1e9, lane / n * 1e9,
+                    row / lane, static_cast<double>(by_lanes) / n,
+                    by_row == by_lanes ? "(same)" : "(DIFFERENT)");
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--nearest") == 0)
+    {
+        nearest_kernels();
+        return 0;
+    }
     const bool scan_only = argc > 1 && std::strcmp(argv[1], "--scan-only") == 0;
     const char *lib = argc > 1 && !scan_only ? argv[1] : "libopenblas.so.0";
     void *h = scan_only ? nullptr : dlopen(lib, RTLD_NOW | RTLD_LOCAL);

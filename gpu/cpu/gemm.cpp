@@ -48,6 +48,10 @@ struct Table
                              bool, float *, double, uint32_t *);
     size_t (*dot_candidates)(float *, const float *, size_t, bool, double, uint32_t *);
     void (*pq_table)(const float *, const float *, size_t, size_t, bool, float *);
+    size_t (*lane_rows)(size_t);
+    void (*lane_candidates)(const float *, size_t, size_t, const float *, size_t, size_t, size_t,
+                            const float *, bool, const double *, float *, float *, size_t,
+                            uint32_t *, size_t, size_t *);
     bool (*usable)();
 };
 
@@ -64,7 +68,8 @@ bool has_avx2()
 bool always() { return true; }
 
 #define VS_TABLE(ns, usable)                                                                       \
-    {#ns, ns::dot_block, ns::row_candidates, ns::dot_candidates, ns::pq_table, usable}
+    {#ns,         ns::dot_block, ns::row_candidates,  ns::dot_candidates,                          \
+     ns::pq_table, ns::lane_rows, ns::lane_candidates, usable}
 const Table kTables[] = {VS_TABLE(avx512, has_avx512), VS_TABLE(avx2, has_avx2),
                          VS_TABLE(sse2, always)};
 #undef VS_TABLE
@@ -122,6 +127,50 @@ size_t nearest_row_candidates(const float *x, const PackedRows &rows, NearestKin
     return gemm_isa::active().row_candidates(x, rows.panels(), rows.dim(), rows.width(),
                                              rows.size(), rows.sqnorms(), kind == NearestKind::L2,
                                              v, slack, out);
+}
+
+size_t nearest_lane_rows(size_t d)
+{
+    return gemm_isa::active().lane_rows(d);
+}
+
+namespace {
+
+void lane_candidates_of(const gemm_isa::Table &t, const float *x, size_t ldx, size_t nr,
+                        const PackedRows &rows, NearestKind kind, const double *slack,
+                        float *lane_values, float *v, size_t ldv, uint32_t *cand, size_t ldc,
+                        size_t *counts)
+{
+    t.lane_candidates(x, ldx, nr, rows.panels(), rows.dim(), rows.width(), rows.size(),
+                      rows.sqnorms(), kind == NearestKind::L2, slack, lane_values, v, ldv, cand,
+                      ldc, counts);
+}
+
+} // namespace
+
+void nearest_lane_candidates(const float *x, size_t ldx, size_t nr, const PackedRows &rows,
+                             NearestKind kind, const double *slack, float *lane_values, float *v,
+                             size_t ldv, uint32_t *cand, size_t ldc, size_t *counts)
+{
+    lane_candidates_of(gemm_isa::active(), x, ldx, nr, rows, kind, slack, lane_values, v, ldv,
+                       cand, ldc, counts);
+}
+
+bool nearest_lane_candidates_with(const char *isa, const float *x, size_t ldx, size_t nr,
+                                  const PackedRows &rows, NearestKind kind, const double *slack,
+                                  float *lane_values, float *v, size_t ldv, uint32_t *cand,
+                                  size_t ldc, size_t *counts)
+{
+    for (const gemm_isa::Table &t : gemm_isa::kTables)
+        if (std::strcmp(t.name, isa) == 0)
+        {
+            if (!t.usable() || nr > t.lane_rows(rows.dim()) || rows.width() != rows.padded())
+                return false;
+            lane_candidates_of(t, x, ldx, nr, rows, kind, slack, lane_values, v, ldv, cand, ldc,
+                               counts);
+            return true;
+        }
+    return false;
 }
 
 size_t nearest_candidates(float *v, const float *sqnorms, size_t k, NearestKind kind,

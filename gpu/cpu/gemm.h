@@ -107,6 +107,32 @@ size_t nearest_candidates(float *v, const float *sqnorms, size_t k, NearestKind 
 size_t nearest_row_candidates(const float *x, const PackedRows &rows, NearestKind kind,
                               double slack, float *v, uint32_t *out);
 
+// nearest_lane_candidates: the candidates of nearest_row_candidates for nr <= nearest_lane_rows(d)
+// rows x_b at once (leading dimension ldx; rows of at most 16 elements with AVX-512, 8 else),
+// slack[b] per row: row b's candidates ascending into cand + b * ldc (counts[b] of them) and their
+// values into v[b * ldv + j] at their columns j (some other columns too); lane_values:
+// scratch of rows.padded() * kMaxLaneRows floats.  Every value must be finite
+// (nearest_values_finite).  The same candidates and values as nearest_row_candidates, bit for
+// bit, at a fraction of its cost per row for short rows.  nearest_lane_rows(d) is 0 when d is
+// too long for it; _with: a named kernel table (tests), false if not supported.
+constexpr size_t kMaxLaneRows = 16;
+size_t nearest_lane_rows(size_t d);
+void nearest_lane_candidates(const float *x, size_t ldx, size_t nr, const PackedRows &rows,
+                             NearestKind kind, const double *slack, float *lane_values, float *v,
+                             size_t ldv, uint32_t *cand, size_t ldc, size_t *counts);
+bool nearest_lane_candidates_with(const char *isa, const float *x, size_t ldx, size_t nr,
+                                  const PackedRows &rows, NearestKind kind, const double *slack,
+                                  float *lane_values, float *v, size_t ldv, uint32_t *cand,
+                                  size_t ldc, size_t *counts);
+
+// Whether every value of nearest_rows of a row of norm xnorm against rows of norm at most rmax is
+// finite: |v_j| <= (1 + (d + 4) 2^-24) (xnorm + rmax)^2, which this keeps below FLT_MAX.  False
+// for NaN or infinite norms.
+inline bool nearest_values_finite(double xnorm, double rmax)
+{
+    return (xnorm + rmax) * (xnorm + rmax) < 0x1p127;
+}
+
 // norms[i] = ||x_i|| (in double, for the bounds) for i < n.
 void row_norms(const float *x, size_t ldx, size_t n, size_t d, double *norms);
 
@@ -117,6 +143,10 @@ struct NearestScratch
     std::vector<uint32_t> candidates;
     std::vector<double> norms;
     std::vector<double> errors;
+    std::vector<float> lane_values;        // nearest_lane_candidates' scratch
+    std::vector<uint32_t> lane_candidates; // per row of a lane group
+    size_t lane_counts[kMaxLaneRows];
+    double lane_slack[kMaxLaneRows];
 };
 
 // Keeps the candidates c (cand[0 .. nc), ascending, values finite) with v_c - e_c <= min over
@@ -140,14 +170,22 @@ void nearest_rows(const float *x, size_t ldx, size_t n, const PackedRows &rows, 
     const size_t d = rows.dim(), k = rows.size(), ld = rows.padded();
     if (k == 0)
         return;
-    // Short rows against one panel: a row at a time from registers.  Else tiles of rows, in
-    // blocks whose values stay in L1 (about 32 kB) between the passes over them, in whole tiles
-    // of rows (12 is a multiple of every kernel's).
+    // Short rows against one panel: a row at a time from registers, or (shorter still) a group
+    // of rows at once, one per vector lane.  Else tiles of rows, in blocks whose values stay in
+    // L1 (about 32 kB) between the passes over them, in whole tiles of rows (12 is a multiple of
+    // every kernel's).
     const bool by_row = rows.width() == ld && d <= 32;
-    const size_t block = by_row ? 1 : std::max<size_t>(1, (size_t{8} << 10) / ld / 12) * 12;
+    const size_t lanes = rows.width() == ld ? nearest_lane_rows(d) : 0;
+    const size_t block = lanes        ? lanes
+                         : by_row     ? 1
+                                      : std::max<size_t>(1, (size_t{8} << 10) / ld / 12) * 12;
     scratch.values.resize(block * ld);
     scratch.candidates.resize(k);
-    uint32_t *cand = scratch.candidates.data();
+    if (lanes)
+    {
+        scratch.lane_values.resize(ld * kMaxLaneRows);
+        scratch.lane_candidates.resize(k * lanes);
+    }
     const double rmax = rows.max_norm();
     for (size_t i0 = 0; i0 < n; i0 += block)
     {
@@ -161,13 +199,30 @@ void nearest_rows(const float *x, size_t ldx, size_t n, const PackedRows &rows, 
             row_norms(x + i0 * ldx, ldx, nb, d, scratch.norms.data());
             xn = scratch.norms.data();
         }
+        if (lanes)
+        {
+            for (size_t b = 0; b < nb; b++)
+                scratch.lane_slack[b] = nearest_slack(kind, d, ref_err, xn[b], rmax);
+            nearest_lane_candidates(x + i0 * ldx, ldx, nb, rows, kind, scratch.lane_slack,
+                                    scratch.lane_values.data(), scratch.values.data(), ld,
+                                    scratch.lane_candidates.data(), k, scratch.lane_counts);
+        }
         for (size_t b = 0; b < nb; b++)
         {
             const size_t i = i0 + b;
             float *v = scratch.values.data() + b * ld;
-            const double slack = nearest_slack(kind, d, ref_err, xn[b], rmax);
-            size_t nc = by_row ? nearest_row_candidates(x + i * ldx, rows, kind, slack, v, cand)
-                               : nearest_candidates(v, rows.sqnorms(), k, kind, slack, cand);
+            uint32_t *cand = scratch.candidates.data();
+            const double slack = lanes ? scratch.lane_slack[b]
+                                       : nearest_slack(kind, d, ref_err, xn[b], rmax);
+            size_t nc;
+            if (lanes && nearest_values_finite(xn[b], rmax))
+            {
+                cand = scratch.lane_candidates.data() + b * k;
+                nc = scratch.lane_counts[b];
+            }
+            else
+                nc = by_row ? nearest_row_candidates(x + i * ldx, rows, kind, slack, v, cand)
+                            : nearest_candidates(v, rows.sqnorms(), k, kind, slack, cand);
             const bool finite = nc > 0;
             if (!finite) // a value overflowed: every row is a candidate
                 for (nc = 0; nc < k; nc++)

@@ -22,6 +22,25 @@ std::vector<float> gaussian(size_t n, uint64_t seed, float scale = 1.0f)
     return v;
 }
 
+// Rows for the lane kernel: Gaussian, some copied (exact ties), points equal to rows; x with
+// leading dimension d + 2.
+struct NearestCaseRows
+{
+    std::vector<float> rows, x;
+    vs::PackedRows packed;
+};
+
+NearestCaseRows nearest_case_rows(size_t k, size_t nr, size_t d, uint64_t seed)
+{
+    NearestCaseRows c{gaussian(k * d, seed), gaussian(nr * (d + 2), seed + 1), {}};
+    for (size_t j = 2; j < k; j += 5)
+        std::memcpy(&c.rows[j * d], &c.rows[(j / 2) * d], d * sizeof(float));
+    for (size_t b = 1; b < nr; b += 4)
+        std::memcpy(&c.x[b * (d + 2)], &c.rows[(b * 3 % k) * d], d * sizeof(float));
+    c.packed.pack(c.rows.data(), k, d, d);
+    return c;
+}
+
 TEST(BlockedDots, EveryKernelMatchesDoubleSums)
 {
     const double u = 0x1p-24;
@@ -88,6 +107,97 @@ TEST(PqTable, EveryKernelMatchesThePlainSumsBitForBit)
             }
 }
 
+// The lane kernel of nearest_rows (rows of up to 16 elements, one per vector lane) for every
+// instruction set, against the same values computed one at a time in the kernels' order
+// (products summed in order t = 0..d-1 from the first product, fused with FMA instruction sets;
+// then ||r||^2 - 2 <x, r> or -<x, r>): the same candidates, ascending, and the same values bit for
+// bit, for groups of fewer rows than lanes, rows with ties, and slack 0 or wide.
+TEST(NearestLanes, EveryKernelMatchesScalarValues)
+{
+    for (const char *isa : {"avx512", "avx2", "sse2"})
+        for (size_t d = 1; d <= 16; d++)
+            for (size_t k : {1, 7, 40, 256})
+                for (size_t nr : {1, 3, 4, 8, 13, 16})
+                {
+                    NearestCaseRows c = nearest_case_rows(k, nr, d, d * 1000 + k + nr);
+                    const size_t ldx = d + 2, ld = c.packed.padded();
+                    std::vector<double> slack(nr);
+                    for (size_t b = 0; b < nr; b++)
+                        slack[b] = b % 3 == 0 ? 0.0 : (b % 3 == 1 ? 1e-6 : 0.5);
+                    std::vector<float> lane_values(ld * vs::kMaxLaneRows), v(nr * ld, vt::poison_float());
+                    std::vector<uint32_t> cand(nr * k, 0xdeadu);
+                    size_t counts[vs::kMaxLaneRows];
+                    for (vs::NearestKind kind : {vs::NearestKind::L2, vs::NearestKind::IP})
+                    {
+                        if (!vs::nearest_lane_candidates_with(isa, c.x.data(), ldx, nr, c.packed, kind,
+                                                              slack.data(), lane_values.data(),
+                                                              v.data(), ld, cand.data(), k, counts))
+                            break; // not supported here, or d too long for this kernel
+                        const bool fused = std::strcmp(isa, "sse2") != 0;
+                        for (size_t b = 0; b < nr; b++)
+                        {
+                            std::vector<float> want(k);
+                            float lo = INFINITY;
+                            for (size_t j = 0; j < k; j++)
+                            {
+                                const float *xb = &c.x[b * ldx];
+                                float acc = 0.0f;
+                                for (size_t t = 0; t < d; t++)
+                                    acc = fused ? std::fma(xb[t], c.packed.at(j, t), acc)
+                                                : acc + xb[t] * c.packed.at(j, t);
+                                want[j] = kind == vs::NearestKind::L2 ? c.packed.sqnorms()[j] - 2.0f * acc
+                                                                      : -acc;
+                                lo = std::min(lo, want[j]);
+                            }
+                            float thr = static_cast<float>(static_cast<double>(lo) + slack[b]);
+                            if (static_cast<double>(thr) < static_cast<double>(lo) + slack[b])
+                                thr = std::nextafter(thr, INFINITY);
+                            std::vector<uint32_t> expect;
+                            for (size_t j = 0; j < k; j++)
+                                if (want[j] <= thr)
+                                    expect.push_back(static_cast<uint32_t>(j));
+                            ASSERT_EQ(counts[b], expect.size())
+                                << isa << " d " << d << " k " << k << " nr " << nr << " row " << b;
+                            for (size_t n = 0; n < expect.size(); n++)
+                            {
+                                ASSERT_EQ(cand[b * k + n], expect[n]) << isa << " d " << d << " row " << b;
+                                const float got = v[b * ld + expect[n]];
+                                ASSERT_EQ(std::memcmp(&got, &want[expect[n]], sizeof got), 0)
+                                    << isa << " d " << d << " k " << k << " row " << b << " column "
+                                    << expect[n] << ": " << got << " vs " << want[expect[n]];
+                            }
+                        }
+                    }
+                }
+}
+
+// The row kernel's candidates are exactly the values within the slack of the smallest of the k
+// real columns (a minimum taken over only some lanes would keep more).
+TEST(NearestRowCandidates, ExactlyThoseWithinTheSlackOfTheSmallest)
+{
+    for (size_t d : {1, 5, 17, 24, 32})
+        for (size_t k : {7, 100, 256})
+        {
+            NearestCaseRows c = nearest_case_rows(k, 20, d, d * 77 + k);
+            std::vector<float> v(c.packed.padded());
+            std::vector<uint32_t> cand(k);
+            for (size_t b = 0; b < 20; b++)
+                for (double slack : {0.0, 1e-3, 0.3})
+                {
+                    const size_t nc = vs::nearest_row_candidates(&c.x[b * (d + 2)], c.packed,
+                                                                 vs::NearestKind::L2, slack, v.data(),
+                                                                 cand.data());
+                    const float lo = *std::min_element(v.begin(), v.begin() + k);
+                    std::vector<uint32_t> expect;
+                    for (size_t j = 0; j < k; j++)
+                        if (static_cast<double>(v[j]) <= static_cast<double>(lo) + slack)
+                            expect.push_back(static_cast<uint32_t>(j));
+                    ASSERT_EQ(std::vector<uint32_t>(cand.begin(), cand.begin() + nc), expect)
+                        << "d " << d << " k " << k << " row " << b << " slack " << slack;
+                }
+        }
+}
+
 // The reference answer: a scan of every row, first smallest (as `c == 0 || v < best`).
 template <typename Ref> std::pair<int32_t, float> scan_nearest(size_t i, size_t k, Ref &&ref)
 {
@@ -141,7 +251,9 @@ TEST(NearestRows, MatchesAScanOfEveryRow)
     // one panel from registers (d <= 32, k <= 256) and tiles (longer rows, more rows)
     for (Shape s : {Shape{1, 10, 4, 1.0f}, Shape{7, 50, 3, 1.0f}, Shape{256, 300, 14, 0.3f},
                     Shape{245, 100, 784, 1.0f}, Shape{40, 60, 33, 1e-20f}, Shape{33, 40, 5, 3e19f},
-                    Shape{300, 50, 10, 1.0f}, Shape{16, 70, 32, 1.0f}})
+                    Shape{300, 50, 10, 1.0f}, Shape{16, 70, 32, 1.0f}, Shape{256, 301, 4, 1.0f},
+                    Shape{256, 37, 16, 2.0f}, Shape{200, 45, 1, 1.0f}, Shape{64, 40, 8, 1e19f},
+                    Shape{256, 50, 2, 1e-20f}})
     {
         NearestCase c = nearest_case(s.k, s.n, s.d, s.k * 31 + s.d, s.scale);
         const size_t d = s.d;
@@ -180,6 +292,54 @@ TEST(NearestRows, MatchesAScanOfEveryRow)
         check("l2 exact", vs::NearestKind::L2, vs::kRoundedOnceError, l2_exact);
         check("ip exact", vs::NearestKind::IP, vs::kRoundedOnceError, ip_exact);
         check("l2 in order", vs::NearestKind::L2, vs::float_sum_error(d), l2_ordered);
+    }
+}
+
+// Lane groups (rows of at most 16 elements) in which some points are so long that their values
+// might overflow (though the reference does not): those take the row path, the others the lane
+// kernel, and every answer is the scan's.
+TEST(NearestRows, LaneGroupsWithPointsThatMayOverflow)
+{
+    for (size_t d : {3, 8, 16})
+    {
+        const size_t k = 100, n = 70;
+        std::vector<float> rows = gaussian(k * d, d + 10, 5e17f), x = gaussian(n * d, d + 11, 5e17f);
+        for (size_t i = 0; i < n; i += 3)
+        {
+            double norm = 0;
+            for (size_t t = 0; t < d; t++)
+                norm += static_cast<double>(x[i * d + t]) * x[i * d + t];
+            // odd: norm 1.2e19, so (norm + longest row)^2 lies between 2^127 and FLT_MAX
+            const double scale = i % 2 ? 1.2e19 / std::sqrt(norm) : 1e-30;
+            for (size_t t = 0; t < d; t++)
+                x[i * d + t] = static_cast<float>(x[i * d + t] * scale);
+        }
+        vs::PackedRows packed(rows.data(), k, d, d);
+        ASSERT_GT(vs::nearest_lane_rows(d), 0u);
+        vs::NearestScratch scratch;
+        size_t row_path = 0;
+        for (size_t i = 0; i < n; i++)
+        {
+            double xn = 0;
+            for (size_t t = 0; t < d; t++)
+                xn += static_cast<double>(x[i * d + t]) * x[i * d + t];
+            row_path += !vs::nearest_values_finite(std::sqrt(xn), packed.max_norm());
+        }
+        ASSERT_GT(row_path, 0u);
+        ASSERT_LT(row_path, n);
+        for (vs::NearestKind kind : {vs::NearestKind::L2, vs::NearestKind::IP})
+        {
+            auto ref = [&](size_t i, size_t j) {
+                return kind == vs::NearestKind::L2 ? vs_l2sq_f32(&x[i * d], &rows[j * d], d)
+                                                   : -vs_dot_f32(&x[i * d], &rows[j * d], d);
+            };
+            std::vector<int32_t> got(n, -1);
+            vs::nearest_rows(x.data(), d, n, packed, kind, vs::float_sum_error(d), ref, nullptr,
+                             got.data(), nullptr, scratch);
+            for (size_t i = 0; i < n; i++)
+                ASSERT_EQ(got[i], scan_nearest(i, k, ref).first)
+                    << "d " << d << " point " << i << (kind == vs::NearestKind::L2 ? " l2" : " ip");
+        }
     }
 }
 
@@ -285,7 +445,8 @@ TEST(CpuKmeans, MatchesAPlainLloydLoop)
         vs_metric metric;
     };
     for (Case cs : {Case{3000, 16, 40, 0, VS_METRIC_L2}, Case{2500, 784, 37, 1200, VS_METRIC_L2},
-                    Case{4000, 14, 256, 0, VS_METRIC_L2}, Case{2000, 24, 30, 0, VS_METRIC_IP},
+                    Case{4000, 14, 256, 0, VS_METRIC_L2}, Case{5000, 4, 256, 0, VS_METRIC_L2},
+                    Case{3000, 2, 100, 0, VS_METRIC_IP}, Case{2000, 24, 30, 0, VS_METRIC_IP},
                     Case{2000, 24, 30, 0, VS_METRIC_COSINE}})
     {
         vt::Data D = vt::make_data(cs.n, cs.d, cs.k, 0.1);
