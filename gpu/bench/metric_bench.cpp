@@ -33,7 +33,9 @@
 // answer is compared: engine LC, SSS and brute with each other on every query, and with the CPU
 // brute force on the --cpu-nq queries; any difference is an error (exit 1).  Then kNN (--knn k)
 // the same way.  Build: the LC and SSS builds on one thread (host functions), and the engine
-// objects' creation (the copy to the device).
+// objects' creation (the copy to the device).  On words, per radius, what the GPU kernels read per
+// query (discard_pass: SSS's discard pass against the brute force's length filter, computed from
+// the host arrays over at most 200 queries).
 #include "vsearch/edit.h"
 #include "vsearch/lc.h"
 #include "vsearch/metric.h"
@@ -434,6 +436,62 @@ double timed(int repeat, const std::function<void(bool warmup)> &call)
     return median(t);
 }
 
+// What the CUDA kernels read per query at radius r, from the host arrays (strings): the SSS
+// discard pass (a thread per row, a warp per 32 consecutive rows, pivot-major table: a warp reads
+// 128 bytes per step until its slowest row is discarded) with float entries tested one pivot at a
+// time and with byte entries tested 4 at a time, against the brute force's length filter (Myers
+// returns at once when the lengths differ by more than r: 8 bytes of offsets per row, then the
+// characters of the rows that pass it).  Over the first `count` queries.
+void discard_pass(const vs_sss &sss, const vs_mspace &queries, size_t count, double r)
+{
+    const vs_mspace &rows = sss.objects;
+    const size_t n = rows.n, np = sss.pivots.n;
+    double tested = 0, warp_floats = 0, warp_words = 0, brute = 0, near = 0, survivors = 0;
+    std::vector<double> dq(np);
+    for (size_t q = 0; q < count; q++)
+    {
+        vs_mobject o = vs_mspace_object(&queries, q);
+        for (size_t j = 0; j < np; j++)
+        {
+            vs_mobject p = vs_mspace_object(&sss.pivots, j);
+            dq[j] = vs_mspace_distance(&sss.pivots, &o, &p);
+        }
+        for (size_t w0 = 0; w0 < n; w0 += 32)
+        {
+            size_t slowest = 0, slowest_words = 0;
+            for (size_t i = w0; i < std::min(n, w0 + 32); i++)
+            {
+                size_t k = 0, kc = 0; // pivots tested until the discard: floats, clamped bytes
+                while (k < np && !(std::fabs(sss.table[i * np + k] - dq[k]) > r))
+                    k++;
+                while (kc < np && !(std::fabs(std::min<double>(sss.table[i * np + kc], 255) -
+                                              std::min(dq[kc], 255.0)) > r))
+                    kc++;
+                survivors += k == np;
+                tested += static_cast<double>(std::min(k + 1, np));
+                slowest = std::max(slowest, std::min(k + 1, np));
+                slowest_words = std::max(slowest_words, std::min(kc / 4 + 1, (np + 3) / 4));
+                const uint64_t len = rows.offsets[i + 1] - rows.offsets[i];
+                const bool in = std::fabs(static_cast<double>(len) - o.len) <= r;
+                near += in;
+                brute += 8 + (in ? 4.0 * static_cast<double>(len) : 0);
+            }
+            warp_floats += 128.0 * static_cast<double>(slowest);
+            warp_words += 128.0 * static_cast<double>(slowest_words);
+        }
+    }
+    const double c = static_cast<double>(count);
+    std::printf("  radius %g, %zu queries: SSS discard pass: %.2f pivots tested per row, %.1f per "
+                "warp of 32 rows (its slowest row); table bytes per query: floats one pivot at a "
+                "time %.0f kB, bytes 4 pivots to a word %.0f kB; %.1f rows survive; the brute "
+                "force's length filter reads %.0f kB per query (%.1f %% of the rows within r of "
+                "the query's length)\n",
+                r, count, tested / c / static_cast<double>(n),
+                warp_floats / 128.0 / c / std::ceil(static_cast<double>(n) / 32),
+                warp_floats / c / 1e3, warp_words / c / 1e3, survivors / c, brute / c / 1e3,
+                100.0 * near / c / static_cast<double>(n));
+}
+
 int run(const Args &args, const Set &all, const Set &queries, const std::vector<double> &radii)
 {
     const vs_mspace as = all.space();
@@ -498,6 +556,12 @@ int run(const Args &args, const Set &all, const Set &queries, const std::vector<
                 "engine: LC %.3f s, SSS %.3f s\n",
                 bucket, lc_build, nc, static_cast<double>(build_evals), args.alpha, sss_build, np,
                 diameter, lc_up, sss_up);
+    if (as.kind == VS_MSPACE_STRINGS && np > 0)
+    {
+        std::printf("what the GPU kernels read per query (from the host arrays):\n");
+        for (double r : radii)
+            discard_pass(sss, cq, std::min<size_t>(cnq, 200), r);
+    }
     std::printf("engine QPS: one call of %zu queries, median of %d after a warm-up; CPU QPS: one "
                 "thread over the first %zu queries\n\n",
                 nq, args.repeat, cnq);

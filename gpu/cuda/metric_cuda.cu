@@ -9,9 +9,12 @@
 //                     one, flattened into one list that the block scans in tiles of kBlock
 //                     members (a bucket of 32 words does not leave 96 threads idle);
 //   SSS pivot table   the query's pivot distances (at most VS_SSS_MAX_PIVOTS, in shared memory),
-//                     then the rows in tiles: a thread per row runs the discard test over the
-//                     table (stored pivot-major, so a warp reads consecutive rows), the survivors
-//                     are compacted and compared (a thread or a warp each);
+//                     then the rows in tiles of kPivotRows x kBlock: a thread per row runs the
+//                     discard test over the table (stored pivot-major, so a warp reads consecutive
+//                     rows), the survivors are compacted and compared (a thread or a warp each).
+//                     Edit distances are small integers: their table holds bytes, 4 pivots to a
+//                     32-bit word, tested 4 at a time (SIMD byte differences), a quarter of the
+//                     float table's bytes (the discard pass is the whole cost at small radii);
 //   flat              every object, in tiles (the brute force the indexes are measured against).
 //
 // Distances: strings by Myers' bit-parallel algorithm with the query's match masks in shared
@@ -54,6 +57,7 @@ namespace {
 constexpr int kBlock = 128;
 constexpr int kWarps = kBlock / 32;
 constexpr int kTile = kBlock;            // candidates a tile examines
+constexpr int kPivotRows = 4;            // pivot table: rows per thread in a discard tile
 constexpr size_t kQueryChunk = 8192;     // queries per launch (cancel is polled between launches)
 
 enum Mode
@@ -81,7 +85,9 @@ struct DevIndex
     DevSpace aux;                    // centers (list), pivots (pivots)
     const double *radii;             // list
     const uint64_t *bucket_offsets;  // list: aux.n + 1, into objs
-    const float *table;              // pivots: table[j * objs.n + i] = d(pivot j, row i)
+    const float *table;              // pivots, vectors: table[j * objs.n + i] = d(pivot j, row i)
+    const uint32_t *table8;          // pivots, strings: byte j % 4 of table8[j / 4 * objs.n + i] =
+                                     // min(d(pivot j, row i), 255); 0 for the last word's padding
 };
 
 struct DevQueries
@@ -98,7 +104,7 @@ struct Layout
     int k = 0, npiv = 0;
     size_t low = 0, high_mask = 0, cdist = 0, bpre = 0, dq = 0, best_d = 0, best_id = 0,
            spare_d = 0, spare_id = 0, st_d = 0, st_id = 0, st2_d = 0, st2_id = 0, high = 0,
-           surv = 0, bytes = 0;
+           dq8 = 0, surv = 0, bytes = 0;
 
     Layout(int k_, int npiv_) : k(k_), npiv(npiv_)
     {
@@ -125,7 +131,8 @@ struct Layout
             st2_id = take(8 * kTile);
         }
         high = take(4 * VS_EDIT_MYERS_MAX);
-        surv = take(4 * kBlock);
+        dq8 = take(4 * static_cast<size_t>(std::max((npiv + 3) / 4, 1)));
+        surv = take(4 * kBlock * kPivotRows);
         bytes = o;
     }
 };
@@ -207,6 +214,7 @@ __global__ void __launch_bounds__(kBlock)
     double *cdist = reinterpret_cast<double *>(smem + L.cdist);
     uint64_t *bpre = reinterpret_cast<uint64_t *>(smem + L.bpre);
     double *dq = reinterpret_cast<double *>(smem + L.dq);
+    uint32_t *dq8 = reinterpret_cast<uint32_t *>(smem + L.dq8); // strings: dq as table8's bytes
     uint32_t *surv = reinterpret_cast<uint32_t *>(smem + L.surv);
     double *best_d = reinterpret_cast<double *>(smem + L.best_d);
     int64_t *best_id = reinterpret_cast<int64_t *>(smem + L.best_id);
@@ -493,7 +501,7 @@ __global__ void __launch_bounds__(kBlock)
         }
         else
         {
-            const int np = static_cast<int>(ix.aux.n);
+            const int np = static_cast<int>(ix.aux.n), ngroups = (np + 3) / 4;
             const size_t n = ix.objs.n;
             if (strings)
                 for (int j = tid; j < np; j += kBlock)
@@ -506,46 +514,78 @@ __global__ void __launch_bounds__(kBlock)
                         dq[j] = d;
                 }
             __syncthreads();
-            for (size_t t0 = 0; t0 < n; t0 += kBlock)
+            if (strings)
+                for (int g = tid; g < ngroups; g += kBlock)
+                {
+                    uint32_t w = 0;
+                    for (int b = 0; b < 4 && 4 * g + b < np; b++)
+                        w |= static_cast<uint32_t>(fmin(dq[4 * g + b], 255.0)) << (8 * b);
+                    dq8[g] = w;
+                }
+            __syncthreads();
+            // the discard test of row i at radius r: false when a pivot proves d(q, i) > r.
+            // Strings: |min(a, 255) - min(b, 255)| <= |a - b|, so a clamped difference above r
+            // is a true one; integer distances exceed r exactly when they exceed floor(r).
+            auto keep_row = [&](size_t i, double r) -> bool {
+                if (strings)
+                {
+                    if (r < 0)
+                        return false;
+                    const uint32_t over = r >= 255.0
+                                              ? 0xFFFFFFFFu // no byte difference exceeds it
+                                              : 0x01010101u * static_cast<uint32_t>(floor(r));
+                    for (int g = 0; g < ngroups; g++)
+                        if (__vcmpgtu4(__vabsdiffu4(ix.table8[static_cast<size_t>(g) * n + i],
+                                                    dq8[g]),
+                                       over))
+                            return false;
+                    return true;
+                }
+                for (int j = 0; j < np; j++)
+                {
+                    double px = static_cast<double>(ix.table[static_cast<size_t>(j) * n + i]);
+                    double diff = fabs(px - dq[j]);
+                    if (diff > r + VS_LC_SLACK * 2.0 * fmax(r, fmax(px, dq[j])))
+                        return false;
+                }
+                return true;
+            };
+            for (size_t t0 = 0; t0 < n; t0 += static_cast<size_t>(kBlock) * kPivotRows)
             {
                 if (tid == 0)
                     nsurv = 0;
                 __syncthreads();
                 const double r = rad;
-                const size_t i = t0 + tid;
-                if (i < n)
+                for (int k = 0; k < kPivotRows; k++)
                 {
-                    bool keep = true;
-                    for (int j = 0; j < np && keep; j++)
-                    {
-                        double px = static_cast<double>(ix.table[static_cast<size_t>(j) * n + i]);
-                        double diff = fabs(px - dq[j]);
-                        double s = strings ? 0.0 : VS_LC_SLACK * 2.0 * fmax(r, fmax(px, dq[j]));
-                        if (diff > r + s)
-                            keep = false;
-                    }
-                    if (keep)
-                        surv[atomicAdd(&nsurv, 1)] = static_cast<uint32_t>(tid);
+                    const size_t i = t0 + static_cast<size_t>(k) * kBlock + tid;
+                    if (i < n && keep_row(i, r))
+                        surv[atomicAdd(&nsurv, 1)] = static_cast<uint32_t>(i - t0);
                 }
                 __syncthreads();
+                // at most kBlock candidates between merges (kNN stages kTile)
                 const int ns = nsurv;
-                if (strings)
+                for (int s0 = 0; s0 < ns; s0 += kBlock)
                 {
-                    if (tid < ns)
+                    const int s1 = min(ns, s0 + kBlock);
+                    if (strings)
                     {
-                        size_t o = t0 + surv[tid];
-                        offer(ix.objs.ids[o], string_distance(ix.objs, o, r));
+                        if (s0 + tid < s1)
+                        {
+                            size_t o = t0 + surv[s0 + tid];
+                            offer(ix.objs.ids[o], string_distance(ix.objs, o, r));
+                        }
                     }
+                    else
+                        for (int s = s0 + warp; s < s1; s += kWarps)
+                        {
+                            size_t o = t0 + surv[s];
+                            double d = vector_distance(ix.objs, o);
+                            if (lane == 0)
+                                offer(ix.objs.ids[o], d);
+                        }
+                    flush();
                 }
-                else
-                    for (int s = warp; s < ns; s += kWarps)
-                    {
-                        size_t o = t0 + surv[s];
-                        double d = vector_distance(ix.objs, o);
-                        if (lane == 0)
-                            offer(ix.objs.ids[o], d);
-                    }
-                flush();
             }
         }
 
@@ -609,15 +649,35 @@ public:
             const vs_sss &p = host.pivots();
             view.aux = upload(dev, p.pivots, aux);
             const size_t np = p.pivots.n, n = p.objects.n;
-            std::vector<float> t(std::max<size_t>(np * n, 1));
-            for (size_t i = 0; i < n; i++)
-                for (size_t j = 0; j < np; j++)
-                    t[j * n + i] = p.table[i * np + j];
-            table = DeviceArray<float>(*dev.pool, t.size(), s);
-            VS_CUDA_CHECK(cudaMemcpyAsync(table.get(), t.data(), t.size() * sizeof(float),
-                                          cudaMemcpyHostToDevice, s));
-            VS_CUDA_CHECK(cudaStreamSynchronize(s)); // t goes out of scope
-            view.table = table.get();
+            if (kind_ == VS_MSPACE_STRINGS)
+            {
+                // edit distances (whole numbers) as bytes, 4 pivots to a word, pivot-major
+                const size_t ngroups = (np + 3) / 4;
+                std::vector<uint32_t> t(std::max<size_t>(ngroups * n, 1), 0);
+                for (size_t i = 0; i < n; i++)
+                    for (size_t j = 0; j < np; j++)
+                    {
+                        const float d = std::min(p.table[i * np + j], 255.0f);
+                        t[j / 4 * n + i] |= static_cast<uint32_t>(d) << (8 * (j % 4));
+                    }
+                table8 = DeviceArray<uint32_t>(*dev.pool, t.size(), s);
+                VS_CUDA_CHECK(cudaMemcpyAsync(table8.get(), t.data(), t.size() * sizeof(uint32_t),
+                                              cudaMemcpyHostToDevice, s));
+                VS_CUDA_CHECK(cudaStreamSynchronize(s)); // t goes out of scope
+                view.table8 = table8.get();
+            }
+            else
+            {
+                std::vector<float> t(std::max<size_t>(np * n, 1));
+                for (size_t i = 0; i < n; i++)
+                    for (size_t j = 0; j < np; j++)
+                        t[j * n + i] = p.table[i * np + j];
+                table = DeviceArray<float>(*dev.pool, t.size(), s);
+                VS_CUDA_CHECK(cudaMemcpyAsync(table.get(), t.data(), t.size() * sizeof(float),
+                                              cudaMemcpyHostToDevice, s));
+                VS_CUDA_CHECK(cudaStreamSynchronize(s)); // t goes out of scope
+                view.table = table.get();
+            }
         }
         VS_CUDA_CHECK(cudaStreamSynchronize(s));
     }
@@ -666,6 +726,7 @@ private:
     DeviceArray<double> radii;
     DeviceArray<uint64_t> boff;
     DeviceArray<float> table;
+    DeviceArray<uint32_t> table8;
 };
 
 const CudaMetric &as_cuda_metric(const MetricIndex *m)

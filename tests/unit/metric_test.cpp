@@ -280,6 +280,34 @@ TEST_P(MetricObject, StringsEqualTheHostFunctions)
     compare(ctx.get(), all, queries, {5}, {1, 2}, 1, 0.3);
 }
 
+// Edit distances above 255, which the CUDA pivot table stores as 255 (bytes): strings of 256 to
+// 400 characters among short words, so that they become pivots whose distances to most rows and
+// queries saturate; radii below and beyond 255.
+TEST_P(MetricObject, StringsBeyondTheTableBytes)
+{
+    std::string why;
+    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    std::mt19937_64 rng(24);
+    static const uint32_t alphabet[] = {'a', 'e', 'o', 's', 0xF1};
+    auto word = [&](size_t len) {
+        std::vector<uint32_t> w(len);
+        for (auto &c : w)
+            c = alphabet[rng() % 5];
+        return w;
+    };
+    static const size_t longs[] = {256, 270, 300, 320, 350, 400};
+    Space all, queries;
+    for (int i = 0; i < 1500; i++)
+        all.add_string(i % 250 == 7 ? word(longs[i / 250]) : word(rng() % 10), i);
+    all.finish(VS_MSPACE_STRINGS, VS_METRIC_L2, 0);
+    for (int i = 0; i < 60; i++)
+        queries.add_string(word(i < 3 ? 64 : rng() % 10), i);
+    queries.finish(VS_MSPACE_STRINGS, VS_METRIC_L2, 0);
+    compare(ctx.get(), all, queries, {1, 10}, {0, 2, 254.5, 255, 300, 1000}, 32, 0.02);
+}
+
 TEST_P(MetricObject, VectorsEqualTheHostFunctions)
 {
     std::string why;
