@@ -181,6 +181,44 @@ extern int	vs_metric_range(struct vs_context *engine, void *obj, const VsKindPar
 							void *alloc_arg, vs_range_result *out);
 extern bool vs_metric_check_request(const struct VsRequest *req, char *why, Size whylen);
 
+/* metricbuild.c: what the builds of vs_lc and vs_sss share */
+typedef struct VsMetricBuild
+{
+	Relation	index;
+	const char *name;			/* the access method's, for messages */
+	bool		text;
+	uint32		dim;
+	/* the rows, in heap order */
+	Size		n;
+	Size		cap;
+	int64	   *ids;
+	uint32	   *values;			/* floats or characters, back to back */
+	Size		nvalues;
+	Size		capvalues;
+	uint64	   *offsets;		/* n + 1 */
+	MemoryContext tmpcxt;
+	/* the chain being written */
+	Page		page;
+	uint16		page_id;
+	uint16		page_flags;
+	BlockNumber head;
+	BlockNumber tail;
+} VsMetricBuild;
+
+typedef void (*VsMetricInitMeta) (Page page, Relation index, vs_metric metric, uint32 dim);
+
+extern void vs_metric_init_page(Page page, uint16 flags, uint16 page_id);
+extern void vs_metric_build_metapage(Relation index, VsMetricInitMeta init_metapage,
+									 vs_metric metric, uint32 dim);
+extern double vs_metric_build_rows(VsMetricBuild *st, Relation heap, Relation index,
+								   IndexInfo *indexInfo);
+extern vs_mspace vs_metric_build_space(const VsMetricBuild *st, vs_metric metric);
+extern int	vs_metric_build_tick(void *arg, size_t done);
+extern void vs_metric_build_chain(VsMetricBuild *st, uint16 flags);
+extern void vs_metric_build_add(VsMetricBuild *st, Item tuple, Size size);
+extern void vs_metric_build_end_chain(VsMetricBuild *st);
+extern void vs_metric_buildempty(Relation index, VsMetricInitMeta init_metapage);
+
 /* lcbuild.c */
 extern IndexBuildResult *vs_lc_ambuild(Relation heap, Relation index, IndexInfo *indexInfo);
 extern void vs_lc_ambuildempty(Relation index);

@@ -46,13 +46,7 @@ vs_lc_options(Datum reloptions, bool validate)
 void
 vs_lc_init_page(Page page, uint16 flags)
 {
-	VsLcPageOpaque opaque;
-
-	PageInit(page, BLCKSZ, sizeof(VsLcPageOpaqueData));
-	opaque = VsLcPageGetOpaque(page);
-	opaque->next = InvalidBlockNumber;
-	opaque->flags = flags;
-	opaque->page_id = VS_LC_PAGE_ID;
+	vs_metric_init_page(page, flags, VS_LC_PAGE_ID);
 }
 
 VsLcMetaPage

@@ -11,9 +11,6 @@
 #include "postgres.h"
 
 #include "access/generic_xlog.h"
-#include "access/tableam.h"
-#include "access/xloginsert.h"
-#include "catalog/index.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -22,91 +19,8 @@
 
 #include "sss.h"
 
-typedef struct SssBuildState
-{
-	Relation	index;
-	bool		text;
-	uint32		dim;
-	Size		n;
-	Size		cap;
-	int64	   *ids;
-	uint32	   *values;
-	Size		nvalues;
-	Size		capvalues;
-	uint64	   *offsets;
-	MemoryContext tmpcxt;
-	Page		page;
-	uint16		page_flags;
-	BlockNumber head;
-	BlockNumber tail;
-} SssBuildState;
-
 static void
-build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, bool tupleIsAlive,
-			   void *arg)
-{
-	SssBuildState *st = (SssBuildState *) arg;
-	MemoryContext old;
-	VsLcValue	v;
-
-	if (isnull[0])
-		return;
-	old = MemoryContextSwitchTo(st->tmpcxt);
-	v = vs_lc_value(values[0], st->text, &st->dim, "row");
-	MemoryContextSwitchTo(old);
-	if (st->n + 1 >= st->cap)
-	{
-		st->cap *= 2;
-		st->ids = repalloc_huge(st->ids, sizeof(int64) * st->cap);
-		st->offsets = repalloc_huge(st->offsets, sizeof(uint64) * (st->cap + 1));
-	}
-	while (st->nvalues + v.len > st->capvalues)
-	{
-		st->capvalues *= 2;
-		st->values = repalloc_huge(st->values, sizeof(uint32) * st->capvalues);
-	}
-	st->ids[st->n] = vs_tid_to_id(tid);
-	memcpy(st->values + st->nvalues, v.data, sizeof(uint32) * v.len);
-	st->nvalues += v.len;
-	st->n++;
-	st->offsets[st->n] = st->nvalues;
-	MemoryContextReset(st->tmpcxt);
-}
-
-static int
-build_tick(void *arg, size_t done)
-{
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, (int64) done);
-	return InterruptPending ? 1 : 0;
-}
-
-static void
-flush_page(SssBuildState *st, bool more)
-{
-	Buffer		buf;
-	GenericXLogState *xlog;
-	Page		page;
-	BlockNumber blkno;
-
-	if (PageGetMaxOffsetNumber(st->page) == 0)
-		return;
-	buf = vs_new_buffer(st->index, MAIN_FORKNUM);
-	blkno = BufferGetBlockNumber(buf);
-	/* nothing else extends the index during its build: the chain's next page is the next block */
-	VsLcPageGetOpaque(st->page)->next = more ? blkno + 1 : InvalidBlockNumber;
-	xlog = GenericXLogStart(st->index);
-	page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
-	memcpy(page, st->page, BLCKSZ);
-	GenericXLogFinish(xlog);
-	UnlockReleaseBuffer(buf);
-	if (st->head == InvalidBlockNumber)
-		st->head = blkno;
-	st->tail = blkno;
-	vs_sss_init_page(st->page, st->page_flags);
-}
-
-static void
-add_tuple(SssBuildState *st, Size pos, const float *dists, uint32 np)
+add_tuple(VsMetricBuild *st, Size pos, const float *dists, uint32 np)
 {
 	Size		len = st->offsets[pos + 1] - st->offsets[pos];
 	Size		size = VS_SSS_TUPLE_SIZE(len, np);
@@ -118,11 +32,7 @@ add_tuple(SssBuildState *st, Size pos, const float *dists, uint32 np)
 	memcpy(t->data, st->values + st->offsets[pos], sizeof(uint32) * len);
 	if (np > 0)
 		memcpy(VsSssTupleDistances(t), dists, sizeof(float) * np);
-	if (PageGetFreeSpace(st->page) < size)
-		flush_page(st, true);
-	if (PageAddItem(st->page, (Item) t, size, InvalidOffsetNumber, false, false) ==
-		InvalidOffsetNumber)
-		elog(ERROR, "vs_sss: could not add a tuple of %zu bytes to a new page", size);
+	vs_metric_build_add(st, (Item) t, size);
 	pfree(t);
 }
 
@@ -151,7 +61,7 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 {
 	VsSssOptions *opts = (VsSssOptions *) index->rd_options;
 	IndexBuildResult *result;
-	SssBuildState st;
+	VsMetricBuild st;
 	vs_metric	metric;
 	Buffer		metabuf;
 	GenericXLogState *xlog;
@@ -177,40 +87,21 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
 	memset(&st, 0, sizeof(st));
 	st.index = index;
+	st.name = "vs_sss";
+	st.page_id = VS_SSS_PAGE_ID;
 	metric = vs_lc_opclass_metric(index);
 	st.text = (int) metric == VS_METRIC_LEVENSHTEIN;
 	st.dim = st.text ? 0 : vs_declared_dim(index);
 
-	metabuf = vs_new_buffer(index, MAIN_FORKNUM);
-	xlog = GenericXLogStart(index);
-	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
-	init_metapage(metapage, index, metric, st.dim);
-	GenericXLogFinish(xlog);
-	UnlockReleaseBuffer(metabuf);
+	vs_metric_build_metapage(index, init_metapage, metric, st.dim);
 
 	/* 1. every row into memory */
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, 2);
-	st.cap = 1024;
-	st.ids = palloc_extended(sizeof(int64) * st.cap, MCXT_ALLOC_HUGE);
-	st.offsets = palloc_extended(sizeof(uint64) * (st.cap + 1), MCXT_ALLOC_HUGE);
-	st.offsets[0] = 0;
-	st.capvalues = 16384;
-	st.values = palloc_extended(sizeof(uint32) * st.capvalues, MCXT_ALLOC_HUGE);
-	st.tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "vs_sss build", ALLOCSET_DEFAULT_SIZES);
-	reltuples = table_index_build_scan(heap, index, indexInfo, true, true, build_callback, &st,
-									   NULL);
+	reltuples = vs_metric_build_rows(&st, heap, index, indexInfo);
 
 	/* 2. the pivots */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, 3);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, (int64) st.n);
-	memset(&space, 0, sizeof(space));
-	space.kind = st.text ? VS_MSPACE_STRINGS : VS_MSPACE_VECTORS;
-	space.metric = st.text ? VS_METRIC_L2 : metric;
-	space.dim = st.dim;
-	space.n = st.n;
-	space.vectors = (const float *) st.values;
-	space.chars = st.values;
-	space.offsets = st.offsets;
+	space = vs_metric_build_space(&st, metric);
 	pivots = palloc(sizeof(size_t) * VS_SSS_MAX_PIVOTS);
 	status = vs_sss_select(&space, alpha, Min(max_pivots, (size_t) VS_SSS_MAX_PIVOTS), pivots, &np,
 						   &diameter, NULL);
@@ -252,7 +143,7 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	table = palloc_extended(sizeof(float) * (st.n * np + 1), MCXT_ALLOC_HUGE);
 	for (;;)
 	{
-		status = vs_sss_table(&pspace, &space, build_tick, NULL, table, NULL);
+		status = vs_sss_table(&pspace, &space, vs_metric_build_tick, NULL, table, NULL);
 		if (status != VS_CANCELLED)
 			break;
 		CHECK_FOR_INTERRUPTS();
@@ -260,25 +151,20 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	if (status != VS_OK)
 		vs_engine_error(NULL, status);
 
-	st.page = palloc(BLCKSZ);
-	st.page_flags = VS_LC_CENTERS;
-	st.head = st.tail = InvalidBlockNumber;
-	vs_sss_init_page(st.page, st.page_flags);
+	vs_metric_build_chain(&st, VS_LC_CENTERS);
 	for (Size j = 0; j < np; j++)
 		add_tuple(&st, pivots[j], NULL, 0);
-	flush_page(&st, false);
+	vs_metric_build_end_chain(&st);
 	pivot_head = st.head;
 	pivot_tail = st.tail;
-	st.page_flags = VS_LC_BUCKETS;
-	st.head = st.tail = InvalidBlockNumber;
-	vs_sss_init_page(st.page, st.page_flags);
+	vs_metric_build_chain(&st, VS_LC_BUCKETS);
 	for (Size i = 0; i < st.n; i++)
 	{
 		if (i % 4096 == 0)
 			CHECK_FOR_INTERRUPTS();
 		add_tuple(&st, i, table + i * np, (uint32) np);
 	}
-	flush_page(&st, false);
+	vs_metric_build_end_chain(&st);
 
 	metabuf = ReadBuffer(index, 0);
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
@@ -307,17 +193,5 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 void
 vs_sss_ambuildempty(Relation index)
 {
-	vs_metric	metric = vs_lc_opclass_metric(index);
-	uint32		dim = (int) metric == VS_METRIC_LEVENSHTEIN ? 0 : vs_declared_dim(index);
-	Buffer		buf;
-	Page		page;
-
-	buf = vs_new_buffer(index, INIT_FORKNUM);
-	page = BufferGetPage(buf);
-	START_CRIT_SECTION();
-	init_metapage(page, index, metric, dim);
-	MarkBufferDirty(buf);
-	log_newpage_buffer(buf, true);
-	END_CRIT_SECTION();
-	UnlockReleaseBuffer(buf);
+	vs_metric_buildempty(index, init_metapage);
 }

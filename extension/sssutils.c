@@ -42,13 +42,7 @@ vs_sss_options(Datum reloptions, bool validate)
 void
 vs_sss_init_page(Page page, uint16 flags)
 {
-	VsLcPageOpaque opaque;
-
-	PageInit(page, BLCKSZ, sizeof(VsLcPageOpaqueData));
-	opaque = VsLcPageGetOpaque(page);
-	opaque->next = InvalidBlockNumber;
-	opaque->flags = flags;
-	opaque->page_id = VS_SSS_PAGE_ID;
+	vs_metric_init_page(page, flags, VS_SSS_PAGE_ID);
 }
 
 VsSssMetaPage
