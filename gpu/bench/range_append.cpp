@@ -5,8 +5,11 @@
 // release.  Side by side, interleaved run by run:
 //   before       the collector before its result blocks: malloc'd arrays grown by realloc,
 //                appends through copy_parallel (a thread per 4 MiB, started per append);
-//   collector    the collector (result blocks, appends split over kept threads), and the same
-//                with its mappings advised for huge pages (VSEARCH_HOST_HUGEPAGES=1);
+//   collector    the collector (result blocks, appends split over kept threads): cold (nothing
+//                kept, VSEARCH_HOST_KEEP_MB=0: fresh pages every call, as a first call), warm
+//                (the blocks of the previous call's result kept and reused, the default, what
+//                a worker repeating such calls gets), and cold with its mappings advised for
+//                huge pages (VSEARCH_HOST_HUGEPAGES=1);
 //   touched      the same copies into memory touched before the timing: the floor without
 //                first touch.
 //
@@ -200,16 +203,32 @@ int main(int argc, char **argv)
     const size_t total = c.chunk() * steps;
     std::vector<int64_t> touched_ids(total, 1);
     std::vector<float> touched_d(total, 1.0f);
-    Times before, mine, mine_huge, caller, touched;
+    // the warm case keeps within the caller's VSEARCH_HOST_KEEP_MB (default 1024)
+    const char *keep_env = std::getenv("VSEARCH_HOST_KEEP_MB");
+    const std::string keep = keep_env ? keep_env : "";
+    auto keep_default = [&] {
+        if (keep.empty())
+            unsetenv("VSEARCH_HOST_KEEP_MB");
+        else
+            setenv("VSEARCH_HOST_KEEP_MB", keep.c_str(), 1);
+    };
+    Times before, cold, warm, huge, caller, touched;
+    size_t kept = 0;
     for (int r = 0; r < runs; r++)
     {
         run_before(c, before);
         unsetenv("VSEARCH_HOST_HUGEPAGES");
-        run_collector(c, threads, false, ctx, mine);
+        setenv("VSEARCH_HOST_KEEP_MB", "0", 1);
+        run_collector(c, threads, false, ctx, cold);
         run_collector(c, threads, true, ctx, caller);
         setenv("VSEARCH_HOST_HUGEPAGES", "1", 1);
-        run_collector(c, threads, false, ctx, mine_huge);
+        run_collector(c, threads, false, ctx, huge);
         unsetenv("VSEARCH_HOST_HUGEPAGES");
+        keep_default();
+        Times first; // fills the kept set
+        run_collector(c, threads, false, ctx, first);
+        run_collector(c, threads, false, ctx, warm);
+        kept = vs::result_kept_bytes();
         run_touched(c, threads, touched_ids.data(), touched_d.data(), touched);
     }
     std::printf("%zu matches (%.1f MB) in %zu steps of %zu, %d runs, threads %d (0: hardware, "
@@ -224,10 +243,13 @@ int main(int argc, char **argv)
                     total * 12 / 1e9 / (a + d), (a + d + f) / base);
     };
     line("before (realloc, copy_parallel)", before);
-    line("collector, taken over", mine);
-    line("collector, taken over, VSEARCH_HOST_HUGEPAGES=1", mine_huge);
-    line("collector, caller's allocator (malloc)", caller);
+    line("collector, taken over, cold", cold);
+    line("collector, taken over, warm (kept blocks)", warm);
+    line("collector, taken over, cold, huge pages", huge);
+    line("collector, caller's allocator (malloc), cold", caller);
     line("copies into touched memory (floor)", touched);
+    std::printf("kept after a warm call: %.1f MB (VSEARCH_HOST_KEEP_MB=%s)\n", kept / 1e6,
+                keep.empty() ? "1024, the default" : keep.c_str());
     vs_context_destroy(ctx);
     return 0;
 }

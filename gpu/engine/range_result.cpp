@@ -90,7 +90,8 @@ void Collector::assemble(const int64_t *offsets, int64_t *ids, float *dists)
 
 void Collector::release(int64_t **ids, float **dists)
 {
-    // shrink to the matches (at least one element: NULL means failure to the caller)
+    // a malloc'd block shrinks to the matches, a mapping stays whole (at least one element:
+    // NULL means failure to the caller)
     const size_t keep = std::max<size_t>(size_, 1);
     void *ni = result_resize(ids_, keep * sizeof(int64_t));
     if (!ni)
@@ -170,9 +171,9 @@ extern "C" void vs_range_result_free(vs_range_result *r) noexcept
 {
     if (!r)
         return;
-    vs::result_free(r->offsets);
-    vs::result_free(r->ids);
-    vs::result_free(r->distances);
+    vs::result_keep(r->offsets);
+    vs::result_keep(r->ids);
+    vs::result_keep(r->distances);
     r->offsets = nullptr;
     r->ids = nullptr;
     r->distances = nullptr;

@@ -36,8 +36,8 @@ public:
     // offsets[nq + 1] must be filled by the caller from per_query(); copies every chunk's
     // matches to ids / dists (chunks of one query arrive in row order).
     void assemble(const int64_t *offsets, int64_t *ids, float *dists);
-    // The flat arrays (result blocks, never NULL; vs_range_result_free frees them), given up by
-    // the collector; for in_order() only.
+    // The flat arrays (result blocks, never NULL; vs_range_result_free keeps or frees them),
+    // given up by the collector; for in_order() only.
     void release(int64_t **ids, float **dists);
 
 private:

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 namespace vs {
@@ -67,6 +68,52 @@ char *map_aligned(size_t len)
     return at;
 }
 
+// Mapped blocks given back by result_keep (their pages touched already), at most kKeptMax and
+// keep_limit() bytes in all.
+constexpr int kKeptMax = 4;
+
+struct Kept
+{
+    char *base;
+    size_t mapped;
+};
+
+std::mutex kept_mu;
+Kept kept[kKeptMax];
+size_t kept_total = 0;
+
+size_t keep_limit()
+{
+    const char *v = std::getenv("VSEARCH_HOST_KEEP_MB");
+    if (!v || !*v)
+        return size_t{1024} << 20;
+    char *end = nullptr;
+    const unsigned long long mb = std::strtoull(v, &end, 10);
+    if (*end)
+        return 0; // not a number: keep nothing
+    return mb > (SIZE_MAX >> 20) ? SIZE_MAX : static_cast<size_t>(mb) << 20;
+}
+
+// The largest kept block of at least len bytes, taken out of the set (nullptr: none).
+char *take_kept(size_t len, size_t *mapped)
+{
+    if (keep_limit() == 0)
+        return nullptr;
+    std::lock_guard<std::mutex> lock(kept_mu);
+    int best = -1;
+    for (int i = 0; i < kKeptMax; i++)
+        if (kept[i].base && kept[i].mapped >= len &&
+            (best < 0 || kept[i].mapped > kept[best].mapped))
+            best = i;
+    if (best < 0)
+        return nullptr;
+    char *base = kept[best].base;
+    *mapped = kept[best].mapped;
+    kept_total -= kept[best].mapped;
+    kept[best] = Kept{nullptr, 0};
+    return base;
+}
+
 } // namespace
 
 void *result_alloc(size_t bytes)
@@ -77,7 +124,12 @@ void *result_alloc(size_t bytes)
         return p ? block_at(p, 0, bytes) : nullptr;
     }
     const size_t len = mapping_length(bytes);
-    char *at = len ? map_aligned(len) : nullptr;
+    if (len == 0)
+        return nullptr;
+    size_t mapped = 0;
+    if (char *base = take_kept(len, &mapped))
+        return block_at(base, mapped, bytes);
+    char *at = map_aligned(len);
     return at ? block_at(at, len, bytes) : nullptr;
 }
 
@@ -105,9 +157,7 @@ void *result_resize(void *block, size_t bytes)
         return nullptr;
     if (len <= h->mapped)
     {
-        if (len < h->mapped)
-            munmap(reinterpret_cast<char *>(h) + len, h->mapped - len);
-        h->mapped = len;
+        // not shrunk: an untouched tail costs no memory, and a kept block stays whole
         h->bytes = bytes;
         return block;
     }
@@ -138,6 +188,62 @@ void result_free(void *block) noexcept
         munmap(h, h->mapped);
     else
         std::free(h);
+}
+
+void result_keep(void *block) noexcept
+{
+    if (!block)
+        return;
+    Header *h = header_of(block);
+    // kept at the size of its last use (growth by doubling leaves an untouched tail)
+    const size_t len = mapping_length(h->bytes);
+    if (h->mapped && len < h->mapped)
+    {
+        munmap(reinterpret_cast<char *>(h) + len, h->mapped - len);
+        h->mapped = len;
+    }
+    const size_t limit = keep_limit();
+    if (h->mapped == 0 || h->mapped > limit)
+    {
+        result_free(block);
+        return;
+    }
+    Kept evicted[kKeptMax];
+    int nevicted = 0;
+    {
+        std::lock_guard<std::mutex> lock(kept_mu);
+        for (;;)
+        {
+            int used = 0, smallest = -1;
+            for (int i = 0; i < kKeptMax; i++)
+                if (kept[i].base)
+                {
+                    used++;
+                    if (smallest < 0 || kept[i].mapped < kept[smallest].mapped)
+                        smallest = i;
+                }
+            if (used < kKeptMax && kept_total + h->mapped <= limit)
+                break;
+            evicted[nevicted++] = kept[smallest];
+            kept_total -= kept[smallest].mapped;
+            kept[smallest] = Kept{nullptr, 0};
+        }
+        for (Kept &k : kept)
+            if (!k.base)
+            {
+                k = Kept{reinterpret_cast<char *>(h), h->mapped};
+                break;
+            }
+        kept_total += h->mapped;
+    }
+    for (int i = 0; i < nevicted; i++)
+        munmap(evicted[i].base, evicted[i].mapped);
+}
+
+size_t result_kept_bytes()
+{
+    std::lock_guard<std::mutex> lock(kept_mu);
+    return kept_total;
 }
 
 ParallelCopy::ParallelCopy(int threads)

@@ -2,7 +2,8 @@
 // arrays, freed by vs_range_result_free), and the parallel copies that fill it.
 //
 // A block of 2 MiB or more is an anonymous mapping of its own, aligned to 2 MiB, that grows by
-// mremap: in place, or moved whole to a new aligned range (page tables move, nothing is copied).
+// mremap: in place, or moved whole to a new aligned range (page tables move, nothing is copied),
+// and is not shrunk.
 // Smaller blocks come from malloc.  Every block starts with a header that says which it is, so
 // result_free releases either.  VSEARCH_HOST_HUGEPAGES=1 advises the mappings for transparent
 // huge pages (a fault per 2 MiB instead of per 4 KiB page on first touch, most of the range
@@ -29,6 +30,17 @@ void *result_alloc(size_t bytes);
 void *result_resize(void *block, size_t bytes);
 // Releases a block of result_alloc / result_resize (nullptr: nothing).
 void result_free(void *block) noexcept;
+// Releases a block, keeping a mapped one (its pages touched already) for the next result_alloc
+// of a mapped size, which takes the largest kept block that holds it (a block is kept at the
+// size its last use asked for, its untouched tail unmapped): a process that repeats
+// large range calls and frees their results (vs_range_result_free: the GPU worker) then copies
+// into warm pages instead of faulting in fresh ones.  At most 4 blocks and VSEARCH_HOST_KEEP_MB
+// (default 1024; 0 keeps none) in all, the smallest evicted first.  The collector's own arrays
+// are freed, never kept (they die unreleased where a caller's allocator got a copy: backends,
+// which must not each hold such memory).
+void result_keep(void *block) noexcept;
+// Bytes of the blocks kept now.
+size_t result_kept_bytes();
 
 // Copies of results into fresh memory, split by bytes over up to `threads` threads (0: the
 // hardware's, at most 8) that are started on the first copy large enough to share and kept

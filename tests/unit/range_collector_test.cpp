@@ -1,6 +1,6 @@
 // The range collector and its memory (engine/range_result.h, engine/result_memory.h): result
 // blocks keep their bytes across every kind of resize (malloc'd, mapped, grown in place or
-// moved, shrunk); the collector's CSR equals a plain per-query reference for chunks in query
+// moved, shrunk), kept blocks are reused within their limit; the collector's CSR equals a plain per-query reference for chunks in query
 // order (whole tiles, one query's column chunks) and out of order, taken over (no allocator) or
 // copied into a caller's allocator; the parallel copy copies every item once.
 #include "engine_testing.h"
@@ -45,7 +45,11 @@ protected:
         if (GetParam())
             setenv("VSEARCH_HOST_HUGEPAGES", "1", 1);
     }
-    void TearDown() override { unsetenv("VSEARCH_HOST_HUGEPAGES"); }
+    void TearDown() override
+    {
+        unsetenv("VSEARCH_HOST_HUGEPAGES");
+        unsetenv("VSEARCH_HOST_KEEP_MB");
+    }
 };
 
 // Sizes across the malloc / mapping boundary, growth and shrinking; every resize keeps the
@@ -83,6 +87,7 @@ TEST_P(ResultBlocks, ResizesKeepTheBytes)
 // A mapped block whose next addresses are taken moves (page tables, not bytes) and keeps them.
 TEST_P(ResultBlocks, GrowthPastATakenRangeMoves)
 {
+    setenv("VSEARCH_HOST_KEEP_MB", "0", 1); // a fresh mapping of exactly the size asked for
     const size_t bytes = 6 << 20;
     void *b = vs::result_alloc(bytes);
     ASSERT_NE(b, nullptr);
@@ -101,6 +106,73 @@ TEST_P(ResultBlocks, GrowthPastATakenRangeMoves)
     EXPECT_TRUE(kept(nb, bytes * 3, 7));
     munmap(blocker, 4096);
     vs::result_free(nb);
+}
+
+// Takes every kept block out and frees it.
+void drain_kept()
+{
+    std::vector<void *> taken;
+    while (vs::result_kept_bytes() > 0)
+    {
+        taken.push_back(vs::result_alloc(kHugePage));
+        ASSERT_NE(taken.back(), nullptr);
+    }
+    for (void *b : taken)
+        vs::result_free(b);
+}
+
+// Kept blocks: the next mapped allocation takes the largest that holds it (the same memory, grown
+// in place within it), a block is kept at the size of its last use, at most 4 blocks within
+// VSEARCH_HOST_KEEP_MB, the smallest evicted first; blocks over the limit, malloc'd ones and a
+// limit of 0 keep nothing.
+TEST(ResultBlocksKept, FreedResultsAreReusedWithinTheLimit)
+{
+    setenv("VSEARCH_HOST_KEEP_MB", "64", 1);
+    drain_kept();
+    const size_t mb = size_t{1} << 20;
+    void *a = vs::result_alloc(6 * mb);
+    ASSERT_NE(a, nullptr);
+    fill(a, 0, 6 * mb, 3);
+    vs::result_keep(a);
+    EXPECT_EQ(vs::result_kept_bytes(), 8 * mb); // 6 MiB and the header: 4 huge pages
+    void *b = vs::result_alloc(3 * mb);
+    EXPECT_EQ(b, a);
+    EXPECT_EQ(vs::result_kept_bytes(), 0u);
+    EXPECT_EQ(vs::result_resize(b, 7 * mb), b); // within the kept mapping
+    fill(b, 0, 7 * mb, 4);
+    EXPECT_TRUE(kept(b, 7 * mb, 4));
+    vs::result_keep(b);
+    void *big = vs::result_alloc(100 * mb); // more than any kept block: fresh
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(vs::result_kept_bytes(), 8 * mb);
+    vs::result_keep(big); // over the limit: freed
+    EXPECT_EQ(vs::result_kept_bytes(), 8 * mb);
+    void *small = vs::result_alloc(1000);
+    vs::result_keep(small); // malloc'd: freed
+    EXPECT_EQ(vs::result_kept_bytes(), 8 * mb);
+    void *grown = vs::result_alloc(3 * mb); // takes the 8 MiB block ...
+    ASSERT_NE(grown, nullptr);
+    grown = vs::result_resize(grown, 20 * mb); // ... grows past it ...
+    ASSERT_NE(grown, nullptr);
+    grown = vs::result_resize(grown, 5 * mb); // ... and is last asked for 5 MiB
+    vs::result_keep(grown);
+    EXPECT_EQ(vs::result_kept_bytes(), 6 * mb); // kept at 6 MiB, the rest unmapped
+    std::vector<void *> five;
+    for (int i = 0; i < 5; i++)
+        five.push_back(vs::result_alloc(7 * mb)); // none fits in the kept 6 MiB block
+    EXPECT_EQ(vs::result_kept_bytes(), 6 * mb);
+    for (void *f : five)
+        vs::result_keep(f);
+    EXPECT_EQ(vs::result_kept_bytes(), 4 * 8 * mb); // four kept, the 6 MiB block evicted first
+    setenv("VSEARCH_HOST_KEEP_MB", "0", 1);
+    void *none = vs::result_alloc(4 * mb); // a limit of 0 takes nothing ...
+    ASSERT_NE(none, nullptr);
+    EXPECT_EQ(vs::result_kept_bytes(), 4 * 8 * mb);
+    vs::result_keep(none); // ... and keeps nothing
+    EXPECT_EQ(vs::result_kept_bytes(), 4 * 8 * mb);
+    setenv("VSEARCH_HOST_KEEP_MB", "64", 1);
+    drain_kept();
+    unsetenv("VSEARCH_HOST_KEEP_MB");
 }
 
 INSTANTIATE_TEST_SUITE_P(HugePages, ResultBlocks, ::testing::Bool(),
