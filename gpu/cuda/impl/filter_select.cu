@@ -50,10 +50,13 @@ __device__ __forceinline__ uint64_t tile_key(const FilterArgs &a, float xs, floa
 
 // The rank-th smallest of a query's `items` x 32 keys (key_at(j, lane): key `lane` of item j), by
 // the block's warps: each keeps the rank smallest of its items (four items' loads in flight), then
-// warp 0 merges the others' lists.  One warp alone waited on one load per item; a small batch has
-// a block per query only, so its latency is the items per warp (sample_warps).
+// the warps' lists are combined.  One warp alone waited on one load per item; a small batch has
+// a block per query only, so its latency is the items per warp (sample_warps).  Into *out (if
+// not null) the rank-th key, into list[0 .. rank) (if not null) the rank smallest in order,
+// kNoKey where fewer exist.
 template <typename KeyAt>
-__device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem, uint64_t *out)
+__device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem, uint64_t *out,
+                               uint64_t *list = nullptr)
 {
     __shared__ uint64_t *s_top[kSampleWarpsMax];
     const int warps = blockDim.x >> 5;
@@ -86,6 +89,9 @@ __device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem
         __shared__ uint64_t s_found;
         if (threadIdx.x == 0)
             s_found = kNoKey;
+        if (list)
+            for (int i = threadIdx.x; i < rank; i += blockDim.x)
+                list[i] = kNoKey;
         __syncthreads();
         for (int i = threadIdx.x; i < listed; i += blockDim.x)
         {
@@ -95,11 +101,13 @@ __device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem
             int below = 0;
             for (int w = 0; w < warps; w++)
                 below += count_less(s_top[w], rank, key);
+            if (list && below < rank)
+                list[below] = key;
             if (below == rank - 1)
                 s_found = key;
         }
         __syncthreads();
-        if (threadIdx.x == 0)
+        if (threadIdx.x == 0 && out)
             *out = s_found;
         return;
     }
@@ -108,7 +116,10 @@ __device__ void block_rank_key(KeyAt key_at, int items, int rank, uint64_t *smem
     for (int w = 1; w < warps; w++)
         t.add_sorted(s_top[w], 0, rank, lane);
     t.flush(lane);
-    if (lane == 0)
+    if (list)
+        for (int i = lane; i < rank; i += 32)
+            list[i] = t.top[i];
+    if (lane == 0 && out)
         *out = t.top[rank - 1];
 }
 
@@ -126,6 +137,17 @@ int sample_warps(int rank, int items)
 size_t rank_smem_bytes(int rank, int warps)
 {
     return static_cast<size_t>(warps) * warp_topk_words(rank, warp_topk_bcap(rank)) * 8;
+}
+
+// Parts to split each query's sample into so that a small batch's ranking spreads over about two
+// blocks per SM, each part at least 8 runs, the parts' lists within `room` keys per query (the
+// scratch they go to); 1: a block per query.
+int sample_parts(int nq, int items, int rank, int room)
+{
+    int parts = std::min((2 * sm_count() + nq - 1) / nq, items / 8);
+    while (parts > 1 && (parts * rank + 31) / 32 * 32 > room)
+        parts--;
+    return std::max(parts, 1);
 }
 
 // Columns per filter warp: enough warps for a few per SM lane group even for one query (a small
@@ -154,18 +176,59 @@ __global__ void sample_kernel(FilterArgs a)
         a.count[q] = 0;
 }
 
-// Block per query: the threshold from S precomputed keys.
-__global__ void threshold_kernel(const uint64_t *keys, int S, int rank, uint64_t *thr,
+// Block per query: the threshold from S precomputed keys (query q's at keys + q * ld).
+__global__ void threshold_kernel(const uint64_t *keys, int ld, int S, int rank, uint64_t *thr,
                                  uint32_t *count)
 {
     extern __shared__ uint64_t smem[];
     grid_dependents_launch(); // the rows kernel prefetches its first tiles meanwhile
     grid_dependency_wait();
-    const uint64_t *in = keys + static_cast<size_t>(blockIdx.x) * S;
+    const uint64_t *in = keys + static_cast<size_t>(blockIdx.x) * ld;
     auto key_at = [&](int j, int lane) { return in[j * 32 + lane]; };
     block_rank_key(key_at, S / 32, rank, smem, thr + blockIdx.x);
     if (threadIdx.x == 0)
         count[blockIdx.x] = 0;
+}
+
+// Small batches: one block per query ranks its whole sample on a few SMs (16 queries: 16 of 132,
+// issuing on 62 % of their cycles), so the sample is split.  Block (b, q) ranks part b of query
+// q's runs and writes its `rank` smallest, sorted, to lists + q * stride + b * rank; block 0
+// also pads the list to stride with kNoKey; threshold_kernel then takes the rank-th of the
+// parts' lists, which is the rank-th of the whole sample.
+__global__ void sample_part_kernel(FilterArgs a, int parts, uint64_t *lists, int stride)
+{
+    extern __shared__ uint64_t smem[];
+    const int q = blockIdx.y, b = blockIdx.x;
+    const int j0 = static_cast<int>(static_cast<long>(b) * a.chunks / parts);
+    const int j1 = static_cast<int>(static_cast<long>(b + 1) * a.chunks / parts);
+    const float *row = a.tile + static_cast<size_t>(q) * a.ld;
+    const float xs = a.xsq ? a.xsq[q] : 0.0f, xi = a.xinv ? a.xinv[q] : 0.0f;
+    auto key_at = [&](int j, int lane) {
+        const uint32_t c = chunk_col(j0 + j, a.chunks, a.tn) + lane;
+        return c < a.tn ? tile_key(a, xs, xi, row[c], c) : kNoKey;
+    };
+    uint64_t *list = lists + static_cast<size_t>(q) * stride;
+    if (b == 0)
+        for (int i = parts * a.rank + threadIdx.x; i < stride; i += blockDim.x)
+            list[i] = kNoKey;
+    block_rank_key(key_at, j1 - j0, a.rank, smem, nullptr, list + b * a.rank);
+}
+
+// The same over S precomputed keys per query (the rows kernels' sample).
+__global__ void threshold_part_kernel(const uint64_t *keys, int S, int rank, int parts,
+                                      uint64_t *lists, int stride)
+{
+    extern __shared__ uint64_t smem[];
+    const int q = blockIdx.y, b = blockIdx.x, items = S / 32;
+    const int j0 = static_cast<int>(static_cast<long>(b) * items / parts);
+    const int j1 = static_cast<int>(static_cast<long>(b + 1) * items / parts);
+    const uint64_t *in = keys + static_cast<size_t>(q) * S + static_cast<size_t>(j0) * 32;
+    auto key_at = [&](int j, int lane) { return in[j * 32 + lane]; };
+    uint64_t *list = lists + static_cast<size_t>(q) * stride;
+    if (b == 0)
+        for (int i = parts * rank + threadIdx.x; i < stride; i += blockDim.x)
+            list[i] = kNoKey;
+    block_rank_key(key_at, j1 - j0, rank, smem, nullptr, list + b * rank);
 }
 
 // Warp per (query, segment): 4 float4 loads per lane in flight (512 columns a step); the step's
@@ -385,11 +448,27 @@ void launch_filter_candidates(const FilterArgs &a, cudaStream_t s)
 {
     if (a.tq == 0)
         return;
-    const int sw = sample_warps(a.rank, a.chunks);
-    const size_t smem = rank_smem_bytes(a.rank, sw);
-    set_smem(reinterpret_cast<const void *>(sample_kernel), smem);
-    sample_kernel<<<a.tq, sw * 32, smem, s>>>(a);
-    VS_LAUNCH_CHECK();
+    // The parts' lists go to the candidate buffer, which the filter fills only after the
+    // threshold kernel has read them.
+    const int parts = sample_parts(a.tq, a.chunks, a.rank, a.cap);
+    if (parts > 1)
+    {
+        const int stride = (parts * a.rank + 31) / 32 * 32;
+        const int sw = sample_warps(a.rank, a.chunks / parts);
+        const size_t smem = rank_smem_bytes(a.rank, sw);
+        set_smem(reinterpret_cast<const void *>(sample_part_kernel), smem);
+        sample_part_kernel<<<dim3(parts, a.tq), sw * 32, smem, s>>>(a, parts, a.cand, a.cap);
+        VS_LAUNCH_CHECK();
+        launch_threshold_lists(a.cand, a.tq, a.cap, stride, a.rank, a.thr, a.count, s);
+    }
+    else
+    {
+        const int sw = sample_warps(a.rank, a.chunks);
+        const size_t smem = rank_smem_bytes(a.rank, sw);
+        set_smem(reinterpret_cast<const void *>(sample_kernel), smem);
+        sample_kernel<<<a.tq, sw * 32, smem, s>>>(a);
+        VS_LAUNCH_CHECK();
+    }
     const int seg = filter_segment(a.tq, a.tn);
     const int P = static_cast<int>((a.tn + seg - 1) / seg);
     const long warps = static_cast<long>(a.tq) * P;
@@ -399,14 +478,33 @@ void launch_filter_candidates(const FilterArgs &a, cudaStream_t s)
 }
 
 void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr,
-                      uint32_t *count, cudaStream_t s)
+                      uint32_t *count, uint64_t *scratch, int room, cudaStream_t s)
 {
     if (nq == 0)
         return;
+    const int parts = sample_parts(nq, S / 32, rank, room);
+    if (parts > 1)
+    {
+        const int stride = (parts * rank + 31) / 32 * 32;
+        const int sw = sample_warps(rank, S / 32 / parts);
+        const size_t smem = rank_smem_bytes(rank, sw);
+        set_smem(reinterpret_cast<const void *>(threshold_part_kernel), smem);
+        threshold_part_kernel<<<dim3(parts, nq), sw * 32, smem, s>>>(keys, S, rank, parts,
+                                                                       scratch, room);
+        VS_LAUNCH_CHECK();
+        launch_threshold_lists(scratch, nq, room, stride, rank, thr, count, s);
+        return;
+    }
+    launch_threshold_lists(keys, nq, S, S, rank, thr, count, s);
+}
+
+void launch_threshold_lists(const uint64_t *keys, int nq, int ld, int S, int rank, uint64_t *thr,
+                            uint32_t *count, cudaStream_t s)
+{
     const int sw = sample_warps(rank, S / 32);
     const size_t smem = rank_smem_bytes(rank, sw);
     set_smem(reinterpret_cast<const void *>(threshold_kernel), smem);
-    void *params[] = {&keys, &S, &rank, &thr, &count};
+    void *params[] = {&keys, &ld, &S, &rank, &thr, &count};
     launch_dependent(reinterpret_cast<const void *>(threshold_kernel), dim3(nq), dim3(sw * 32),
                      smem, s, params);
 }

@@ -130,9 +130,13 @@ void launch_filter_candidates(const FilterArgs &a, cudaStream_t s);
 // <= cap; else kp x kNoKey (not found).
 void launch_sort_candidates(const uint32_t *count, const uint64_t *cand, int cap, int kp, int nq,
                             uint64_t *state, cudaStream_t s);
-// thr[q] = the rank-th smallest of keys[q * S .. q * S + S) (rank <= S); count[q] = 0.
+// thr[q] = the rank-th smallest of keys[q * S .. q * S + S) (rank <= S); count[q] = 0.  A small
+// batch ranks parts of each query's keys in parallel first, into scratch (room keys per query).
 void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *thr,
-                      uint32_t *count, cudaStream_t s);
+                      uint32_t *count, uint64_t *scratch, int room, cudaStream_t s);
+// thr[q] = the rank-th smallest of keys[q * ld .. q * ld + S), S a multiple of 32; count[q] = 0.
+void launch_threshold_lists(const uint64_t *keys, int nq, int ld, int S, int rank, uint64_t *thr,
+                            uint32_t *count, cudaStream_t s);
 
 // state[q] (kp sorted keys, or empty if !state_valid) merged with P sorted lists per query.
 void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,

@@ -840,7 +840,8 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
         VS_CUDA_CHECK(cudaLaunchKernel(sk, dim3((threads + kThreads - 1) / kThreads), dim3(kThreads),
                                        params, qsmem, s));
     }
-    launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, a.count, s);
+    // the candidate buffer is free until the rows kernel, which waits for the threshold
+    launch_threshold(sample_keys, a.nb, S, p.rank, a.thr, a.count, a.cand, a.cap, s);
     const bool staged = rows_staged(a.nb, a.rows.d);
     const void *k = staged ? rows_staged_for(a.nb, op) : rows_for(a.nb, op);
     const size_t smem = rows_smem_bytes(a.nb, a.rows.d);
