@@ -1,23 +1,34 @@
 // Batched beam search on a proximity graph, CUDA backend (vsearch/graph.h; the reference is
-// gpu/cpu/graph.cpp).  One thread block of kWarps warps per query (SONG's layout), everything of
-// the query's search in shared memory:
+// gpu/cpu/graph.cpp).  One thread block per query (SONG's layout), everything of the query's
+// search in shared memory:
 //   beam     the best ef nodes seen, as keys (distance << 32 | node, engine/exact.h: NaN as +inf)
 //            in ascending order, with an "expanded" flag each;
 //   visited  an open-addressing hash table of node numbers holding at least the beam's nodes;
-//            when it is half full it is cleared and refilled with the beam (a node outside the
-//            beam lost to the beam's worst once and would lose again, so forgetting it only costs
-//            a distance, never a duplicate);
+//            when it could pass half full it is cleared and refilled with the beam (a node outside
+//            the beam lost to the beam's worst once and would lose again, so forgetting it only
+//            costs a distance, never a duplicate);
 //   fresh    the keys measured in the current step that may enter the beam.
-// A step takes the nearest unexpanded beam node (none left: done), and the warps measure its
-// neighbours (a warp per neighbour: the engine's exact distance, utils/exact_warp.cuh), skipping
-// free slots, nodes not live and nodes already visited; the fresh keys are merged into the beam by
-// rank (every key is distinct: a node is measured once while it can be in the beam).  The start
-// nodes are measured first, `degree` at a time, the same way.  This is the reference's search:
-// the same beam after every step, so the same ids and bit-identical distances.  The results are
-// the beam ordered by (distance, id), NaN last, the first k of them.
+// A step takes the nearest unexpanded beam node (none left: done) and measures its neighbours
+// (the engine's exact distance), skipping free slots, nodes not live and nodes already visited;
+// the fresh keys are merged into the beam by rank (every key is distinct: a node is measured once
+// while it can be in the beam).  The start nodes are measured first, a chunk at a time, the same
+// way.  This is the reference's search: the same beam after every step, so the same ids and
+// bit-identical distances.  The results are the beam ordered by (distance, id), NaN last, the
+// first k of them.
+//
+// Two kernels run this search (VSEARCH_CUDA_GRAPH_KERNEL picks one, for A/B timings):
+//   team (default)  a team of T lanes per distance (utils/exact_team.cuh; T from the dimension,
+//                   4 lanes up to 128 dimensions), so a block of 128 or 256 threads measures all
+//                   of a hop's neighbours at once; the neighbour lists have free slots and nodes
+//                   not live folded into VS_GRAPH_NONE when the object is created (no live flag
+//                   read per hop); two barriers per step: the beam is double-buffered, the merge
+//                   finds the next node to expand, the step's counters alternate between two sets;
+//   old             a block of 4 warps, a warp per neighbour (8 rounds per hop at degree 32), the
+//                   next node found by a separate pass: the kernel before the team one.
 #include "cuda/graph_cuda.cuh"
 
 #include "cuda/utils/error.cuh"
+#include "cuda/utils/exact_team.cuh"
 #include "cuda/utils/exact_warp.cuh"
 #include "cuda/utils/launch.cuh"
 #include "engine/host_common.h"
@@ -26,14 +37,20 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace vs::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 4;               // the old kernel's block
 constexpr int kThreads = 32 * kWarps;
-constexpr size_t kQueryChunk = 8192; // queries per launch (cancel is polled between launches)
+constexpr int kTeamMaxThreads = 256;    // the team kernel's largest block
+constexpr size_t kQueryChunk = 8192; // most queries per launch (cancel is polled between launches)
+constexpr size_t kQueryChunkMin = 1024;            // fewest, whatever the dimension
+constexpr size_t kStagingBytes = size_t{16} << 20; // most bytes of queries per launch, but
+                                                   // at least kQueryChunkMin queries
 constexpr uint32_t kEmpty = 0xFFFFFFFFu;
 
 struct GraphView
@@ -47,14 +64,15 @@ struct GraphView
     int degree;
 };
 
-// The shared memory of one query's search (offsets from the dynamic buffer; 8-byte arrays first).
-struct Layout
+// The old kernel's shared memory for one query (offsets from the dynamic buffer; 8-byte arrays
+// first).
+struct WarpLayout
 {
     int ef, degree, dim;
     uint32_t hash_size; // a power of two >= 4 (ef + degree)
     size_t beam, spare, fresh, dist, hash, query, expanded, spare_expanded, bytes;
 
-    Layout(int ef_, int degree_, int dim_) : ef(ef_), degree(degree_), dim(dim_)
+    WarpLayout(int ef_, int degree_, int dim_) : ef(ef_), degree(degree_), dim(dim_)
     {
         hash_size = 1;
         while (hash_size < 4u * static_cast<uint32_t>(ef + degree))
@@ -105,10 +123,38 @@ __device__ __forceinline__ bool result_before(float da, int64_t ia, int pa, floa
     return ia != ib ? ia < ib : pa < pb;
 }
 
+// Writes the block's results: the nb entries dist[] / ids[] (in shared memory) ranked by
+// result_before by counting, the first k to the query's row, padded with -1 / +inf.
+__device__ void write_results(const float *dist, const int64_t *ids, int nb, int k,
+                              int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
+                              int64_t *__restrict__ out_counts)
+{
+    const int tid = threadIdx.x, nthreads = blockDim.x;
+    const size_t out = static_cast<size_t>(blockIdx.x) * k;
+    for (int i = tid; i < nb; i += nthreads)
+    {
+        int rank = 0;
+        for (int j = 0; j < nb; j++)
+            rank += result_before(dist[j], ids[j], j, dist[i], ids[i], i);
+        if (rank < k)
+        {
+            out_ids[out + rank] = ids[i];
+            out_dists[out + rank] = dist[i];
+        }
+    }
+    for (int r = min(k, nb) + tid; r < k; r += nthreads)
+    {
+        out_ids[out + r] = -1;
+        out_dists[out + r] = INFINITY;
+    }
+    if (tid == 0)
+        out_counts[blockIdx.x] = min(k, nb);
+}
+
 __global__ void __launch_bounds__(kThreads)
-    graph_search_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
+    warp_search_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
                         const uint32_t *__restrict__ starts, int nstarts, int ef, int k,
-                        Layout L, int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
+                        WarpLayout L, int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
                         int64_t *__restrict__ out_counts)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -271,25 +317,223 @@ __global__ void __launch_bounds__(kThreads)
         }
     }
     __syncthreads();
-    const size_t out = static_cast<size_t>(blockIdx.x) * k;
-    for (int i = tid; i < nb; i += kThreads)
+    write_results(dist, ids, nb, k, out_ids, out_dists, out_counts);
+}
+
+// The team kernel's shared memory for one query (offsets from the dynamic buffer; 8-byte arrays
+// first).  fresh_cap: the most keys a step measures (a hop's degree, or a chunk of start nodes).
+struct TeamLayout
+{
+    int ef, fresh_cap, dim;
+    uint32_t hash_size; // a power of two >= 4 (ef + fresh_cap)
+    size_t beams, fresh, dist, hash, query, expanded, bytes;
+
+    TeamLayout(int ef_, int fresh_cap_, int dim_) : ef(ef_), fresh_cap(fresh_cap_), dim(dim_)
     {
-        int rank = 0;
-        for (int j = 0; j < nb; j++)
-            rank += result_before(dist[j], ids[j], j, dist[i], ids[i], i);
-        if (rank < k)
+        hash_size = 1;
+        while (hash_size < 4u * static_cast<uint32_t>(ef + fresh_cap))
+            hash_size <<= 1;
+        size_t o = 0;
+        beams = o, o += 16 * static_cast<size_t>(ef); // the beam and the merge's output, swapped
+        fresh = o, o += 8 * static_cast<size_t>(fresh_cap);
+        dist = o, o += 4 * static_cast<size_t>(ef);
+        hash = o, o += 4 * static_cast<size_t>(hash_size);
+        query = o, o += 4 * static_cast<size_t>(dim);
+        expanded = o, o += 2 * static_cast<size_t>(ef); // a flag per key of either buffer
+        bytes = o;
+    }
+};
+
+// The search with a team of T lanes per distance (the file's head).  g.nbrs must have its free
+// slots and nodes not live folded into kEmpty (CudaGraph does it); start nodes are checked here.
+// Base: the metric's base formula (L2SQ for L2 too), a constant so that each instance keeps the
+// registers of its own formula only; metric: the output units.
+template <int T, vs_metric Base>
+__global__ void __launch_bounds__(kTeamMaxThreads)
+    team_search_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
+                       const uint32_t *__restrict__ starts, int nstarts, int ef, int k,
+                       TeamLayout L, int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
+                       int64_t *__restrict__ out_counts)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    // buffer c (0 or 1): beams + c * ef, its flags flags + c * ef
+    uint64_t *beams = reinterpret_cast<uint64_t *>(smem + L.beams);
+    uint8_t *flags = smem + L.expanded;
+    uint64_t *fresh = reinterpret_cast<uint64_t *>(smem + L.fresh);
+    float *dist = reinterpret_cast<float *>(smem + L.dist);
+    uint32_t *table = reinterpret_cast<uint32_t *>(smem + L.hash);
+    float *q = reinterpret_cast<float *>(smem + L.query);
+    // a step's counters alternate between two sets (parity), so that the one the next step uses
+    // is reset while this step's is read, without a barrier of its own
+    __shared__ int nfresh[2], first_open[2], nvisited;
+
+    const int tid = threadIdx.x, nthreads = blockDim.x, lane = tid & 31;
+    const int t = tid & (T - 1), team = tid / T, teams = nthreads / T, leader = lane & ~(T - 1);
+    const uint32_t mask = L.hash_size - 1;
+    const float *query = queries + static_cast<size_t>(blockIdx.x) * g.dim;
+    for (int i = tid; i < g.dim; i += nthreads)
+        q[i] = query[i];
+    for (uint32_t i = tid; i < L.hash_size; i += nthreads)
+        table[i] = kEmpty;
+    if (tid == 0)
+    {
+        nfresh[0] = nfresh[1] = 0;
+        first_open[0] = first_open[1] = INT_MAX;
+        nvisited = 0;
+    }
+    __syncthreads();
+
+    // Every thread holds the same copies of: the beam's size, which buffer holds it, the counter
+    // set, the visited count as of the last merge, and the first unexpanded beam position.
+    int nb = 0, cur = 0, par = 0, nv = 0, open = INT_MAX;
+
+    // Measures the nodes list[0 .. count) (count <= fresh_cap) and merges those that may enter the
+    // beam.  Called by the whole block.
+    auto step = [&](const uint32_t *list, int count, bool check_live) {
+        const uint64_t *beam = beams + cur * ef;
+        if (nv + count > static_cast<int>(L.hash_size / 2))
         {
-            out_ids[out + rank] = ids[i];
-            out_dists[out + rank] = dist[i];
+            // forget everything but the beam (nobody touches the table between the last
+            // merge's barrier and here)
+            for (uint32_t i = tid; i < L.hash_size; i += nthreads)
+                table[i] = kEmpty;
+            if (tid == 0)
+                nvisited = 0;
+            __syncthreads();
+            for (int i = tid; i < nb; i += nthreads)
+                visit(table, mask, key_row(beam[i]), &nvisited);
+            __syncthreads();
+        }
+        for (int base = 0; base < count; base += teams)
+        {
+            const int i = base + team;
+            uint32_t v = kEmpty;
+            int is_new = 0;
+            if (t == 0 && i < count)
+            {
+                v = list[i];
+                is_new = v < g.n && (!check_live || g.live == nullptr || g.live[v] != 0) &&
+                         visit(table, mask, v, &nvisited);
+            }
+            is_new = __shfl_sync(0xffffffffu, is_new, leader);
+            v = __shfl_sync(0xffffffffu, v, leader);
+            const double b = team_exact_base<T>(
+                Base, q, g.vectors + static_cast<size_t>(is_new ? v : 0) * g.dim, g.dim, t,
+                is_new != 0);
+            if (t == 0 && is_new)
+            {
+                const uint64_t key = make_key(nan_as_inf(base_to_output(metric, b)), v);
+                if (nb < ef || key < beam[nb - 1])
+                    fresh[atomicAdd(&nfresh[par], 1)] = key;
+            }
+        }
+        __syncthreads();
+        const int m = nfresh[par];
+        nv = nvisited;
+        if (tid == 0)
+        {
+            nfresh[par ^ 1] = 0;
+            first_open[par ^ 1] = INT_MAX;
+        }
+        // merge by rank into the other buffer: a key's place is its rank in its own list plus
+        // the keys of the other list below it; the first unexpanded place is noted on the way
+        const uint8_t *expanded = flags + cur * ef;
+        uint64_t *merged = beams + (cur ^ 1) * ef;
+        uint8_t *merged_expanded = flags + (cur ^ 1) * ef;
+        int first = INT_MAX;
+        for (int i = tid; i < nb; i += nthreads)
+        {
+            const uint64_t key = beam[i];
+            int pos = i;
+            for (int j = 0; j < m; j++)
+                pos += fresh[j] < key;
+            if (pos < ef)
+            {
+                merged[pos] = key;
+                merged_expanded[pos] = expanded[i];
+                if (!expanded[i])
+                    first = min(first, pos);
+            }
+        }
+        for (int j = tid; j < m; j += nthreads)
+        {
+            const uint64_t key = fresh[j];
+            int pos = 0;
+            for (int x = 0; x < m; x++)
+                pos += fresh[x] < key;
+            int lo = 0, hi = nb; // beam keys below key
+            while (lo < hi)
+            {
+                const int mid = (lo + hi) / 2;
+                if (beam[mid] < key)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            pos += lo;
+            if (pos < ef)
+            {
+                merged[pos] = key;
+                merged_expanded[pos] = 0;
+                first = min(first, pos);
+            }
+        }
+        first = __reduce_min_sync(0xffffffffu, first);
+        if (lane == 0 && first != INT_MAX)
+            atomicMin(&first_open[par], first);
+        __syncthreads();
+        nb = min(ef, nb + m);
+        open = first_open[par];
+        cur ^= 1;
+        par ^= 1;
+    };
+
+    for (int s = 0; s < nstarts; s += L.fresh_cap)
+        step(starts + s, min(L.fresh_cap, nstarts - s), true);
+
+    while (open != INT_MAX)
+    {
+        const uint32_t node = key_row(beams[cur * ef + open]);
+        if (tid == 0)
+            flags[cur * ef + open] = 1; // read by this step's merge, after its first barrier
+        step(g.nbrs + static_cast<size_t>(node) * g.degree, g.degree, false);
+    }
+
+    // the beam's distances (a key holds +inf for NaN: measure those again) and ids
+    const uint64_t *beam = beams + cur * ef;
+    int64_t *ids = reinterpret_cast<int64_t *>(beams + (cur ^ 1) * ef);
+    for (int base = 0; base < nb; base += teams)
+    {
+        const int i = base + team;
+        const uint64_t key = i < nb ? beam[i] : 0;
+        const uint32_t v = key_row(key);
+        float d = key_dist(key);
+        const bool again = i < nb && isinf(d);
+        const double b = team_exact_base<T>(
+            Base, q, g.vectors + static_cast<size_t>(again ? v : 0) * g.dim, g.dim, t, again);
+        if (again)
+            d = base_to_output(metric, b);
+        if (t == 0 && i < nb)
+        {
+            dist[i] = d;
+            ids[i] = g.ids ? g.ids[v] : static_cast<int64_t>(v);
         }
     }
-    for (int r = min(k, nb) + tid; r < k; r += kThreads)
+    __syncthreads();
+    write_results(dist, ids, nb, k, out_ids, out_dists, out_counts);
+}
+
+// Free slots (VS_GRAPH_NONE or out of range) and nodes not live, as kEmpty: the team kernel's
+// hops then need no live flag.  The old kernel checks both anyway.
+__global__ void fold_live_kernel(uint32_t *nbrs, size_t total, const uint8_t *live, uint32_t n)
+{
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x)
     {
-        out_ids[out + r] = -1;
-        out_dists[out + r] = INFINITY;
+        const uint32_t v = nbrs[i];
+        if (v != kEmpty && (v >= n || (live != nullptr && live[v] == 0)))
+            nbrs[i] = kEmpty;
     }
-    if (tid == 0)
-        out_counts[blockIdx.x] = min(k, nb);
 }
 
 class CudaGraph final : public Graph
@@ -325,6 +569,14 @@ public:
                 VS_CUDA_CHECK(cudaMemcpyAsync(ids.get(), a.ids, a.n * sizeof(int64_t),
                                               cudaMemcpyHostToDevice, s));
         }
+        if (a.n > 0)
+        {
+            const size_t total = a.n * a.degree;
+            const unsigned blocks = static_cast<unsigned>(std::min<size_t>((total + 255) / 256, 4096));
+            fold_live_kernel<<<blocks, 256, 0, s>>>(nbrs.get(), total, a.live ? live.get() : nullptr,
+                                                    static_cast<uint32_t>(a.n));
+            VS_LAUNCH_CHECK();
+        }
         VS_CUDA_CHECK(cudaStreamSynchronize(s));
     }
 
@@ -354,6 +606,62 @@ const CudaGraph &as_cuda_graph(const Graph *g)
     return *c;
 }
 
+enum class GraphKernel
+{
+    team,
+    old
+};
+
+// VSEARCH_CUDA_GRAPH_KERNEL: "team" (or unset) or "old"; read per call, for A/B timings.
+GraphKernel graph_kernel_choice()
+{
+    const char *v = std::getenv("VSEARCH_CUDA_GRAPH_KERNEL");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "team") == 0)
+        return GraphKernel::team;
+    if (std::strcmp(v, "old") == 0)
+        return GraphKernel::old;
+    throw Error(VS_INVALID_ARGUMENT,
+                std::string("VSEARCH_CUDA_GRAPH_KERNEL is team or old, not ") + v);
+}
+
+using TeamKernel = void (*)(GraphView, vs_metric, const float *, const uint32_t *, int, int, int,
+                            TeamLayout, int64_t *, float *, int64_t *);
+
+template <int T> TeamKernel team_kernel(vs_metric m)
+{
+    switch (m)
+    {
+    case VS_METRIC_IP:
+        return team_search_kernel<T, VS_METRIC_IP>;
+    case VS_METRIC_COSINE:
+        return team_search_kernel<T, VS_METRIC_COSINE>;
+    default: // L2SQ, L2 (the front end admits no other)
+        return team_search_kernel<T, VS_METRIC_L2SQ>;
+    }
+}
+
+// The team kernel for a graph and metric: T lanes per distance (at most 32 floats each, at least
+// 4 lanes), a block of 128 threads, or 256 where that gives more of a hop's neighbours a team;
+// start nodes in chunks of 4 per team.
+struct TeamShape
+{
+    int lanes, threads, fresh_cap;
+    TeamKernel kernel;
+
+    TeamShape(int dim, int degree, vs_metric m)
+    {
+        lanes = 4;
+        while (lanes < 32 && lanes * 32 < dim)
+            lanes <<= 1;
+        threads = degree * lanes > 128 ? kTeamMaxThreads : 128;
+        fresh_cap = std::max(degree, 4 * threads / lanes);
+        kernel = lanes == 4    ? team_kernel<4>(m)
+                 : lanes == 8  ? team_kernel<8>(m)
+                 : lanes == 16 ? team_kernel<16>(m)
+                               : team_kernel<32>(m);
+    }
+};
+
 void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search_params &p,
                   const float *queries, size_t nq, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts)
@@ -362,45 +670,71 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     if (p.ef > static_cast<size_t>(INT_MAX / 64) || cg.dim() > static_cast<size_t>(INT_MAX / 64))
         throw Error(VS_UNSUPPORTED, "the GPU graph search of width " + std::to_string(p.ef) +
                                         " does not fit shared memory");
-    const Layout L(static_cast<int>(p.ef), g.degree, g.dim);
-    if (L.bytes > dev.smem_optin)
+    const bool team = graph_kernel_choice() == GraphKernel::team;
+    const int ef = static_cast<int>(p.ef);
+    const WarpLayout WL(ef, g.degree, g.dim);
+    const TeamShape shape(g.dim, g.degree, p.metric);
+    const TeamLayout TL(ef, shape.fresh_cap, g.dim);
+    const size_t bytes = team ? TL.bytes : WL.bytes;
+    if (bytes > dev.smem_optin)
         throw Error(VS_UNSUPPORTED, "the GPU graph search of width " + std::to_string(p.ef) +
-                                        " needs " + std::to_string(L.bytes) +
+                                        " needs " + std::to_string(bytes) +
                                         " bytes of shared memory; the device has " +
                                         std::to_string(dev.smem_optin));
-    const void *kernel = reinterpret_cast<const void *>(&graph_search_kernel);
-    set_smem(kernel, L.bytes);
+    const void *kernel = team ? reinterpret_cast<const void *>(shape.kernel)
+                              : reinterpret_cast<const void *>(&warp_search_kernel);
+    set_smem(kernel, bytes);
     cudaStream_t s = dev.main;
-    const size_t chunk = std::min(nq, kQueryChunk);
-    DeviceArray<uint32_t> d_starts(*dev.pool, std::max<size_t>(p.nstarts, 1), s);
-    DeviceArray<float> d_queries(*dev.pool, chunk * g.dim, s);
-    DeviceArray<int64_t> d_ids(*dev.pool, chunk * k, s);
-    DeviceArray<float> d_dists(*dev.pool, chunk * k, s);
-    DeviceArray<int64_t> d_counts(*dev.pool, chunk, s);
-    std::vector<int64_t> counts(chunk);
+    // One upload (the start nodes with the first launch, each launch's queries) and one download
+    // (ids, counts, distances) per launch, through pinned buffers: a pageable copy costs several
+    // microseconds, which a one-query search would otherwise pay five times.
+    const size_t chunk = std::min(
+        nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
+    const size_t starts_bytes = (p.nstarts * sizeof(uint32_t) + 15) / 16 * 16;
+    const size_t in_bytes = starts_bytes + chunk * g.dim * sizeof(float);
+    const size_t out_bytes = chunk * k * (sizeof(int64_t) + sizeof(float)) + chunk * sizeof(int64_t);
+    DeviceArray<unsigned char> d_in(*dev.pool, in_bytes, s);
+    DeviceArray<unsigned char> d_out(*dev.pool, out_bytes, s);
+    const uint32_t *d_starts = reinterpret_cast<const uint32_t *>(d_in.get());
+    const float *d_queries = reinterpret_cast<const float *>(d_in.get() + starts_bytes);
+    int64_t *d_ids = reinterpret_cast<int64_t *>(d_out.get());
+    int64_t *d_counts = d_ids + chunk * k;
+    float *d_dists = reinterpret_cast<float *>(d_counts + chunk);
+    // the previous upload through the staging buffer must be done before it is rewritten (an
+    // event never recorded counts as complete); later launches wait for their own results first
+    VS_CUDA_CHECK(cudaEventSynchronize(dev.staging_copied));
+    unsigned char *h_in = static_cast<unsigned char *>(dev.staging.ensure(in_bytes));
+    unsigned char *h_out = static_cast<unsigned char *>(dev.pinned[0].ensure(out_bytes));
     if (p.nstarts > 0)
-        VS_CUDA_CHECK(cudaMemcpyAsync(d_starts.get(), p.starts, p.nstarts * sizeof(uint32_t),
-                                      cudaMemcpyHostToDevice, s));
+        std::memcpy(h_in, p.starts, p.nstarts * sizeof(uint32_t));
     for (size_t q0 = 0; q0 < nq; q0 += chunk)
     {
         check_cancel(dev.cfg);
         const size_t c = std::min(chunk, nq - q0);
-        VS_CUDA_CHECK(cudaMemcpyAsync(d_queries.get(), queries + q0 * g.dim,
-                                      c * g.dim * sizeof(float), cudaMemcpyHostToDevice, s));
-        graph_search_kernel<<<static_cast<unsigned>(c), kThreads, L.bytes, s>>>(
-            g, p.metric, d_queries.get(), d_starts.get(), static_cast<int>(p.nstarts),
-            static_cast<int>(p.ef), static_cast<int>(k), L, d_ids.get(), d_dists.get(),
-            d_counts.get());
+        const size_t first = q0 == 0 ? 0 : starts_bytes; // the starts go up once
+        std::memcpy(h_in + starts_bytes, queries + q0 * g.dim, c * g.dim * sizeof(float));
+        VS_CUDA_CHECK(cudaMemcpyAsync(d_in.get() + first, h_in + first,
+                                      starts_bytes - first + c * g.dim * sizeof(float),
+                                      cudaMemcpyHostToDevice, s));
+        VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
+        if (team)
+            shape.kernel<<<static_cast<unsigned>(c), shape.threads, bytes, s>>>(
+                g, p.metric, d_queries, d_starts, static_cast<int>(p.nstarts), ef,
+                static_cast<int>(k), TL, d_ids, d_dists, d_counts);
+        else
+            warp_search_kernel<<<static_cast<unsigned>(c), kThreads, bytes, s>>>(
+                g, p.metric, d_queries, d_starts, static_cast<int>(p.nstarts), ef,
+                static_cast<int>(k), WL, d_ids, d_dists, d_counts);
         VS_LAUNCH_CHECK();
-        VS_CUDA_CHECK(cudaMemcpyAsync(out_ids + q0 * k, d_ids.get(), c * k * sizeof(int64_t),
-                                      cudaMemcpyDeviceToHost, s));
-        VS_CUDA_CHECK(cudaMemcpyAsync(out_dists + q0 * k, d_dists.get(), c * k * sizeof(float),
-                                      cudaMemcpyDeviceToHost, s));
-        VS_CUDA_CHECK(cudaMemcpyAsync(counts.data(), d_counts.get(), c * sizeof(int64_t),
-                                      cudaMemcpyDeviceToHost, s));
+        VS_CUDA_CHECK(cudaMemcpyAsync(h_out, d_out.get(), out_bytes, cudaMemcpyDeviceToHost, s));
         VS_CUDA_CHECK(cudaStreamSynchronize(s));
+        const int64_t *h_ids = reinterpret_cast<const int64_t *>(h_out);
+        const int64_t *h_counts = h_ids + chunk * k;
+        const float *h_dists = reinterpret_cast<const float *>(h_counts + chunk);
+        std::memcpy(out_ids + q0 * k, h_ids, c * k * sizeof(int64_t));
+        std::memcpy(out_dists + q0 * k, h_dists, c * k * sizeof(float));
         if (out_counts)
-            std::copy(counts.begin(), counts.begin() + c, out_counts + q0);
+            std::memcpy(out_counts + q0, h_counts, c * sizeof(int64_t));
     }
 }
 

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -599,9 +600,34 @@ class GraphObject : public testing::TestWithParam<std::string>
 {
 };
 
+// The CUDA backend's kernels (VSEARCH_CUDA_GRAPH_KERNEL, read per search): the team kernel (the
+// default) and the old one; other backends have one search.
+std::vector<std::string> graph_kernels(const std::string &param)
+{
+    if (param.rfind("cuda", 0) == 0)
+        return {"team", "old"};
+    return {""};
+}
+
+// Sets VSEARCH_CUDA_GRAPH_KERNEL for a scope ("" leaves it unset).
+struct KernelChoice
+{
+    explicit KernelChoice(const std::string &kernel)
+    {
+        if (kernel.empty())
+            unsetenv("VSEARCH_CUDA_GRAPH_KERNEL");
+        else
+            setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.c_str(), 1);
+    }
+    ~KernelChoice() { unsetenv("VSEARCH_CUDA_GRAPH_KERNEL"); }
+};
+
 // A graph like a vs_graph index's: a kNN graph with reverse edges, a tenth of the nodes free
-// (not live), 20 start nodes; every metric, beam widths 10 .. n, 120 queries (a zero query among
-// them).  The object's answers equal the reference search's, bit for bit.
+// (not live), 20 start nodes, or 300 with repeats, free and out-of-range ones (more than the
+// CUDA team kernel measures in one step); every metric, beam widths 10 .. n, 120 queries (a zero
+// query among them); dimensions that give the team kernel teams of 4, 8 and 16 lanes (and blocks
+// of 128 and 256 threads).  The object's answers equal the reference search's, bit for bit, with
+// each of the CUDA kernels.
 TEST_P(GraphObject, EqualsReferenceSearch)
 {
     std::string why;
@@ -610,7 +636,7 @@ TEST_P(GraphObject, EqualsReferenceSearch)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(23);
     const size_t n = 1500, nq = 120, k = 10;
-    for (size_t dim : {16, 100})
+    for (size_t dim : {16, 100, 200, 300})
     {
         SCOPED_TRACE("dim " + std::to_string(dim));
         TestGraph t = knn_graph(random_vectors(rng, n, dim, true), n, dim, 12);
@@ -619,19 +645,30 @@ TEST_P(GraphObject, EqualsReferenceSearch)
         relink_ring(t, 12);
         std::vector<float> queries = random_vectors(rng, nq, dim, true);
         std::fill(queries.begin() + 5 * dim, queries.begin() + 6 * dim, 0.0f);
-        std::vector<uint32_t> starts;
+        std::vector<uint32_t> few, many;
         for (uint32_t s = 0; s < 20; s++)
-            starts.push_back(s * 3); // 21 is not live: skipped
+            few.push_back(s * 3); // 21 is not live: skipped
+        for (uint32_t s = 0; s < 290; s++)
+            many.push_back(s * 5);
+        // repeats, nodes not live, out of range
+        for (uint32_t s : {0u, 35u, 7u, 1497u, 1500u, VS_GRAPH_NONE, 1499u, 10u, 10u})
+            many.push_back(s);
         vs_graph_arrays arrays = t.arrays();
         vs_graph *raw = nullptr;
         ASSERT_EQ(vs_graph_create(ctx.get(), &arrays, &raw), VS_OK) << vs_last_error(ctx.get());
         GraphPtr g(raw, GraphDeleter{ctx.get()});
         EXPECT_EQ(vs_graph_size(g.get()), n);
+        for (const std::string &kernel : graph_kernels(GetParam()))
+        for (const std::vector<uint32_t> *starts : {&few, &many})
         for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE})
             for (size_t ef : {size_t{10}, size_t{40}, size_t{300}, n})
             {
-                SCOPED_TRACE(std::string(vt::metric_name(m)) + " ef " + std::to_string(ef));
-                vs_graph_search_params p{m, ef, starts.data(), starts.size()};
+                if (starts == &many && ef == n && dim > 16)
+                    continue; // exhaustive from any start: the few starts cover it
+                KernelChoice choice(kernel);
+                SCOPED_TRACE(kernel + " " + std::to_string(starts->size()) + " starts " +
+                             std::string(vt::metric_name(m)) + " ef " + std::to_string(ef));
+                vs_graph_search_params p{m, ef, starts->data(), starts->size()};
                 Answer ref = reference_answer(t, p, queries, nq, k);
                 Answer got;
                 got.ids.assign(nq * k, 7);
@@ -735,6 +772,12 @@ TEST_P(GraphObject, ArgumentsAndLimits)
         EXPECT_EQ(ids[i], t.ids[i]);
         EXPECT_EQ(d[i], 0.0f);
     }
+    // the CUDA backend refuses a kernel name it does not know
+    {
+        KernelChoice choice("bogus");
+        const vs_status st = vs_graph_knn(ctx.get(), g.get(), &p, q, 1, 4, ids, d, &count);
+        EXPECT_EQ(st, GetParam().rfind("cuda", 0) == 0 ? VS_INVALID_ARGUMENT : VS_OK);
+    }
     // a width the GPU kernel cannot hold in shared memory is refused there, answered elsewhere
     vs_graph_search_params wide = p;
     wide.ef = size_t{1} << 22;
@@ -753,10 +796,16 @@ TEST_P(GraphObject, ArgumentsAndLimits)
     GraphPtr bg(braw, GraphDeleter{ctx.get()});
     vs_graph_search_params widest{VS_METRIC_L2SQ, VS_GRAPH_GPU_MAX_EF, &start, 1};
     std::vector<float> bq(big.vectors.begin(), big.vectors.begin() + 2000);
-    EXPECT_EQ(vs_graph_knn(ctx.get(), bg.get(), &widest, bq.data(), 1, 4, ids, d, &count), VS_OK)
-        << vs_last_error(ctx.get());
-    EXPECT_EQ(count, 4);
-    EXPECT_EQ(ids[0], big.ids[0]);
+    for (const std::string &kernel : graph_kernels(GetParam()))
+    {
+        KernelChoice choice(kernel);
+        SCOPED_TRACE(kernel);
+        EXPECT_EQ(vs_graph_knn(ctx.get(), bg.get(), &widest, bq.data(), 1, 4, ids, d, &count),
+                  VS_OK)
+            << vs_last_error(ctx.get());
+        EXPECT_EQ(count, 4);
+        EXPECT_EQ(ids[0], big.ids[0]);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GraphObject, testing::Values("cpu", "cpu2", "cuda", "cuda2"),
