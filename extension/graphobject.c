@@ -178,6 +178,7 @@ vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKindParams *pa
 	sp.ef = p.ef;
 	sp.starts = o->starts;
 	sp.nstarts = o->nstarts;
+	sp.expand = 1;				/* one node per step, as the backend's own search */
 	return vs_graph_knn(engine, o->graph, &sp, queries->vectors, queries->nq, k,
 						(int64_t *) ids, distances, (int64_t *) counts);
 }

@@ -8,7 +8,8 @@
 //                        [--clustered | --gaussian] [--fvecs DIR]
 //                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
 //                        [--devices 0,1 [--placement replicated|sharded]]
-//                        [--degree 32] [--efs 16,32,64,128,256,512] [--half] [--threads N]
+//                        [--degree 32] [--efs 16,32,64,128,256,512] [--kernels old,team]
+//                        [--expands 1,2,4] [--half] [--threads N]
 //
 // --threads N: the CPU backend's threads (default 0: one per CPU).  The ivfpq train and encode
 // lines give the process CPU time beside the wall time (their thread scaling).
@@ -54,9 +55,16 @@
 // here, untimed, from the exact kNN of every row (vs_knn on the context): each row's degree / 2
 // nearest rows, then up to degree / 2 reverse edges (rows that chose it), then more of its own
 // nearest; the start nodes are the rows nearest to 2 sqrt(n) (at most 1024) k-means centroids, as
-// the index's seeds.  Per beam width of --efs: the whole batch's QPS
-// at k = 10 (median of 3 runs) and recall@10 against vs_knn; on a CUDA context the first 1000
-// queries are also searched by a CPU context and compared bit for bit ("identical to the CPU").
+// the index's seeds.  --nq is the batch (queries per vs_graph_knn call): at 1000 or more, that
+// many queries in one call (median of 3 runs); below, as many calls as make 1000 distinct queries,
+// each timed on its own (median and 90th percentile per call: single-query latency with --nq 1).
+// Per beam width of --efs: the reference search's distances per query (vs_graph_search on the
+// first 1000 queries), QPS at k = 10, microseconds per call and recall@10 against vs_knn; on
+// CUDA the kernels side by side (--kernels LIST of VSEARCH_CUDA_GRAPH_KERNEL values, the first
+// the baseline; default old then team, or the one the variable names), each compared bit for bit
+// with the reference ("identical to the reference") and the others with the first (QPS ratio,
+// identical answers).  --expands LIST: each width also with that many nodes expanded per step
+// (vs_graph_search_params.expand; the old kernel expands one and is left out of the others).
 //
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
@@ -555,8 +563,62 @@ std::vector<uint32_t> bench_graph(vs_context *ctx, const std::vector<float> &x, 
     return g;
 }
 
+// The queries --mode graph searches for a batch size: the batch, or for batches under 1000 as
+// many whole batches as make 1000 queries (single-query latency over distinct queries).
+size_t graph_pool(size_t batch)
+{
+    return batch >= 1000 ? batch : std::max<size_t>(1, 1000 / batch) * batch;
+}
+
+// Per-call timings of one kernel at one width: the answers of every pool query, and the calls'
+// median (and 90th percentile) seconds.
+struct GraphRun
+{
+    std::vector<int64_t> ids;
+    std::vector<float> dist;
+    double median = 0, p90 = 0;
+};
+
+// The pool q (pool x d) searched in calls of `batch` queries: one call for the whole pool (median
+// of 3 after a warm-up), or each batch of a smaller size timed on its own (after one warm-up call),
+// so that single-query latency is measured over distinct queries, not one query served from a
+// warm cache.
+GraphRun graph_run(vs_context *ctx, const vs_graph *g, const vs_graph_search_params &p,
+                   const std::vector<float> &q, size_t d, size_t batch, size_t k)
+{
+    const size_t pool = q.size() / d, calls = pool / batch;
+    GraphRun r;
+    r.ids.resize(pool * k);
+    r.dist.resize(pool * k);
+    auto call = [&](size_t c) {
+        check(vs_graph_knn(ctx, g, &p, q.data() + c * batch * d, batch, k,
+                           r.ids.data() + c * batch * k, r.dist.data() + c * batch * k, nullptr),
+              ctx, "graph_knn");
+    };
+    if (calls == 1)
+    {
+        r.median = r.p90 = timeit(1, 3, [&] { call(0); });
+        return r;
+    }
+    call(0);
+    std::vector<double> t;
+    for (size_t c = 0; c < calls; c++)
+    {
+        const double t0 = now();
+        call(c);
+        t.push_back(now() - t0);
+    }
+    r.median = median(t);
+    std::sort(t.begin(), t.end());
+    r.p90 = t[std::min(t.size() - 1, t.size() * 9 / 10)];
+    return r;
+}
+
+// q: the query pool (a multiple of batch); batch: the queries per vs_graph_knn call.
 std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<float> q, size_t d,
-                             size_t degree, const std::vector<size_t> &efs, bool on_cuda)
+                             size_t batch, size_t degree, const std::vector<size_t> &efs,
+                             const std::vector<size_t> &expands, bool on_cuda,
+                             const std::vector<std::string> &kernel_list)
 {
     std::vector<Row> rows;
     const size_t n = x.size() / d, nq = q.size() / d, k = 10;
@@ -602,61 +664,100 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
             if (v >= 0 && std::find(starts.begin(), starts.end(), static_cast<uint32_t>(v)) == starts.end())
                 starts.push_back(static_cast<uint32_t>(v));
     }
+    std::printf("start nodes: %zu; queries: %zu in calls of %zu\n", starts.size(), nq, batch);
     vs_graph *g = nullptr;
     t0 = now();
     check(vs_graph_create(ctx, &a, &g), ctx, "graph_create");
     std::printf("graph_create: %.3f s\n", now() - t0);
-    vs_context *cpu = nullptr;
-    vs_graph *gc = nullptr;
-    if (on_cuda)
-    {
-        vs_context_options o;
-        vs_context_options_init(&o);
-        o.backend = VS_BACKEND_CPU;
-        char err[256];
-        check(vs_context_create(&o, &cpu, err, sizeof err), nullptr, "cpu context");
-        check(vs_graph_create(cpu, &a, &gc), cpu, "graph_create (cpu)");
-    }
-    std::vector<int64_t> ids(nq * k);
-    std::vector<float> dist(nq * k);
+    // On CUDA the kernels side by side (the first is the baseline): --kernels, else old and team,
+    // or the one VSEARCH_CUDA_GRAPH_KERNEL names.
+    std::vector<std::string> kernels{""};
+    const char *chosen = std::getenv("VSEARCH_CUDA_GRAPH_KERNEL");
+    if (on_cuda && !kernel_list.empty())
+        kernels = kernel_list;
+    else if (on_cuda && (chosen == nullptr || *chosen == '\0'))
+        kernels = {"old", "team"};
+    else if (on_cuda)
+        kernels = {chosen};
+    for (size_t expand : expands)
     for (size_t ef : efs)
     {
-        vs_graph_search_params p{VS_METRIC_L2, ef, starts.data(), starts.size()};
-        const double sec = timeit(1, 3, [&] {
-            check(vs_graph_knn(ctx, g, &p, q.data(), nq, k, ids.data(), dist.data(), nullptr), ctx,
-                  "graph_knn");
-        });
-        size_t hit = 0;
-        for (size_t i = 0; i < nq; i++)
-            for (size_t r = 0; r < k; r++)
-                hit += std::count(truth.begin() + i * k, truth.begin() + (i + 1) * k, ids[i * k + r]);
-        const double recall = double(hit) / double(nq * k);
-        char note[160];
-        std::snprintf(note, sizeof note, "recall@10 %.4f", recall);
-        std::string same;
-        if (gc)
+        vs_graph_search_params p{VS_METRIC_L2, ef, starts.data(), starts.size(), expand};
+        // the reference search (host, one thread) on the first 1000 queries: its distances per
+        // query, and on CUDA the answers every kernel must equal bit for bit
+        const size_t nc = std::min<size_t>(nq, 1000);
+        std::vector<int64_t> rid(nc * k);
+        std::vector<float> rd(nc * k);
+        uint64_t ndist = 0;
+        if (vs_graph_search(&a, &p, q.data(), nc, k, rid.data(), rd.data(), nullptr, &ndist) != VS_OK)
         {
-            const size_t nc = std::min<size_t>(nq, 1000);
-            std::vector<int64_t> cid(nc * k);
-            std::vector<float> cd(nc * k);
-            check(vs_graph_knn(cpu, gc, &p, q.data(), nc, k, cid.data(), cd.data(), nullptr), cpu,
-                  "graph_knn (cpu)");
-            bool eq = std::equal(cid.begin(), cid.end(), ids.begin()) &&
-                      std::memcmp(cd.data(), dist.data(), nc * k * sizeof(float)) == 0;
-            same = eq ? ", identical to the CPU: yes" : ", identical to the CPU: NO";
+            std::fprintf(stderr, "vs_graph_search failed\n");
+            std::exit(1);
         }
-        std::printf("graph ef %4zu: %.4f s, %.0f QPS, %s%s\n", ef, sec, nq / sec, note, same.c_str());
-        std::fflush(stdout);
-        Row r{"graph ef=" + std::to_string(ef), sec, nq / sec, note + same};
-        char js[96];
-        std::snprintf(js, sizeof js, "\"ef\": %zu, \"recall10\": %.4f", ef, recall);
-        r.json = js;
-        rows.push_back(r);
-    }
-    if (gc)
-    {
-        vs_graph_destroy(cpu, gc);
-        vs_context_destroy(cpu);
+        std::printf("graph ef %4zu expand %zu: the reference measures %.0f distances per query "
+                    "(%zu starts)\n",
+                    ef, expand, double(ndist) / double(nc), starts.size());
+        double base_median = 0;
+        std::vector<int64_t> base_ids;
+        std::vector<float> base_dist;
+        for (const std::string &kernel : kernels)
+        {
+            if (kernel == "old" && expand > 1)
+                continue; // it expands one node per step
+            if (!kernel.empty())
+                setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.c_str(), 1);
+            GraphRun r = graph_run(ctx, g, p, q, d, batch, k);
+            size_t hit = 0;
+            for (size_t i = 0; i < nq; i++)
+                for (size_t j = 0; j < k; j++)
+                    hit += std::count(truth.begin() + i * k, truth.begin() + (i + 1) * k,
+                                      r.ids[i * k + j]);
+            const double recall = double(hit) / double(nq * k);
+            std::string note = "recall@10 " + std::to_string(recall).substr(0, 6);
+            char buf[200];
+            std::snprintf(buf, sizeof buf, ", %.1f us per call (p90 %.1f)", r.median * 1e6,
+                          r.p90 * 1e6);
+            note += buf;
+            if (on_cuda)
+            {
+                const bool same = std::equal(rid.begin(), rid.end(), r.ids.begin()) &&
+                                  std::memcmp(rd.data(), r.dist.data(), nc * k * sizeof(float)) == 0;
+                note += same ? ", identical to the reference: yes" : ", identical to the reference: NO";
+            }
+            if (base_median > 0)
+            {
+                const bool same = base_ids == r.ids &&
+                                  std::memcmp(base_dist.data(), r.dist.data(), nq * k * sizeof(float)) == 0;
+                std::snprintf(buf, sizeof buf, ", %.2fx %s's QPS, answers identical to it: %s",
+                              base_median / r.median, kernels[0].c_str(), same ? "yes" : "NO");
+                note += buf;
+            }
+            else
+            {
+                base_median = r.median;
+                base_ids = r.ids;
+                base_dist = r.dist;
+            }
+            const std::string name = "graph ef=" + std::to_string(ef) +
+                                     (expand > 1 ? " x" + std::to_string(expand) : "") +
+                                     (kernel.empty() ? "" : " " + kernel) + " batch " +
+                                     std::to_string(batch);
+            std::printf("%s: %.0f QPS, %s\n", name.c_str(), double(batch) / r.median, note.c_str());
+            std::fflush(stdout);
+            Row row{name, r.median, double(batch) / r.median, note};
+            char js[200];
+            std::snprintf(js, sizeof js,
+                          "\"ef\": %zu, \"expand\": %zu, \"kernel\": \"%s\", \"batch\": %zu, "
+                          "\"recall10\": %.4f, \"p90_seconds\": %.6f, \"distances_per_query\": %.1f",
+                          ef, expand, kernel.c_str(), batch, recall, r.p90,
+                          double(ndist) / double(nc));
+            row.json = js;
+            rows.push_back(row);
+        }
+        if (chosen == nullptr || *chosen == '\0')
+            unsetenv("VSEARCH_CUDA_GRAPH_KERNEL");
+        else
+            setenv("VSEARCH_CUDA_GRAPH_KERNEL", chosen, 1);
     }
     vs_graph_destroy(ctx, g);
     return rows;
@@ -755,6 +856,8 @@ int main(int argc, char **argv)
     IvfpqData ivfpq_data = IvfpqData::Legacy;
     std::vector<size_t> probes{1, 2, 4, 8, 16, 32, 64}, reranks{0, 50, 100, 200}, ks;
     std::vector<size_t> efs{16, 32, 64, 128, 256, 512};
+    std::vector<std::string> kernels; // --mode graph on CUDA: VSEARCH_CUDA_GRAPH_KERNEL values
+    std::vector<size_t> expands{1};   // --mode graph: nodes expanded per step
     size_t degree = 32;
     int threads = 0;
     std::vector<int> devices;
@@ -807,6 +910,15 @@ int main(int argc, char **argv)
             degree = std::stoull(next());
         else if (a == "--threads")
             threads = std::stoi(next());
+        else if (a == "--expands")
+            expands = parse_list(next());
+        else if (a == "--kernels")
+            for (std::string rest = next(); !rest.empty();)
+            {
+                const size_t comma = rest.find(',');
+                kernels.push_back(rest.substr(0, comma));
+                rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+            }
         else if (a == "--devices")
             for (size_t v : parse_list(next()))
                 devices.push_back(static_cast<int>(v));
@@ -865,20 +977,20 @@ int main(int argc, char **argv)
         {
             x = read_fvecs(fvecs + "/base.fvecs", &d);
             q = read_fvecs(fvecs + "/query.fvecs", &d);
-            q.resize(std::min(nq, q.size() / d) * d);
         }
         else
         {
-            x = mixture(n + nq, d, std::max<size_t>(1, static_cast<size_t>(std::lround(std::sqrt(double(n))))), 42);
+            x = mixture(n + graph_pool(nq), d, std::max<size_t>(1, static_cast<size_t>(std::lround(std::sqrt(double(n))))), 42);
             q.assign(x.begin() + n * d, x.end());
             x.resize(n * d);
         }
         n = x.size() / d;
-        nq = q.size() / d;
-        std::printf("data: %s (%zu x %zu, %zu queries)\n", fvecs.empty() ? "mixture" : fvecs.c_str(),
-                    n, d, nq);
-        report(graph_bench(ctx, std::move(x), std::move(q), d, degree, efs,
-                           info.backend == VS_BACKEND_CUDA),
+        const size_t batch = std::min(nq, q.size() / d);
+        q.resize(std::min(q.size() / d, graph_pool(batch)) / batch * batch * d);
+        std::printf("data: %s (%zu x %zu, %zu queries, calls of %zu)\n",
+                    fvecs.empty() ? "mixture" : fvecs.c_str(), n, d, q.size() / d, batch);
+        report(graph_bench(ctx, std::move(x), std::move(q), d, batch, degree, efs, expands,
+                           info.backend == VS_BACKEND_CUDA, kernels),
                out_json, info.device_name, n, d, nq);
         vs_context_destroy(ctx);
         return 0;

@@ -89,25 +89,39 @@ void search_one(const vs_graph_arrays &g, const vs_graph_search_params &p, const
         if (beam.size() > ef)
             beam.pop();
     }
-    while (!cand.empty())
+    // A step expands the `expand` nearest candidates still in the beam (a candidate farther than
+    // the worst of a full beam was pushed out of it, and so was every later one: the worst only
+    // gets nearer), all picked before the beam changes.
+    const size_t expand = std::max<size_t>(p.expand, 1);
+    std::vector<uint32_t> picked;
+    picked.reserve(expand);
+    for (;;)
     {
-        const Item u = cand.top();
-        cand.pop();
-        if (beam.size() >= ef && nearer(beam.top(), u))
-            break;
-        const uint32_t *nb = g.neighbors + static_cast<size_t>(u.node) * g.degree;
-        for (size_t i = 0; i < g.degree; i++)
+        picked.clear();
+        while (picked.size() < expand && !cand.empty() &&
+               !(beam.size() >= ef && nearer(beam.top(), cand.top())))
         {
-            const uint32_t v = nb[i];
-            if (v == VS_GRAPH_NONE || v >= g.n || visited[v] || !is_live(v))
-                continue;
-            const Item it = visit(v);
-            if (beam.size() >= ef && !nearer(it, beam.top()))
-                continue;
-            cand.push(it);
-            beam.push(it);
-            if (beam.size() > ef)
-                beam.pop();
+            picked.push_back(cand.top().node);
+            cand.pop();
+        }
+        if (picked.empty())
+            break;
+        for (uint32_t u : picked)
+        {
+            const uint32_t *nb = g.neighbors + static_cast<size_t>(u) * g.degree;
+            for (size_t i = 0; i < g.degree; i++)
+            {
+                const uint32_t v = nb[i];
+                if (v == VS_GRAPH_NONE || v >= g.n || visited[v] || !is_live(v))
+                    continue;
+                const Item it = visit(v);
+                if (beam.size() >= ef && !nearer(it, beam.top()))
+                    continue;
+                cand.push(it);
+                beam.push(it);
+                if (beam.size() > ef)
+                    beam.pop();
+            }
         }
     }
 
@@ -144,9 +158,10 @@ extern "C" int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_sear
         return VS_INVALID_ARGUMENT;
     const vs_graph_arrays &g = *graph;
     const vs_graph_search_params &p = *params;
-    if (g.dim == 0 || g.degree == 0 || k == 0 || p.ef == 0 || (g.n > 0 && (g.vectors == nullptr ||
-        g.neighbors == nullptr)) || (nq > 0 && queries == nullptr) ||
-        (p.nstarts > 0 && p.starts == nullptr) || g.n >= VS_GRAPH_NONE)
+    if (g.dim == 0 || g.degree == 0 || k == 0 || p.ef == 0 || p.expand > VS_GRAPH_MAX_EXPAND ||
+        (g.n > 0 && (g.vectors == nullptr || g.neighbors == nullptr)) ||
+        (nq > 0 && queries == nullptr) || (p.nstarts > 0 && p.starts == nullptr) ||
+        g.n >= VS_GRAPH_NONE)
         return VS_INVALID_ARGUMENT;
     if (p.metric != VS_METRIC_L2SQ && p.metric != VS_METRIC_L2 && p.metric != VS_METRIC_IP &&
         p.metric != VS_METRIC_COSINE)

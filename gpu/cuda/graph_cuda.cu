@@ -336,9 +336,9 @@ struct TeamLayout
         size_t o = 0;
         beams = o, o += 16 * static_cast<size_t>(ef); // the beam and the merge's output, swapped
         fresh = o, o += 8 * static_cast<size_t>(fresh_cap);
+        query = o, o += 8 * static_cast<size_t>(dim); // widened once: half the conversions
         dist = o, o += 4 * static_cast<size_t>(ef);
         hash = o, o += 4 * static_cast<size_t>(hash_size);
-        query = o, o += 4 * static_cast<size_t>(dim);
         expanded = o, o += 2 * static_cast<size_t>(ef); // a flag per key of either buffer
         bytes = o;
     }
@@ -351,7 +351,7 @@ struct TeamLayout
 template <int T, vs_metric Base>
 __global__ void __launch_bounds__(kTeamMaxThreads)
     team_search_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
-                       const uint32_t *__restrict__ starts, int nstarts, int ef, int k,
+                       const uint32_t *__restrict__ starts, int nstarts, int ef, int expand, int k,
                        TeamLayout L, int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
                        int64_t *__restrict__ out_counts)
 {
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
     uint64_t *fresh = reinterpret_cast<uint64_t *>(smem + L.fresh);
     float *dist = reinterpret_cast<float *>(smem + L.dist);
     uint32_t *table = reinterpret_cast<uint32_t *>(smem + L.hash);
-    float *q = reinterpret_cast<float *>(smem + L.query);
+    double *q = reinterpret_cast<double *>(smem + L.query);
     // a step's counters alternate between two sets (parity), so that the one the next step uses
     // is reset while this step's is read, without a barrier of its own
     __shared__ int nfresh[2], first_open[2], nvisited;
@@ -384,12 +384,19 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
     __syncthreads();
 
     // Every thread holds the same copies of: the beam's size, which buffer holds it, the counter
-    // set, the visited count as of the last merge, and the first unexpanded beam position.
-    int nb = 0, cur = 0, par = 0, nv = 0, open = INT_MAX;
+    // set, the visited count as of the last merge, the first unexpanded beam position, and the
+    // beam positions and nodes this step expands (npick <= expand; registers: indexed by unrolled
+    // selects only).
+    int nb = 0, cur = 0, par = 0, nv = 0, open = INT_MAX, npick = 0;
+    int pick_pos[VS_GRAPH_MAX_EXPAND];
+    uint32_t pick_node[VS_GRAPH_MAX_EXPAND];
+#pragma unroll
+    for (int x = 0; x < VS_GRAPH_MAX_EXPAND; x++)
+        pick_pos[x] = -1, pick_node[x] = kEmpty;
 
-    // Measures the nodes list[0 .. count) (count <= fresh_cap) and merges those that may enter the
-    // beam.  Called by the whole block.
-    auto step = [&](const uint32_t *list, int count, bool check_live) {
+    // Measures the nodes item(0 .. count) (count <= fresh_cap) and merges those that may enter
+    // the beam, the beam's picked positions marked expanded.  Called by the whole block.
+    auto step = [&](int count, bool check_live, auto &&item) {
         const uint64_t *beam = beams + cur * ef;
         if (nv + count > static_cast<int>(L.hash_size / 2))
         {
@@ -411,7 +418,7 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
             int is_new = 0;
             if (t == 0 && i < count)
             {
-                v = list[i];
+                v = item(i);
                 is_new = v < g.n && (!check_live || g.live == nullptr || g.live[v] != 0) &&
                          visit(table, mask, v, &nvisited);
             }
@@ -447,11 +454,15 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
             int pos = i;
             for (int j = 0; j < m; j++)
                 pos += fresh[j] < key;
+            bool done = expanded[i];
+#pragma unroll
+            for (int x = 0; x < VS_GRAPH_MAX_EXPAND; x++)
+                done |= x < npick && pick_pos[x] == i;
             if (pos < ef)
             {
                 merged[pos] = key;
-                merged_expanded[pos] = expanded[i];
-                if (!expanded[i])
+                merged_expanded[pos] = done;
+                if (!done)
                     first = min(first, pos);
             }
         }
@@ -486,18 +497,38 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
         open = first_open[par];
         cur ^= 1;
         par ^= 1;
+        // the next step's nodes: the first `expand` unexpanded positions of the new beam (its
+        // flags stay as they are until the merge after next)
+        npick = 0;
+        const uint64_t *now = beams + cur * ef;
+        const uint8_t *now_expanded = flags + cur * ef;
+        for (int i = open; i < nb && npick < expand; i++)
+            if (!now_expanded[i])
+            {
+#pragma unroll
+                for (int x = 0; x < VS_GRAPH_MAX_EXPAND; x++)
+                    if (x == npick)
+                        pick_pos[x] = i, pick_node[x] = key_row(now[i]);
+                npick++;
+            }
     };
 
     for (int s = 0; s < nstarts; s += L.fresh_cap)
-        step(starts + s, min(L.fresh_cap, nstarts - s), true);
-
-    while (open != INT_MAX)
     {
-        const uint32_t node = key_row(beams[cur * ef + open]);
-        if (tid == 0)
-            flags[cur * ef + open] = 1; // read by this step's merge, after its first barrier
-        step(g.nbrs + static_cast<size_t>(node) * g.degree, g.degree, false);
+        npick = 0; // no node is expanded while the start nodes go in
+        step(min(L.fresh_cap, nstarts - s), true, [&](int i) { return starts[s + i]; });
     }
+
+    while (npick > 0)
+        step(npick * g.degree, false, [&](int i) {
+            const int w = i / g.degree;
+            uint32_t node = pick_node[0];
+#pragma unroll
+            for (int x = 1; x < VS_GRAPH_MAX_EXPAND; x++)
+                if (x == w)
+                    node = pick_node[x];
+            return g.nbrs[static_cast<size_t>(node) * g.degree + (i - w * g.degree)];
+        });
 
     // the beam's distances (a key holds +inf for NaN: measure those again) and ids
     const uint64_t *beam = beams + cur * ef;
@@ -606,26 +637,39 @@ const CudaGraph &as_cuda_graph(const Graph *g)
     return *c;
 }
 
-enum class GraphKernel
+// VSEARCH_CUDA_GRAPH_KERNEL, read per call for A/B timings: "team" (or unset), "team4" ..
+// "team32" (the team kernel with that many lanes per distance instead of the dimension's), "old".
+struct KernelChoice
 {
-    team,
-    old
+    bool team = true;
+    int lanes = 0; // 0: from the dimension
 };
 
-// VSEARCH_CUDA_GRAPH_KERNEL: "team" (or unset) or "old"; read per call, for A/B timings.
-GraphKernel graph_kernel_choice()
+KernelChoice graph_kernel_choice()
 {
+    KernelChoice c;
     const char *v = std::getenv("VSEARCH_CUDA_GRAPH_KERNEL");
     if (v == nullptr || *v == '\0' || std::strcmp(v, "team") == 0)
-        return GraphKernel::team;
+        return c;
     if (std::strcmp(v, "old") == 0)
-        return GraphKernel::old;
+    {
+        c.team = false;
+        return c;
+    }
+    for (int lanes : {4, 8, 16, 32})
+        if (std::string(v) == "team" + std::to_string(lanes))
+        {
+            c.lanes = lanes;
+            return c;
+        }
     throw Error(VS_INVALID_ARGUMENT,
-                std::string("VSEARCH_CUDA_GRAPH_KERNEL is team or old, not ") + v);
+                std::string("VSEARCH_CUDA_GRAPH_KERNEL is team, team4, team8, team16, team32 or "
+                            "old, not ") +
+                    v);
 }
 
 using TeamKernel = void (*)(GraphView, vs_metric, const float *, const uint32_t *, int, int, int,
-                            TeamLayout, int64_t *, float *, int64_t *);
+                            int, TeamLayout, int64_t *, float *, int64_t *);
 
 template <int T> TeamKernel team_kernel(vs_metric m)
 {
@@ -640,21 +684,23 @@ template <int T> TeamKernel team_kernel(vs_metric m)
     }
 }
 
-// The team kernel for a graph and metric: T lanes per distance (at most 32 floats each, at least
-// 4 lanes), a block of 128 threads, or 256 where that gives more of a hop's neighbours a team;
-// start nodes in chunks of 4 per team.
+// The team kernel for a graph, metric and expansion: T lanes per distance (at most 32 floats
+// each, at least 4 lanes), a block of 128 threads, or 256 where that gives more of a step's
+// neighbours (expand x degree) a team; start nodes in chunks of 4 per team.
 struct TeamShape
 {
     int lanes, threads, fresh_cap;
     TeamKernel kernel;
 
-    TeamShape(int dim, int degree, vs_metric m)
+    TeamShape(int dim, int degree, int expand, vs_metric m, int forced_lanes)
     {
         lanes = 4;
         while (lanes < 32 && lanes * 32 < dim)
             lanes <<= 1;
-        threads = degree * lanes > 128 ? kTeamMaxThreads : 128;
-        fresh_cap = std::max(degree, 4 * threads / lanes);
+        if (forced_lanes)
+            lanes = forced_lanes;
+        threads = expand * degree * lanes > 128 ? kTeamMaxThreads : 128;
+        fresh_cap = std::max(expand * degree, 4 * threads / lanes);
         kernel = lanes == 4    ? team_kernel<4>(m)
                  : lanes == 8  ? team_kernel<8>(m)
                  : lanes == 16 ? team_kernel<16>(m)
@@ -670,10 +716,13 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     if (p.ef > static_cast<size_t>(INT_MAX / 64) || cg.dim() > static_cast<size_t>(INT_MAX / 64))
         throw Error(VS_UNSUPPORTED, "the GPU graph search of width " + std::to_string(p.ef) +
                                         " does not fit shared memory");
-    const bool team = graph_kernel_choice() == GraphKernel::team;
-    const int ef = static_cast<int>(p.ef);
+    const KernelChoice choice = graph_kernel_choice();
+    const bool team = choice.team;
+    const int ef = static_cast<int>(p.ef), expand = static_cast<int>(std::max<size_t>(p.expand, 1));
+    if (!team && expand > 1)
+        throw Error(VS_UNSUPPORTED, "the old GPU graph kernel expands one node per step");
     const WarpLayout WL(ef, g.degree, g.dim);
-    const TeamShape shape(g.dim, g.degree, p.metric);
+    const TeamShape shape(g.dim, g.degree, expand, p.metric, choice.lanes);
     const TeamLayout TL(ef, shape.fresh_cap, g.dim);
     const size_t bytes = team ? TL.bytes : WL.bytes;
     if (bytes > dev.smem_optin)
@@ -719,7 +768,7 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
         if (team)
             shape.kernel<<<static_cast<unsigned>(c), shape.threads, bytes, s>>>(
-                g, p.metric, d_queries, d_starts, static_cast<int>(p.nstarts), ef,
+                g, p.metric, d_queries, d_starts, static_cast<int>(p.nstarts), ef, expand,
                 static_cast<int>(k), TL, d_ids, d_dists, d_counts);
         else
             warp_search_kernel<<<static_cast<unsigned>(c), kThreads, bytes, s>>>(

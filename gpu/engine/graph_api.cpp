@@ -69,6 +69,10 @@ vs_status vs_graph_knn(vs_context *ctx, const vs_graph *g, const vs_graph_search
         return fail(ctx, VS_INVALID_ARGUMENT, "k and ef must be positive");
     if (p.nstarts > 0 && !p.starts)
         return fail(ctx, VS_INVALID_ARGUMENT, "starts is NULL");
+    if (p.expand > VS_GRAPH_MAX_EXPAND)
+        return fail(ctx, VS_INVALID_ARGUMENT,
+                    "a search expands at most " + std::to_string(VS_GRAPH_MAX_EXPAND) +
+                        " nodes per step");
     if (p.ef < k)
         p.ef = k;
     if (nq == 0)

@@ -171,13 +171,14 @@ TEST(Graph, ExhaustiveBeamEqualsExactKnnForEveryMetric)
     std::fill(queries.begin(), queries.begin() + dim, 0.0f); // a zero query: cosine NaN
     const uint32_t start = 1;
     for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE})
+    for (size_t expand : {1, 2, 4}) // nodes expanded per step: exhaustive all the same
     {
-        SCOPED_TRACE(vt::metric_name(m));
+        SCOPED_TRACE(std::string(vt::metric_name(m)) + " expand " + std::to_string(expand));
         std::vector<int64_t> rid, rcount;
         std::vector<float> rdist;
         reference_knn(t, m, queries, nq, k, rid, rdist, rcount);
         vs_graph_arrays g = t.arrays();
-        vs_graph_search_params p{m, n, &start, 1};
+        vs_graph_search_params p{m, n, &start, 1, expand};
         std::vector<int64_t> ids(nq * k), counts(nq);
         std::vector<float> dists(nq * k);
         uint64_t nd = 0;
@@ -203,6 +204,7 @@ TEST(Graph, NarrowBeamRecallOnKnnGraph)
 {
     std::mt19937_64 rng(11);
     const size_t n = 3000, dim = 16, nq = 100, k = 10;
+    uint64_t narrow_ndist = 0;
     for (bool clustered : {true, false})
     {
         SCOPED_TRACE(clustered ? "clustered" : "gaussian");
@@ -216,15 +218,23 @@ TEST(Graph, NarrowBeamRecallOnKnnGraph)
         for (uint32_t s = 0; s < 20; s++)
             starts.push_back(s);
         vs_graph_arrays g = t.arrays(false);
+        for (size_t expand : {1, 2, 4})
+        {
+        SCOPED_TRACE("expand " + std::to_string(expand));
         double prev = -1;
         for (size_t ef : {10, 40, 160})
         {
-            vs_graph_search_params p{VS_METRIC_L2SQ, ef, starts.data(), starts.size()};
+            vs_graph_search_params p{VS_METRIC_L2SQ, ef, starts.data(), starts.size(), expand};
             std::vector<int64_t> ids(nq * k), counts(nq);
             std::vector<float> dists(nq * k);
+            uint64_t nd = 0;
             ASSERT_EQ(vs_graph_search(&g, &p, queries.data(), nq, k, ids.data(), dists.data(),
-                                      counts.data(), nullptr),
+                                      counts.data(), &nd),
                       VS_OK);
+            if (expand == 1 && ef == 10)
+                narrow_ndist = nd;
+            if (expand == 4 && ef == 10) // the setting is not ignored: a step measures more
+                EXPECT_GT(nd, narrow_ndist);
             size_t hit = 0;
             for (size_t q = 0; q < nq; q++)
             {
@@ -238,12 +248,14 @@ TEST(Graph, NarrowBeamRecallOnKnnGraph)
             }
             const double recall = (double) hit / (double) (nq * k);
             RecordProperty(std::string(clustered ? "clustered" : "gaussian") + "_recall_ef" +
-                               std::to_string(ef),
+                               std::to_string(ef) + "_expand" + std::to_string(expand),
                            std::to_string(recall));
-            // measured: clustered 0.986 / 1.0 / 1.0, Gaussian 0.849 / 0.985 / 1.0
+            // measured: clustered 0.986 / 1.0 / 1.0 (expand 4: 0.993 at ef 10), Gaussian 0.849 /
+            // 0.985 / 1.0 (expand 2: 0.855, 4: 0.865 at ef 10)
             EXPECT_GE(recall, ef == 10 ? 0.7 : (ef == 40 ? 0.9 : 0.97)) << "ef " << ef;
             EXPECT_GE(recall + 1e-9, prev) << "a wider beam found fewer";
             prev = recall;
+        }
         }
     }
 }
@@ -484,6 +496,9 @@ TEST(Graph, ArgumentChecks)
     bad = p;
     bad.starts = nullptr;
     EXPECT_EQ(vs_graph_search(&g, &bad, q, 1, 3, ids, d, nullptr, nullptr), VS_INVALID_ARGUMENT);
+    bad = p;
+    bad.expand = VS_GRAPH_MAX_EXPAND + 1;
+    EXPECT_EQ(vs_graph_search(&g, &bad, q, 1, 3, ids, d, nullptr, nullptr), VS_INVALID_ARGUMENT);
     vs_graph_arrays g0 = g;
     g0.degree = 0;
     EXPECT_EQ(vs_graph_search(&g0, &p, q, 1, 3, ids, d, nullptr, nullptr), VS_INVALID_ARGUMENT);
@@ -601,11 +616,12 @@ class GraphObject : public testing::TestWithParam<std::string>
 };
 
 // The CUDA backend's kernels (VSEARCH_CUDA_GRAPH_KERNEL, read per search): the team kernel (the
-// default) and the old one; other backends have one search.
+// default, teams sized by the dimension), the team kernel with 32 lanes whatever the dimension,
+// and the old one; other backends have one search.
 std::vector<std::string> graph_kernels(const std::string &param)
 {
     if (param.rfind("cuda", 0) == 0)
-        return {"team", "old"};
+        return {"team", "team32", "old"};
     return {""};
 }
 
@@ -624,10 +640,10 @@ struct KernelChoice
 
 // A graph like a vs_graph index's: a kNN graph with reverse edges, a tenth of the nodes free
 // (not live), 20 start nodes, or 300 with repeats, free and out-of-range ones (more than the
-// CUDA team kernel measures in one step); every metric, beam widths 10 .. n, 120 queries (a zero
-// query among them); dimensions that give the team kernel teams of 4, 8 and 16 lanes (and blocks
-// of 128 and 256 threads).  The object's answers equal the reference search's, bit for bit, with
-// each of the CUDA kernels.
+// CUDA team kernel measures in one step); one or three nodes expanded per step; every metric,
+// beam widths 10 .. n, 120 queries (a zero query among them); on CUDA also dimensions that give
+// the team kernel teams of 8 and 16 lanes (and blocks of 256 threads).  The object's answers
+// equal the reference search's, bit for bit, with each of the CUDA kernels.
 TEST_P(GraphObject, EqualsReferenceSearch)
 {
     std::string why;
@@ -636,8 +652,12 @@ TEST_P(GraphObject, EqualsReferenceSearch)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(23);
     const size_t n = 1500, nq = 120, k = 10;
+    const bool cuda = GetParam().rfind("cuda", 0) == 0;
     for (size_t dim : {16, 100, 200, 300})
     {
+        if (dim > 100 && !cuda)
+            continue; // team sizes of the CUDA kernel; the CPU object is the reference's code
+
         SCOPED_TRACE("dim " + std::to_string(dim));
         TestGraph t = knn_graph(random_vectors(rng, n, dim, true), n, dim, 12);
         for (size_t i = 7; i < n; i += 10)
@@ -660,15 +680,19 @@ TEST_P(GraphObject, EqualsReferenceSearch)
         EXPECT_EQ(vs_graph_size(g.get()), n);
         for (const std::string &kernel : graph_kernels(GetParam()))
         for (const std::vector<uint32_t> *starts : {&few, &many})
+        for (size_t expand : {0, 3})
         for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE})
             for (size_t ef : {size_t{10}, size_t{40}, size_t{300}, n})
             {
                 if (starts == &many && ef == n && dim > 16)
                     continue; // exhaustive from any start: the few starts cover it
+                if (expand > 1 && (kernel == "old" || starts == &many))
+                    continue; // the old kernel expands one node per step (tested below)
                 KernelChoice choice(kernel);
-                SCOPED_TRACE(kernel + " " + std::to_string(starts->size()) + " starts " +
-                             std::string(vt::metric_name(m)) + " ef " + std::to_string(ef));
-                vs_graph_search_params p{m, ef, starts->data(), starts->size()};
+                SCOPED_TRACE(kernel + " " + std::to_string(starts->size()) + " starts expand " +
+                             std::to_string(expand) + " " + std::string(vt::metric_name(m)) +
+                             " ef " + std::to_string(ef));
+                vs_graph_search_params p{m, ef, starts->data(), starts->size(), expand};
                 Answer ref = reference_answer(t, p, queries, nq, k);
                 Answer got;
                 got.ids.assign(nq * k, 7);
@@ -761,6 +785,10 @@ TEST_P(GraphObject, ArgumentsAndLimits)
     nostarts.starts = nullptr;
     EXPECT_EQ(vs_graph_knn(ctx.get(), g.get(), &nostarts, q, 1, 4, ids, d, nullptr),
               VS_INVALID_ARGUMENT);
+    vs_graph_search_params wide_step = p;
+    wide_step.expand = VS_GRAPH_MAX_EXPAND + 1;
+    EXPECT_EQ(vs_graph_knn(ctx.get(), g.get(), &wide_step, q, 1, 4, ids, d, nullptr),
+              VS_INVALID_ARGUMENT);
     EXPECT_EQ(vs_graph_knn(ctx.get(), nullptr, &p, q, 1, 4, ids, d, nullptr), VS_INVALID_ARGUMENT);
     // identical vectors: ties by id; ef below k searches with k
     vs_graph_search_params narrow = p;
@@ -771,6 +799,14 @@ TEST_P(GraphObject, ArgumentsAndLimits)
     {
         EXPECT_EQ(ids[i], t.ids[i]);
         EXPECT_EQ(d[i], 0.0f);
+    }
+    // the old CUDA kernel expands one node per step
+    {
+        KernelChoice choice("old");
+        vs_graph_search_params two = p;
+        two.expand = 2;
+        const vs_status st = vs_graph_knn(ctx.get(), g.get(), &two, q, 1, 4, ids, d, &count);
+        EXPECT_EQ(st, GetParam().rfind("cuda", 0) == 0 ? VS_UNSUPPORTED : VS_OK);
     }
     // the CUDA backend refuses a kernel name it does not know
     {

@@ -39,12 +39,13 @@ __device__ __forceinline__ double team_butterfly(double (&p)[32 / T])
     return s;
 }
 
-// Base value (engine/exact.h) of x against y, d floats each, for lane t (0 .. T - 1) of a team;
-// every lane of the team returns it.  A lane with active false reads nothing (its team's result
+// Base value (engine/exact.h) of x against y, d values each (x float, or the floats widened to
+// double beforehand: the same terms), for lane t (0 .. T - 1) of a team; every lane of the team
+// returns it.  A lane with active false reads nothing (its team's result
 // is then 0 or NaN, to be ignored) but takes part in the shuffles: every lane of the warp calls
 // this.
-template <int T>
-__device__ __forceinline__ double team_exact_base(vs_metric m, const float *__restrict__ x,
+template <int T, typename X>
+__device__ __forceinline__ double team_exact_base(vs_metric m, const X *__restrict__ x,
                                                   const float *__restrict__ y, int d, int t,
                                                   bool active)
 {

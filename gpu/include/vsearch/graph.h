@@ -59,13 +59,24 @@ typedef struct vs_graph_search_params
     size_t ef;              /* beam width (at least 1; searches use max(ef, k)) */
     const uint32_t *starts; /* start nodes (out-of-range ones are ignored) */
     size_t nstarts;
+    size_t expand;          /* beam nodes expanded per step, at most VS_GRAPH_MAX_EXPAND (0: 1) */
 } vs_graph_search_params;
+
+/*
+ * expand = w > 1 (CAGRA's "search width"): each step takes the w nearest unexpanded nodes of the
+ * beam (fewer when fewer are left) and measures the neighbours of all of them before the beam
+ * changes; w = 1 is the search described above.  A wider step lets a GPU block measure more
+ * distances at once (fewer sequential steps per query) at the cost of some distances a narrow
+ * search would not have measured; the results differ from w = 1's (the same on every backend).
+ */
+#define VS_GRAPH_MAX_EXPAND 4
 
 /*
  * The k best nodes of each of nq queries (nq x dim floats): out_ids / out_distances nq x k,
  * ascending by (distance, id), padded with id -1 and +inf; out_counts (optional) nq.  ndist
  * (optional) gets the distances computed.  VS_OK, VS_INVALID_ARGUMENT (a NULL array, dim, degree,
- * k or ef of 0, a metric the graph cannot rank by) or VS_OUT_OF_MEMORY.
+ * k or ef of 0, expand above VS_GRAPH_MAX_EXPAND, a metric the graph cannot rank by) or
+ * VS_OUT_OF_MEMORY.
  */
 int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_search_params *params,
                     const float *queries, size_t nq, size_t k, int64_t *out_ids,
