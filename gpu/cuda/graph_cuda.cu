@@ -8,11 +8,11 @@
 //            the beam lost to the beam's worst once and would lose again, so forgetting it only
 //            costs a distance, never a duplicate);
 //   fresh    the keys measured in the current step that may enter the beam.
-// A step takes the nearest unexpanded beam node (none left: done) and measures its neighbours
-// (the engine's exact distance), skipping free slots, nodes not live and nodes already visited;
-// the fresh keys are merged into the beam by rank (every key is distinct: a node is measured once
-// while it can be in the beam).  The start nodes are measured first, a chunk at a time, the same
-// way.  This is the reference's search: the same beam after every step, so the same ids and
+// A step takes the nearest unexpanded beam node, or the `expand` nearest (team kernel; none
+// left: done), and measures their neighbours (the engine's exact distance), skipping free slots,
+// nodes not live and nodes already visited; the fresh keys are merged into the beam by rank
+// (every key is distinct: a node is measured once while it can be in the beam).  The start nodes
+// go in first, a chunk at a time, the same way.  This is the reference's search: the same beam after every step, so the same ids and
 // bit-identical distances.  The results are the beam ordered by (distance, id), NaN last, the
 // first k of them.
 //
@@ -23,6 +23,8 @@
 //                   not live folded into VS_GRAPH_NONE when the object is created (no live flag
 //                   read per hop); two barriers per step: the beam is double-buffered, the merge
 //                   finds the next node to expand, the step's counters alternate between two sets;
+//                   more start nodes than a step takes are measured beforehand by
+//                   start_keys_kernel over the whole grid, the search only selects among their keys;
 //   old             a block of 4 warps, a warp per neighbour (8 rounds per hop at degree 32), the
 //                   next node found by a separate pass: the kernel before the team one.
 #include "cuda/graph_cuda.cuh"
@@ -51,6 +53,7 @@ constexpr size_t kQueryChunk = 8192; // most queries per launch (cancel is polle
 constexpr size_t kQueryChunkMin = 1024;            // fewest, whatever the dimension
 constexpr size_t kStagingBytes = size_t{16} << 20; // most bytes of queries per launch, but
                                                    // at least kQueryChunkMin queries
+constexpr size_t kStartKeyBytes = size_t{32} << 20; // most bytes of start keys per launch
 constexpr uint32_t kEmpty = 0xFFFFFFFFu;
 
 struct GraphView
@@ -351,8 +354,9 @@ struct TeamLayout
 template <int T, vs_metric Base>
 __global__ void __launch_bounds__(kTeamMaxThreads)
     team_search_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
-                       const uint32_t *__restrict__ starts, int nstarts, int ef, int expand, int k,
-                       TeamLayout L, int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
+                       const uint32_t *__restrict__ starts, const uint64_t *__restrict__ start_keys,
+                       int nstarts, int ef, int expand, int k, TeamLayout L,
+                       int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
                        int64_t *__restrict__ out_counts)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -394,9 +398,10 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
     for (int x = 0; x < VS_GRAPH_MAX_EXPAND; x++)
         pick_pos[x] = -1, pick_node[x] = kEmpty;
 
-    // Measures the nodes item(0 .. count) (count <= fresh_cap) and merges those that may enter
-    // the beam, the beam's picked positions marked expanded.  Called by the whole block.
-    auto step = [&](int count, bool check_live, auto &&item) {
+    // Measures the nodes item(0 .. count) (count <= fresh_cap), or takes their keys from keys[]
+    // when it is not null (start_keys_kernel's), and merges those that may enter the beam, the
+    // beam's picked positions marked expanded.  Called by the whole block.
+    auto step = [&](int count, bool check_live, auto &&item, const uint64_t *keys) {
         const uint64_t *beam = beams + cur * ef;
         if (nv + count > static_cast<int>(L.hash_size / 2))
         {
@@ -411,7 +416,15 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
                 visit(table, mask, key_row(beam[i]), &nvisited);
             __syncthreads();
         }
-        for (int base = 0; base < count; base += teams)
+        if (keys != nullptr) // a key not kept is not marked: if reached again it loses again
+            for (int i = tid; i < count; i += nthreads)
+            {
+                const uint64_t key = keys[i];
+                if (key != kNoKey && (nb < ef || key < beam[nb - 1]) &&
+                    visit(table, mask, key_row(key), &nvisited))
+                    fresh[atomicAdd(&nfresh[par], 1)] = key;
+            }
+        for (int base = 0; keys == nullptr && base < count; base += teams)
         {
             const int i = base + team;
             uint32_t v = kEmpty;
@@ -513,10 +526,13 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
             }
     };
 
+    const uint64_t *my_keys =
+        start_keys ? start_keys + static_cast<size_t>(blockIdx.x) * nstarts : nullptr;
     for (int s = 0; s < nstarts; s += L.fresh_cap)
     {
         npick = 0; // no node is expanded while the start nodes go in
-        step(min(L.fresh_cap, nstarts - s), true, [&](int i) { return starts[s + i]; });
+        step(min(L.fresh_cap, nstarts - s), true, [&](int i) { return starts[s + i]; },
+             my_keys ? my_keys + s : nullptr);
     }
 
     while (npick > 0)
@@ -528,7 +544,7 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
                 if (x == w)
                     node = pick_node[x];
             return g.nbrs[static_cast<size_t>(node) * g.degree + (i - w * g.degree)];
-        });
+        }, nullptr);
 
     // the beam's distances (a key holds +inf for NaN: measure those again) and ids
     const uint64_t *beam = beams + cur * ef;
@@ -552,6 +568,35 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
     }
     __syncthreads();
     write_results(dist, ids, nb, k, out_ids, out_dists, out_counts);
+}
+
+// The keys of every (query, start node) pair, keys[q * nstarts + s] (kNoKey for a start node out
+// of range or not live), a team of T lanes per pair over the whole grid: the team kernel's start
+// steps then only select, and a small batch measures its start nodes at once instead of a few
+// per team per step.
+template <int T, vs_metric Base>
+__global__ void __launch_bounds__(256)
+    start_keys_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries, int nq,
+                      const uint32_t *__restrict__ starts, int nstarts,
+                      uint64_t *__restrict__ keys)
+{
+    const int lane = threadIdx.x & 31, t = lane & (T - 1);
+    const size_t warp = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32,
+                 warps = gridDim.x * static_cast<size_t>(blockDim.x) / 32,
+                 total = static_cast<size_t>(nq) * nstarts;
+    // warp-uniform trip count: the team's shuffles need the whole warp
+    for (size_t first = warp * (32 / T); first < total; first += warps * (32 / T))
+    {
+        const size_t pair = first + lane / T;
+        const bool in = pair < total;
+        const uint32_t v = in ? starts[pair % nstarts] : kEmpty;
+        const bool valid = v < g.n && (g.live == nullptr || g.live[v] != 0);
+        const float *q = queries + (in ? pair / nstarts : 0) * g.dim;
+        const double b = team_exact_base<T>(
+            Base, q, g.vectors + static_cast<size_t>(valid ? v : 0) * g.dim, g.dim, t, valid);
+        if (t == 0 && in)
+            keys[pair] = valid ? make_key(nan_as_inf(base_to_output(metric, b)), v) : kNoKey;
+    }
 }
 
 // Free slots (VS_GRAPH_NONE or out of range) and nodes not live, as kEmpty: the team kernel's
@@ -668,8 +713,11 @@ KernelChoice graph_kernel_choice()
                     v);
 }
 
-using TeamKernel = void (*)(GraphView, vs_metric, const float *, const uint32_t *, int, int, int,
-                            int, TeamLayout, int64_t *, float *, int64_t *);
+using TeamKernel = void (*)(GraphView, vs_metric, const float *, const uint32_t *,
+                            const uint64_t *, int, int, int, int, TeamLayout, int64_t *, float *,
+                            int64_t *);
+using StartKernel = void (*)(GraphView, vs_metric, const float *, int, const uint32_t *, int,
+                             uint64_t *);
 
 template <int T> TeamKernel team_kernel(vs_metric m)
 {
@@ -684,6 +732,19 @@ template <int T> TeamKernel team_kernel(vs_metric m)
     }
 }
 
+template <int T> StartKernel start_kernel(vs_metric m)
+{
+    switch (m)
+    {
+    case VS_METRIC_IP:
+        return start_keys_kernel<T, VS_METRIC_IP>;
+    case VS_METRIC_COSINE:
+        return start_keys_kernel<T, VS_METRIC_COSINE>;
+    default:
+        return start_keys_kernel<T, VS_METRIC_L2SQ>;
+    }
+}
+
 // The team kernel for a graph, metric and expansion: T lanes per distance (at most 32 floats
 // each, at least 4 lanes), a block of 128 threads, or 256 where that gives more of a step's
 // neighbours (expand x degree) a team; start nodes in chunks of 4 per team.
@@ -691,6 +752,7 @@ struct TeamShape
 {
     int lanes, threads, fresh_cap;
     TeamKernel kernel;
+    StartKernel starts; // for more start nodes than a step takes
 
     TeamShape(int dim, int degree, int expand, vs_metric m, int forced_lanes)
     {
@@ -705,6 +767,10 @@ struct TeamShape
                  : lanes == 8  ? team_kernel<8>(m)
                  : lanes == 16 ? team_kernel<16>(m)
                                : team_kernel<32>(m);
+        starts = lanes == 4    ? start_kernel<4>(m)
+                 : lanes == 8  ? start_kernel<8>(m)
+                 : lanes == 16 ? start_kernel<16>(m)
+                               : start_kernel<32>(m);
     }
 };
 
@@ -737,13 +803,18 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     // One upload (the start nodes with the first launch, each launch's queries) and one download
     // (ids, counts, distances) per launch, through pinned buffers: a pageable copy costs several
     // microseconds, which a one-query search would otherwise pay five times.
-    const size_t chunk = std::min(
+    // more start nodes than a step takes: their keys first, by start_keys_kernel over the grid
+    const bool start_pass = team && p.nstarts > static_cast<size_t>(shape.fresh_cap);
+    size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
+    if (start_pass)
+        chunk = std::min(chunk, std::max<size_t>(kStartKeyBytes / (8 * p.nstarts), 1));
     const size_t starts_bytes = (p.nstarts * sizeof(uint32_t) + 15) / 16 * 16;
     const size_t in_bytes = starts_bytes + chunk * g.dim * sizeof(float);
     const size_t out_bytes = chunk * k * (sizeof(int64_t) + sizeof(float)) + chunk * sizeof(int64_t);
     DeviceArray<unsigned char> d_in(*dev.pool, in_bytes, s);
     DeviceArray<unsigned char> d_out(*dev.pool, out_bytes, s);
+    DeviceArray<uint64_t> d_keys(*dev.pool, start_pass ? chunk * p.nstarts : 1, s);
     const uint32_t *d_starts = reinterpret_cast<const uint32_t *>(d_in.get());
     const float *d_queries = reinterpret_cast<const float *>(d_in.get() + starts_bytes);
     int64_t *d_ids = reinterpret_cast<int64_t *>(d_out.get());
@@ -766,10 +837,20 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
                                       starts_bytes - first + c * g.dim * sizeof(float),
                                       cudaMemcpyHostToDevice, s));
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
+        if (start_pass)
+        {
+            const size_t lanes = c * p.nstarts * shape.lanes;
+            const unsigned blocks = static_cast<unsigned>(std::min<size_t>((lanes + 255) / 256, 8192));
+            shape.starts<<<blocks, 256, 0, s>>>(g, p.metric, d_queries, static_cast<int>(c),
+                                                 d_starts, static_cast<int>(p.nstarts),
+                                                 d_keys.get());
+            VS_LAUNCH_CHECK();
+        }
         if (team)
             shape.kernel<<<static_cast<unsigned>(c), shape.threads, bytes, s>>>(
-                g, p.metric, d_queries, d_starts, static_cast<int>(p.nstarts), ef, expand,
-                static_cast<int>(k), TL, d_ids, d_dists, d_counts);
+                g, p.metric, d_queries, d_starts, start_pass ? d_keys.get() : nullptr,
+                static_cast<int>(p.nstarts), ef, expand, static_cast<int>(k), TL, d_ids, d_dists,
+                d_counts);
         else
             warp_search_kernel<<<static_cast<unsigned>(c), kThreads, bytes, s>>>(
                 g, p.metric, d_queries, d_starts, static_cast<int>(p.nstarts), ef,
