@@ -730,6 +730,12 @@ vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries, doubl
  * and tables.  The quantizer only changes with a rebuild (a new build_id), so it is cached by
  * build_id; a relcache invalidation of the index drops it.  Nothing a search does between taking
  * it and finishing its scan processes invalidations (page reads take no heavyweight lock).
+ *
+ * The object is a view of the floats read from the quantizer pages (vs_ivfpq_create_view), kept
+ * in a memory context of the cache entry: a backend's first search touches one copy of the
+ * quantizer and the packed codebooks its tables need, not two copies and the packed centroids
+ * (those are packed by the first encode).  Fresh memory costs a page fault per 4 kB, which made
+ * up most of a new session's first search (docs/BENCHMARKS.md, "CPU path: vs_ivfpq in place").
  */
 
 #define VS_IVFPQ_QUANTIZERS 4
@@ -742,6 +748,7 @@ typedef struct Quantizer
 	uint64		build_id;
 	uint64		last_use;
 	vs_ivfpq   *ivf;
+	MemoryContext cxt;			/* the floats ivf reads */
 } Quantizer;
 
 static Quantizer quantizers[VS_IVFPQ_QUANTIZERS];
@@ -753,6 +760,8 @@ drop_quantizer(Quantizer *q)
 {
 	if (q->used && q->ivf != NULL)
 		vs_ivfpq_destroy(vs_backend_engine(), q->ivf);
+	if (q->used && q->cxt != NULL)
+		MemoryContextDelete(q->cxt);
 	memset(q, 0, sizeof(Quantizer));
 }
 
@@ -769,6 +778,7 @@ vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageDat
 {
 	Quantizer  *entry = NULL;
 	vs_ivfpq_params params;
+	MemoryContext cxt;
 	float	   *quantizer;
 	Size		ncent = (Size) meta->lists * meta->dim;
 	Size		ncode = (Size) meta->m * ((Size) 1 << meta->nbits) * (meta->dim / meta->m);
@@ -795,15 +805,19 @@ vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageDat
 	}
 	drop_quantizer(entry);
 
-	quantizer = palloc_extended(sizeof(float) * (ncent + ncode), MCXT_ALLOC_HUGE);
+	/* under the current context until the object exists, so that an error frees the floats */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_ivfpq quantizer", ALLOCSET_SMALL_SIZES);
+	quantizer = MemoryContextAllocExtended(cxt, sizeof(float) * (ncent + ncode), MCXT_ALLOC_HUGE);
 	vs_ivfpq_read_floats(ref, rel, meta->centroid_start, meta->ncentroid_pages, quantizer, ncent);
 	vs_ivfpq_read_floats(ref, rel, meta->codebook_start, meta->ncodebook_pages, quantizer + ncent,
 						 ncode);
 	engine_params(meta, &params);
-	st = vs_ivfpq_create(vs_backend_engine(), &params, quantizer, quantizer + ncent, &entry->ivf);
+	st = vs_ivfpq_create_view(vs_backend_engine(), &params, quantizer, quantizer + ncent,
+							  &entry->ivf);
 	if (st != VS_OK)
 		vs_engine_error(vs_backend_engine(), st);
-	pfree(quantizer);
+	MemoryContextSetParent(cxt, TopMemoryContext);
+	entry->cxt = cxt;
 	entry->used = true;
 	entry->indexrelid = ref->indexrelid;
 	entry->locator = ref->locator;

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -23,10 +24,14 @@ namespace {
 class CpuIvfpq final : public Ivfpq
 {
 public:
-    CpuIvfpq(const vs_ivfpq_params &p, const float *c, const float *cb)
-        : centroids(c, c + p.nlist * p.dim),
-          codebooks(cb, cb + (size_t{1} << p.nbits) * p.dim), // m x ksub x dsub = ksub x dim
-          packed_centroids(c, p.nlist, p.dim, p.dim), packed_codebooks(p.m), ids(p.nlist),
+    // view: read c and cb where they are (the caller keeps them until the object is destroyed)
+    // instead of copying them.
+    CpuIvfpq(const vs_ivfpq_params &p, const float *c, const float *cb, bool view)
+        : own_centroids_(view ? nullptr : c, view ? nullptr : c + p.nlist * p.dim),
+          own_codebooks_(view ? nullptr : cb, // m x ksub x dsub = ksub x dim
+                         view ? nullptr : cb + (size_t{1} << p.nbits) * p.dim),
+          centroids(view ? c : own_centroids_.data()),
+          codebooks(view ? cb : own_codebooks_.data()), packed_codebooks(p.m), ids(p.nlist),
           codes(p.nlist)
     {
         params_ = p;
@@ -36,11 +41,25 @@ public:
     }
     size_t code_size() const { return (params_.m * params_.nbits + 7) / 8; }
     void grow(size_t n) { size_ += n; }
+    // The centroids packed for blocked products (gemm.h): only encoding uses them, so they are
+    // packed on its first call (a backend that only searches never touches that memory).
+    const PackedRows &packed_centroids() const
+    {
+        std::call_once(packed_once_, [this] {
+            packed_centroids_.pack(centroids, params_.nlist, params_.dim, params_.dim);
+        });
+        return packed_centroids_;
+    }
 
-    std::vector<float> centroids;  // nlist x dim
-    std::vector<float> codebooks;  // m x ksub x dsub
-    PackedRows packed_centroids;   // the same, packed for blocked products (gemm.h)
-    std::vector<PackedRows> packed_codebooks; // per sub-quantizer
+private:
+    std::vector<float> own_centroids_, own_codebooks_; // empty for a view
+    mutable std::once_flag packed_once_;
+    mutable PackedRows packed_centroids_;
+
+public:
+    const float *centroids;  // nlist x dim
+    const float *codebooks;  // m x ksub x dsub
+    std::vector<PackedRows> packed_codebooks; // per sub-quantizer, packed (gemm.h)
     std::vector<std::vector<int64_t>> ids;
     std::vector<std::vector<uint8_t>> codes; // code_size bytes per entry
 };
@@ -345,7 +364,7 @@ private:
 Ivfpq *cpu_ivfpq_create(const vs_ivfpq_params &params, const float *centroids,
                         const float *codebooks)
 {
-    return new CpuIvfpq(params, centroids, codebooks);
+    return new CpuIvfpq(params, centroids, codebooks, false);
 }
 
 // The list of each vector is the smallest key (exact coarse distance, list) and code j the
@@ -370,7 +389,7 @@ void cpu_ivfpq_encode(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
         NearestScratch scratch;
         std::vector<float> residual(nb * d);
         std::vector<int32_t> arg(nb);
-        nearest_rows(x, d, nb, ivf.packed_centroids, coarse_kind, kRoundedOnceError,
+        nearest_rows(x, d, nb, ivf.packed_centroids(), coarse_kind, kRoundedOnceError,
                      [&](size_t i, size_t l) {
                          return exact_distance_simd(cm, x + i * d, &ivf.centroids[l * d], d);
                      },
@@ -528,6 +547,12 @@ std::unique_ptr<IvfpqListScan> make_cpu_ivfpq_list_scan(const BackendConfig &con
 {
     return std::unique_ptr<IvfpqListScan>(
         new CpuIvfpqListScan(config, ivf, queries, nq, first, count, k, range, radius));
+}
+
+Ivfpq *make_cpu_ivfpq_view(const vs_ivfpq_params &params, const float *centroids,
+                          const float *codebooks)
+{
+    return new CpuIvfpq(params, centroids, codebooks, true);
 }
 
 std::unique_ptr<IvfpqBackend> make_cpu_ivfpq(const BackendConfig &config, int threads)

@@ -14,6 +14,11 @@ namespace vs {
 // config is the owning backend's (it outlives the family); threads as the backend's.
 std::unique_ptr<IvfpqBackend> make_cpu_ivfpq(const BackendConfig &config, int threads);
 
+// An ivfpq object of a CPU backend whose quantizer is read where it is (vs_ivfpq_create_view):
+// the caller keeps centroids and codebooks unchanged until the object is destroyed.
+Ivfpq *make_cpu_ivfpq_view(const vs_ivfpq_params &params, const float *centroids,
+                          const float *codebooks);
+
 // A list scan (vsearch/ivfpq.h, vs_ivfpq_scan_*): the lists of an index the caller holds,
 // searched with the quantizer of a CPU backend's ivfpq object (its own lists are not read).
 // Throws Error; arguments are validated by the front end (engine/ivfpq_api.cpp).

@@ -159,6 +159,34 @@ vs_status scan_begin(vs_context *ctx, const vs_ivfpq *ivf, const float *queries,
     });
 }
 
+// vs_ivfpq_create / _create_view (view: a CPU object reads the quantizer in place).
+vs_status create_ivfpq(vs_context *ctx, const vs_ivfpq_params *params, const float *centroids,
+                       const float *codebooks, bool view, vs_ivfpq **out)
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!out)
+        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    if (vs_status st = check_ivfpq_params(ctx, params))
+        return st;
+    if (!centroids || !codebooks)
+        return fail(ctx, VS_INVALID_ARGUMENT, "centroids or codebooks is NULL");
+    vs::IvfpqBackend *pq = ctx->backend->ivfpq();
+    if (vs_status st = check_family(ctx, pq, "IVF-PQ"))
+        return st;
+    if (vs_status st = fault_point(ctx))
+        return st;
+    if (view && ctx->backend->kind() == VS_BACKEND_CPU)
+        return create_object(ctx, out, [&](vs::Ivfpq **impl) {
+            return vs::guarded([&] { *impl = vs::make_cpu_ivfpq_view(*params, centroids, codebooks); });
+        });
+    return create_object(ctx, out, [&](vs::Ivfpq **impl) {
+        return pq->create(*params, centroids, codebooks, impl);
+    });
+}
+
+
 } // namespace
 
 extern "C" {
@@ -217,23 +245,14 @@ vs_status vs_ivfpq_train(vs_context *ctx, const vs_ivfpq_params *params,
 vs_status vs_ivfpq_create(vs_context *ctx, const vs_ivfpq_params *params, const float *centroids,
                           const float *codebooks, vs_ivfpq **out) noexcept
 {
-    if (!ctx)
-        return VS_INVALID_ARGUMENT;
-    if (!out)
-        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    if (vs_status st = check_ivfpq_params(ctx, params))
-        return st;
-    if (!centroids || !codebooks)
-        return fail(ctx, VS_INVALID_ARGUMENT, "centroids or codebooks is NULL");
-    vs::IvfpqBackend *pq = ctx->backend->ivfpq();
-    if (vs_status st = check_family(ctx, pq, "IVF-PQ"))
-        return st;
-    if (vs_status st = fault_point(ctx))
-        return st;
-    return create_object(ctx, out, [&](vs::Ivfpq **impl) {
-        return pq->create(*params, centroids, codebooks, impl);
-    });
+    return create_ivfpq(ctx, params, centroids, codebooks, false, out);
+}
+
+vs_status vs_ivfpq_create_view(vs_context *ctx, const vs_ivfpq_params *params,
+                               const float *centroids, const float *codebooks,
+                               vs_ivfpq **out) noexcept
+{
+    return create_ivfpq(ctx, params, centroids, codebooks, true, out);
 }
 
 void vs_ivfpq_destroy(vs_context *ctx, vs_ivfpq *ivf) noexcept

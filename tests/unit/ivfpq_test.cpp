@@ -399,6 +399,76 @@ TEST_P(EngineIvfpq, MatchesReference)
         }
 }
 
+// An object created as a view of the caller's quantizer encodes and searches as one holding a
+// copy (on a CPU context it reads the arrays in place; other backends copy them).
+TEST_P(EngineIvfpq, ViewOfTheQuantizerMatchesACopy)
+{
+    VT_CONTEXT_OR_SKIP(ctx, GetParam());
+    for (vs_metric metric : kPqMetrics)
+    {
+        SCOPED_TRACE(vt::metric_name(metric));
+        const size_t n = 1500, d = 64, nlist = 10;
+        std::vector<float> x = clustered(n, d, 20, 77, 0.05);
+        Built B;
+        B.p = make_params(d, nlist, 16, 8, metric);
+        train(ctx.get(), B, x);
+        std::vector<float> centroids = B.centroids, codebooks = B.codebooks;
+        vs_ivfpq *copy_raw = nullptr, *view_raw = nullptr;
+        ASSERT_EQ(vs_ivfpq_create(ctx.get(), &B.p, centroids.data(), codebooks.data(), &copy_raw),
+                  VS_OK);
+        IvfpqPtr copy(copy_raw, IvfpqDeleter{ctx.get()});
+        ASSERT_EQ(vs_ivfpq_create_view(ctx.get(), &B.p, centroids.data(), codebooks.data(),
+                                       &view_raw),
+                  VS_OK)
+            << vs_last_error(ctx.get());
+        IvfpqPtr view(view_raw, IvfpqDeleter{ctx.get()});
+        const size_t cs = vs_ivfpq_code_size(&B.p);
+        std::vector<int32_t> lists_copy(n), lists_view(n);
+        std::vector<uint8_t> codes_copy(n * cs), codes_view(n * cs);
+        ASSERT_EQ(vs_ivfpq_encode(ctx.get(), copy_raw, x.data(), n, lists_copy.data(),
+                                  codes_copy.data()),
+                  VS_OK);
+        ASSERT_EQ(vs_ivfpq_encode(ctx.get(), view_raw, x.data(), n, lists_view.data(),
+                                  codes_view.data()),
+                  VS_OK);
+        ASSERT_EQ(lists_copy, lists_view);
+        ASSERT_EQ(codes_copy, codes_view);
+        for (size_t l = 0; l < nlist; l++)
+        {
+            std::vector<int64_t> ids;
+            std::vector<uint8_t> codes;
+            for (size_t i = 0; i < n; i++)
+                if (static_cast<size_t>(lists_copy[i]) == l)
+                {
+                    ids.push_back(static_cast<int64_t>(i));
+                    codes.insert(codes.end(), codes_copy.begin() + i * cs,
+                                 codes_copy.begin() + (i + 1) * cs);
+                }
+            ASSERT_EQ(vs_ivfpq_add(ctx.get(), copy_raw, l, ids.data(), codes.data(), ids.size()),
+                      VS_OK);
+            ASSERT_EQ(vs_ivfpq_add(ctx.get(), view_raw, l, ids.data(), codes.data(), ids.size()),
+                      VS_OK);
+        }
+        const size_t nq = 12, k = 20;
+        std::vector<float> q = clustered(nq, d, 20, 78);
+        auto search = [&](vs_ivfpq *ivf, std::vector<int64_t> &ids, std::vector<float> &dists) {
+            std::vector<int64_t> counts(nq);
+            ids.assign(nq * k, vt::kPoisonId);
+            dists.assign(nq * k, vt::poison_float());
+            ASSERT_EQ(vs_ivfpq_search(ctx.get(), ivf, q.data(), nq, 0, 3, k, ids.data(),
+                                      dists.data(), counts.data()),
+                      VS_OK);
+        };
+        std::vector<int64_t> ids_copy, ids_view;
+        std::vector<float> dists_copy, dists_view;
+        search(copy_raw, ids_copy, dists_copy);
+        search(view_raw, ids_view, dists_view);
+        ASSERT_EQ(ids_copy, ids_view);
+        ASSERT_EQ(std::memcmp(dists_copy.data(), dists_view.data(), dists_copy.size() * sizeof(float)),
+                  0);
+    }
+}
+
 TEST_P(EngineIvfpq, EmptyListsAndWindowsPastTheEnd)
 {
     VT_CONTEXT_OR_SKIP(ctx, GetParam());
@@ -796,13 +866,17 @@ void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t s
 
 // A scan's kNN and range answers are vs_ivfpq_search's and vs_ivfpq_range's over the object
 // holding the same entries (bit for bit), and the reference's.
+// view: the scans' quantizer reads B's arrays in place (vs_ivfpq_create_view).
 void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queries, size_t off,
-                size_t nprobe, const std::vector<size_t> &ks, uint64_t seed, size_t max_chunk = 97)
+                size_t nprobe, const std::vector<size_t> &ks, uint64_t seed, size_t max_chunk = 97,
+                bool view = false)
 {
     const size_t d = B.p.dim, nq = queries.size() / d;
     // the quantizer alone: the scan must not read the object's lists
     vs_ivfpq *raw = nullptr;
-    ASSERT_EQ(vs_ivfpq_create(ctx, &B.p, B.centroids.data(), B.codebooks.data(), &raw), VS_OK);
+    ASSERT_EQ((view ? vs_ivfpq_create_view : vs_ivfpq_create)(ctx, &B.p, B.centroids.data(),
+                                                              B.codebooks.data(), &raw),
+              VS_OK);
     IvfpqPtr quantizer(raw, IvfpqDeleter{ctx});
     for (size_t k : ks)
     {
@@ -929,6 +1003,7 @@ TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
             check_scan(ctx.get(), B, q, 3, 5, {7}, 3);
             check_scan(ctx.get(), B, q, 0, nlist + 20, {10, n + 50}, 4);
             check_scan(ctx.get(), B, q, nlist + 5, 3, {5}, 5); // past the last list
+            check_scan(ctx.get(), B, q, 0, 4, {10, 600}, 6, 97, true); // a view's quantizer
             if (HasFatalFailure())
                 return;
         }

@@ -63,6 +63,13 @@ vs_status vs_ivfpq_train(vs_context *ctx, const vs_ivfpq_params *params,
 /* An ivfpq object with this quantizer (copied) and empty lists. */
 vs_status vs_ivfpq_create(vs_context *ctx, const vs_ivfpq_params *params, const float *centroids,
                           const float *codebooks, vs_ivfpq **out) VS_NOEXCEPT;
+/* The same object, except that a CPU context reads the quantizer where it is instead of copying
+ * it: the caller keeps centroids and codebooks unchanged until vs_ivfpq_destroy (a cache of an
+ * index's quantizer for list scans, which then costs one copy of it, not two).  Other backends
+ * copy it, as vs_ivfpq_create. */
+vs_status vs_ivfpq_create_view(vs_context *ctx, const vs_ivfpq_params *params,
+                               const float *centroids, const float *codebooks,
+                               vs_ivfpq **out) VS_NOEXCEPT;
 void vs_ivfpq_destroy(vs_context *ctx, vs_ivfpq *ivf) VS_NOEXCEPT;
 
 /* Assigns n host vectors to lists and encodes them: lists[n] (0 .. nlist-1) and codes
