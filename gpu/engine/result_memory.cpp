@@ -246,6 +246,23 @@ size_t result_kept_bytes()
     return kept_total;
 }
 
+void result_drop_kept() noexcept
+{
+    Kept dropped[kKeptMax];
+    {
+        std::lock_guard<std::mutex> lock(kept_mu);
+        for (int i = 0; i < kKeptMax; i++)
+        {
+            dropped[i] = kept[i];
+            kept[i] = Kept{nullptr, 0};
+        }
+        kept_total = 0;
+    }
+    for (const Kept &k : dropped)
+        if (k.base)
+            munmap(k.base, k.mapped);
+}
+
 ParallelCopy::ParallelCopy(int threads)
 {
     const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

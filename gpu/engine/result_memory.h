@@ -41,6 +41,8 @@ void result_free(void *block) noexcept;
 void result_keep(void *block) noexcept;
 // Bytes of the blocks kept now.
 size_t result_kept_bytes();
+// Unmaps every kept block.
+void result_drop_kept() noexcept;
 
 // Copies of results into fresh memory, split by bytes over up to `threads` threads (0: the
 // hardware's, at most 8) that are started on the first copy large enough to share and kept
