@@ -573,29 +573,35 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
 // The keys of every (query, start node) pair, keys[q * nstarts + s] (kNoKey for a start node out
 // of range or not live), a team of T lanes per pair over the whole grid: the team kernel's start
 // steps then only select, and a small batch measures its start nodes at once instead of a few
-// per team per step.
+// per team per step.  A warp takes one start node for the 32 / T queries of a group, so its teams
+// read the row in the same instructions (one L2 read for all of them), and consecutive warps take
+// consecutive start nodes of the same group, whose queries stay in L1: the start rows' L2 traffic
+// is divided by the group size.
 template <int T, vs_metric Base>
 __global__ void __launch_bounds__(256)
     start_keys_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries, int nq,
                       const uint32_t *__restrict__ starts, int nstarts,
                       uint64_t *__restrict__ keys)
 {
+    constexpr int kGroup = 32 / T; // queries per warp
     const int lane = threadIdx.x & 31, t = lane & (T - 1);
     const size_t warp = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32,
                  warps = gridDim.x * static_cast<size_t>(blockDim.x) / 32,
-                 total = static_cast<size_t>(nq) * nstarts;
+                 groups = (static_cast<size_t>(nq) + kGroup - 1) / kGroup,
+                 items = groups * nstarts;
     // warp-uniform trip count: the team's shuffles need the whole warp
-    for (size_t first = warp * (32 / T); first < total; first += warps * (32 / T))
+    for (size_t item = warp; item < items; item += warps)
     {
-        const size_t pair = first + lane / T;
-        const bool in = pair < total;
-        const uint32_t v = in ? starts[pair % nstarts] : kEmpty;
-        const bool valid = v < g.n && (g.live == nullptr || g.live[v] != 0);
-        const float *q = queries + (in ? pair / nstarts : 0) * g.dim;
+        const size_t query = item / nstarts * kGroup + lane / T, s = item % nstarts;
+        const bool in = query < static_cast<size_t>(nq);
+        const uint32_t v = starts[s];
+        const bool valid = in && v < g.n && (g.live == nullptr || g.live[v] != 0);
+        const float *q = queries + (in ? query : 0) * g.dim;
         const double b = team_exact_base<T>(
             Base, q, g.vectors + static_cast<size_t>(valid ? v : 0) * g.dim, g.dim, t, valid);
         if (t == 0 && in)
-            keys[pair] = valid ? make_key(nan_as_inf(base_to_output(metric, b)), v) : kNoKey;
+            keys[query * nstarts + s] =
+                valid ? make_key(nan_as_inf(base_to_output(metric, b)), v) : kNoKey;
     }
 }
 
@@ -839,8 +845,8 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
         if (start_pass)
         {
-            const size_t lanes = c * p.nstarts * shape.lanes;
-            const unsigned blocks = static_cast<unsigned>(std::min<size_t>((lanes + 255) / 256, 8192));
+            const size_t group = 32 / shape.lanes, warps = (c + group - 1) / group * p.nstarts;
+            const unsigned blocks = static_cast<unsigned>(std::min<size_t>((warps + 7) / 8, 8192));
             shape.starts<<<blocks, 256, 0, s>>>(g, p.metric, d_queries, static_cast<int>(c),
                                                  d_starts, static_cast<int>(p.nstarts),
                                                  d_keys.get());
