@@ -800,6 +800,27 @@ TEST_P(GraphObject, ArgumentsAndLimits)
         EXPECT_EQ(ids[i], t.ids[i]);
         EXPECT_EQ(d[i], 0.0f);
     }
+    // more start nodes than a step of the team kernel takes (there measured beforehand by a
+    // kernel of their own), each 8 times (also a sanitizer case: tests/gpu, run-on-device)
+    std::vector<uint32_t> repeated;
+    for (int r = 0; r < 8; r++)
+        for (uint32_t i = 0; i < 40; i++)
+            repeated.push_back(i);
+    vs_graph_search_params many = p;
+    many.starts = repeated.data();
+    many.nstarts = repeated.size();
+    for (const std::string &kernel : graph_kernels(GetParam()))
+    {
+        KernelChoice choice(kernel);
+        SCOPED_TRACE(kernel);
+        ASSERT_EQ(vs_graph_knn(ctx.get(), g.get(), &many, q, 1, 4, ids, d, &count), VS_OK);
+        EXPECT_EQ(count, 4);
+        for (int i = 0; i < 4; i++)
+        {
+            EXPECT_EQ(ids[i], t.ids[i]);
+            EXPECT_EQ(d[i], 0.0f);
+        }
+    }
     // the old CUDA kernel expands one node per step
     {
         KernelChoice choice("old");
