@@ -32,10 +32,12 @@
 // kernels match up to one chunk of 128 centers; the brute force's is n), QPS and the ratios.  Every
 // answer is compared: engine LC, SSS and brute with each other on every query, and with the CPU
 // brute force on the --cpu-nq queries; any difference is an error (exit 1).  Then kNN (--knn k)
-// the same way.  Build: the LC and SSS builds on one thread (host functions), and the engine
-// objects' creation (the copy to the device).  On words, per radius, what the GPU kernels read per
-// query (discard_pass: SSS's discard pass against the brute force's length filter, computed from
-// the host arrays over at most 200 queries).
+// the same way.  Build: the LC and SSS builds on one thread (host functions), the same builds in
+// the engine context (vs_metric_build_lc, vs_metric_select_sss + vs_metric_table_sss: on the GPU
+// with --gpu, else on the CPU backend's threads; any difference from the host's is an error), and
+// the engine objects' creation (the copy to the device).  On words, per radius, what the GPU
+// kernels read per query (discard_pass: SSS's discard pass against the brute force's length
+// filter, computed from the host arrays over at most 200 queries).
 #include "vsearch/edit.h"
 #include "vsearch/lc.h"
 #include "vsearch/metric.h"
@@ -535,6 +537,39 @@ int run(const Args &args, const Set &all, const Set &queries, const std::vector<
     const double sss_build = seconds_since(t0);
     vs_sss sss{pspace, as, table.data()};
 
+    // the same builds in the engine context, which must give the same results
+    std::vector<size_t> ecenters(n), emembers(n), eoffsets(n + 1), epiv(VS_SSS_MAX_PIVOTS);
+    std::vector<double> eradii(n);
+    std::vector<float> etable(table.size());
+    size_t enc = 0, enp = 0;
+    double ediameter = 0;
+    t0 = Clock::now();
+    vs_status bst = vs_metric_build_lc(ctx, &as, bucket, args.seed, ecenters.data(), &enc,
+                                       emembers.data(), eoffsets.data(), eradii.data());
+    const double elc_build = seconds_since(t0);
+    t0 = Clock::now();
+    if (bst == VS_OK)
+        bst = vs_metric_select_sss(ctx, &as, args.alpha, epiv.size(), epiv.data(), &enp,
+                                   &ediameter);
+    if (bst == VS_OK && enp == np)
+        bst = vs_metric_table_sss(ctx, &as, epiv.data(), enp, etable.data());
+    const double esss_build = seconds_since(t0);
+    if (bst != VS_OK)
+    {
+        std::fprintf(stderr, "engine builds: %s\n", vs_last_error(ctx));
+        return 1;
+    }
+    if (enc != nc || !std::equal(centers.begin(), centers.begin() + nc, ecenters.begin()) ||
+        !std::equal(members.begin(), members.begin() + (n - nc), emembers.begin()) ||
+        !std::equal(offsets.begin(), offsets.begin() + nc + 1, eoffsets.begin()) ||
+        !std::equal(cradii.begin(), cradii.begin() + nc, eradii.begin()) || enp != np ||
+        !std::equal(piv.begin(), piv.begin() + np, epiv.begin()) || ediameter != diameter ||
+        (n * np > 0 && etable != table))
+    {
+        std::fprintf(stderr, "the engine's builds differ from the host functions'\n");
+        return 1;
+    }
+
     vs_metric_index *elc = nullptr, *esss = nullptr, *eflat = nullptr;
     t0 = Clock::now();
     vs_status st = vs_metric_index_lc(ctx, &lc, &elc);
@@ -556,6 +591,9 @@ int run(const Args &args, const Set &all, const Set &queries, const std::vector<
                 "engine: LC %.3f s, SSS %.3f s\n",
                 bucket, lc_build, nc, static_cast<double>(build_evals), args.alpha, sss_build, np,
                 diameter, lc_up, sss_up);
+    std::printf("build (engine context, the same lists and tables): LC %.2f s (%.1fx the host "
+                "build's speed), SSS %.2f s (%.1fx)\n",
+                elc_build, lc_build / elc_build, esss_build, sss_build / esss_build);
     if (as.kind == VS_MSPACE_STRINGS && np > 0)
     {
         std::printf("what the GPU kernels read per query (from the host arrays):\n");

@@ -89,6 +89,14 @@ public:
         });
     }
 
+    Status distances(const MetricIndex *flat, size_t from, const size_t *rows, size_t n,
+                     double *out) noexcept override
+    {
+        return guarded([&] {
+            host_metric_distances(as_cpu_metric(flat).host, from, rows, n, out, threads_, cfg_);
+        });
+    }
+
 private:
     const BackendConfig &cfg_;
     int threads_;

@@ -229,4 +229,17 @@ bool same_space(const vs_mspace &a, const vs_mspace &b)
     return a.kind == b.kind && (a.kind != VS_MSPACE_VECTORS || a.dim == b.dim);
 }
 
+void host_metric_distances(const HostMetric &h, size_t from, const size_t *rows, size_t n,
+                           double *out, int threads, const BackendConfig &config)
+{
+    const vs_mspace &s = h.space();
+    const Probe probe(s, vs_mspace_object(&s, from));
+    constexpr size_t kPer = 1024; // rows per item: a thread hand-off costs about one distance
+    parallel_for((n + kPer - 1) / kPer, threads, config, [&](size_t b) {
+        const size_t end = std::min(n, (b + 1) * kPer);
+        for (size_t i = b * kPer; i < end; i++)
+            out[i] = probe.distance(rows ? rows[i] : i);
+    });
+}
+
 } // namespace vs

@@ -73,6 +73,10 @@ struct HostMatches
 void host_metric_range(const HostMetric &h, const vs_mspace &queries, size_t q0, size_t q1,
                        double radius, HostMatches &out, int threads, const BackendConfig &config);
 
+// The builds' distances (MetricBackend::distances) of a flat object on up to `threads` threads.
+void host_metric_distances(const HostMetric &h, size_t from, const size_t *rows, size_t n,
+                           double *out, int threads, const BackendConfig &config);
+
 // Validates a space against the index's: same kind, and dimension for vectors.
 bool same_space(const vs_mspace &a, const vs_mspace &b);
 

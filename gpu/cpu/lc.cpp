@@ -2,6 +2,7 @@
 // build (center selection, fixed-size buckets, covering radii) and exact range and kNN search.
 #include "vsearch/lc.h"
 
+#include "cpu/lc_build.h"
 #include "cpu/metric_space.h"
 
 #include <algorithm>
@@ -83,83 +84,17 @@ int vs_lc_build(const vs_mspace *objects, size_t bucket_size, uint64_t seed, vs_
     if (bucket_size == 0 || centers == nullptr || ncenters == nullptr || members == nullptr ||
         bucket_offsets == nullptr || radii == nullptr)
         return VS_INVALID_ARGUMENT;
-    const size_t n = objects->n;
-    *ncenters = 0;
-    bucket_offsets[0] = 0;
-    if (n == 0)
-        return VS_OK;
     try
     {
-        std::vector<size_t> rem(n);
-        for (size_t i = 0; i < n; i++)
-            rem[i] = i;
-        std::vector<double> sum(n, 0.0);
-        std::vector<unsigned char> taken(n, 0);
-        std::vector<std::pair<double, size_t>> dist;
-        dist.reserve(n);
-        uint64_t evals = 0;
-        size_t nc = 0;
-        size_t nm = 0;
-
-        // splitmix64 of the seed: the first center
-        uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-        z ^= z >> 31;
-        size_t c = static_cast<size_t>(z % n);
-
-        while (true)
-        {
-            // c leaves the remaining set and becomes the next center
-            rem.erase(std::find(rem.begin(), rem.end(), c));
-            centers[nc] = c;
-            vs_mobject co = vs_mspace_object(objects, c);
-            Probe probe(*objects, co);
-            dist.clear();
-            for (size_t p : rem)
-            {
-                double d = probe.distance(p);
-                sum[p] += d;
-                dist.emplace_back(d, p);
-            }
-            evals += rem.size();
-            size_t take = std::min(bucket_size, dist.size());
-            if (take < dist.size())
-                std::nth_element(dist.begin(), dist.begin() + take, dist.end());
-            std::sort(dist.begin(), dist.begin() + take);
-            double radius = 0.0;
-            for (size_t i = 0; i < take; i++)
-            {
-                members[nm++] = dist[i].second;
-                radius = std::max(radius, dist[i].first);
-            }
-            radii[nc] = radius;
-            nc++;
-            bucket_offsets[nc] = nm;
-
-            // the rest stays, in position order (ties below go to the smallest position)
-            for (size_t i = 0; i < take; i++)
-                taken[dist[i].second] = 1;
-            size_t kept = 0;
-            for (size_t p : rem)
-                if (!taken[p])
-                    rem[kept++] = p;
-            rem.resize(kept);
-            if (tick != nullptr && tick(tick_arg, nc + nm))
-                return VS_CANCELLED;
-            if (rem.empty())
-                break;
-            // the next center: the largest sum of distances to the centers so far
-            size_t best = rem[0];
-            for (size_t p : rem)
-                if (sum[p] > sum[best])
-                    best = p;
-            c = best;
-        }
-        *ncenters = nc;
-        if (ndist)
-            *ndist += evals;
-        return VS_OK;
+        return lc_build_with(
+            objects->n, bucket_size, seed,
+            [&](size_t c, const size_t *rows, size_t m, double *out) {
+                Probe probe(*objects, vs_mspace_object(objects, c));
+                for (size_t i = 0; i < m; i++)
+                    out[i] = probe.distance(rows[i]);
+            },
+            [&](size_t done) { return tick != nullptr && tick(tick_arg, done) != 0; }, centers,
+            ncenters, members, bucket_offsets, radii, ndist);
     }
     catch (const std::bad_alloc &)
     {

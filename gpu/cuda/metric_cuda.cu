@@ -32,6 +32,11 @@
 //
 // Queries the kernels do not take (strings longer than 64 code points, k above the limit) are
 // answered by the host functions on the object's host copy (cpu/host_metric.h).
+//
+// Builds (engine/metric_build_api.cpp) ask a flat object for the distances of one object (a new
+// center or pivot) to many: one launch, a thread per string or a warp per vector, the distances
+// back to the host, where the build selects; a center longer than 64 code points is measured on
+// the host.
 #include "cuda/metric_cuda.cuh"
 
 #include "cpu/host_metric.h"
@@ -180,6 +185,35 @@ __device__ unsigned myers(const uint64_t *low, const uint32_t *high, const uint6
     return score;
 }
 
+// The match masks of a pattern of m <= VS_EDIT_MYERS_MAX code points, by one thread: low[c] for
+// c < 256 (zeroed by the caller), the others as high[k] with high_mask[k]; returns their count.
+__device__ int myers_masks(const uint32_t *p, int m, uint64_t *low, uint32_t *high,
+                           uint64_t *high_mask)
+{
+    int nh = 0;
+    for (int i = 0; i < m; i++)
+    {
+        uint32_t c = p[i];
+        uint64_t bit = 1ull << i;
+        if (c < 256)
+            low[c] |= bit;
+        else
+        {
+            int k = 0;
+            while (k < nh && high[k] != c)
+                k++;
+            if (k == nh)
+            {
+                high[k] = c;
+                high_mask[k] = 0;
+                nh++;
+            }
+            high_mask[k] |= bit;
+        }
+    }
+    return nh;
+}
+
 __device__ __forceinline__ unsigned bound_of(double b)
 {
     if (b < 0)
@@ -246,30 +280,7 @@ __global__ void __launch_bounds__(kBlock)
                 low[i] = 0;
             __syncthreads();
             if (tid == 0)
-            {
-                int nh = 0;
-                for (int i = 0; i < m; i++)
-                {
-                    uint32_t c = qc[i];
-                    uint64_t bit = 1ull << i;
-                    if (c < 256)
-                        low[c] |= bit;
-                    else
-                    {
-                        int k = 0;
-                        while (k < nh && high[k] != c)
-                            k++;
-                        if (k == nh)
-                        {
-                            high[k] = c;
-                            high_mask[k] = 0;
-                            nh++;
-                        }
-                        high_mask[k] |= bit;
-                    }
-                }
-                nhigh = nh;
-            }
+                nhigh = myers_masks(qc, m, low, high, high_mask);
         }
         else
             qv = qs.vectors + q * static_cast<size_t>(dim);
@@ -611,6 +622,54 @@ __global__ void __launch_bounds__(kBlock)
                 counts[q] = static_cast<uint64_t>(nbest);
         }
         __syncthreads();
+    }
+}
+
+// The builds' distances (MetricBackend::distances): out[i] = d(object from, object rows[i]) (rows
+// NULL: i) of a flat object, unbounded.  Strings a thread each, `from` the pattern (at most
+// VS_EDIT_MYERS_MAX code points; its masks built by each block), vectors a warp each.
+__global__ void __launch_bounds__(kBlock)
+    build_distances_kernel(DevSpace s, size_t from, const uint32_t *__restrict__ rows, size_t n,
+                           double *__restrict__ out)
+{
+    __shared__ uint64_t low[256];
+    __shared__ uint64_t high_mask[VS_EDIT_MYERS_MAX];
+    __shared__ uint32_t high[VS_EDIT_MYERS_MAX];
+    __shared__ int nhigh;
+    const int tid = threadIdx.x;
+    if (s.strings)
+    {
+        const uint32_t *p = s.chars + s.offsets[from];
+        const int m = static_cast<int>(s.offsets[from + 1] - s.offsets[from]);
+        for (int i = tid; i < 256; i += kBlock)
+            low[i] = 0;
+        __syncthreads();
+        if (tid == 0)
+            nhigh = myers_masks(p, m, low, high, high_mask);
+        __syncthreads();
+        const size_t stride = static_cast<size_t>(gridDim.x) * kBlock;
+        for (size_t i = static_cast<size_t>(blockIdx.x) * kBlock + tid; i < n; i += stride)
+        {
+            const size_t r = rows ? rows[i] : i;
+            const unsigned nt = static_cast<unsigned>(s.offsets[r + 1] - s.offsets[r]);
+            out[i] = static_cast<double>(
+                myers(low, high, high_mask, nhigh, m, s.chars + s.offsets[r], nt, 0xFFFFFFFEu));
+        }
+        return;
+    }
+    const int lane = tid & 31;
+    const size_t dim = static_cast<size_t>(s.dim);
+    const float *x = s.vectors + from * dim;
+    const size_t stride = static_cast<size_t>(gridDim.x) * kWarps;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * kWarps + (tid >> 5); i < n; i += stride)
+    {
+        const size_t r = rows ? rows[i] : i;
+        const double base = warp_exact_base(s.metric == VS_METRIC_L2 ? VS_METRIC_L2SQ : s.metric,
+                                            x, s.vectors + r * dim, s.dim, lane);
+        const float f = static_cast<float>(base); // the exact distance's one rounding
+        if (lane == 0)
+            out[i] = s.metric == VS_METRIC_L2 ? sqrt(static_cast<double>(f))
+                                              : static_cast<double>(f);
     }
 }
 
@@ -961,6 +1020,40 @@ void metric_range(DeviceContext &dev, const CudaMetric &cm, const vs_mspace &que
     }
 }
 
+void metric_distances(DeviceContext &dev, const CudaMetric &cm, size_t from, const size_t *rows,
+                      size_t n, double *out)
+{
+    check_cancel(dev.cfg);
+    if (n == 0)
+        return;
+    const vs_mspace &hs = cm.host.space();
+    if (hs.kind == VS_MSPACE_STRINGS &&
+        hs.offsets[from + 1] - hs.offsets[from] > VS_EDIT_MYERS_MAX)
+    {
+        host_metric_distances(cm.host, from, rows, n, out, host_threads(dev), dev.cfg);
+        return;
+    }
+    cudaStream_t s = dev.main;
+    std::vector<uint32_t> r;
+    DeviceArray<uint32_t> d_rows;
+    if (rows)
+    {
+        r.assign(rows, rows + n);
+        d_rows = DeviceArray<uint32_t>(*dev.pool, n, s);
+        VS_CUDA_CHECK(cudaMemcpyAsync(d_rows.get(), r.data(), n * sizeof(uint32_t),
+                                      cudaMemcpyHostToDevice, s));
+    }
+    DeviceArray<double> d_out(*dev.pool, n, s);
+    const size_t per_block = hs.kind == VS_MSPACE_STRINGS ? kBlock : kWarps;
+    const unsigned grid = static_cast<unsigned>(
+        std::min<size_t>((n + per_block - 1) / per_block, size_t{1} << 16));
+    build_distances_kernel<<<grid, kBlock, 0, s>>>(
+        cm.view.objs, from, rows ? d_rows.get() : nullptr, n, d_out.get());
+    VS_LAUNCH_CHECK();
+    VS_CUDA_CHECK(cudaMemcpyAsync(out, d_out.get(), n * sizeof(double), cudaMemcpyDeviceToHost, s));
+    VS_CUDA_CHECK(cudaStreamSynchronize(s)); // r and out
+}
+
 class CudaMetricBackend final : public MetricBackend
 {
 public:
@@ -992,6 +1085,14 @@ public:
     {
         return lanes_.run([&](DeviceContext &dev) {
             metric_range(dev, as_cuda_metric(index), queries, radius, collector);
+        });
+    }
+
+    Status distances(const MetricIndex *flat, size_t from, const size_t *rows, size_t n,
+                     double *out) noexcept override
+    {
+        return lanes_.run([&](DeviceContext &dev) {
+            metric_distances(dev, as_cuda_metric(flat), from, rows, n, out);
         });
     }
 

@@ -1,10 +1,11 @@
 // The metric-space family behind vsearch/metric.h: its object type (MetricIndex: a List of
 // Clusters, an SSS pivot table or a plain set of objects on the backend) and the abstract
 // interface a backend implements for it (MetricBackend, returned by Backend::metric()).
-// Implementations: gpu/cpu/cpu_metric.cpp (the host functions of lc.cpp / sss.cpp, queries spread
-// over the backend's threads) and gpu/cuda/metric_cuda.cu (one thread block per query); front end:
-// gpu/engine/metric_api.cpp.  Every virtual call is noexcept and returns a Status (it crosses the
-// dlopen boundary of vsearch_cuda.so).
+// Implementations: gpu/cpu/cpu_metric.cpp (the host functions of lc.cpp / sss.cpp, queries and
+// the builds' distances spread over the backend's threads) and gpu/cuda/metric_cuda.cu (one thread
+// block per query); front ends: gpu/engine/metric_api.cpp (objects, searches) and
+// metric_build_api.cpp (builds).  Every virtual call is noexcept and returns a Status (it crosses
+// the dlopen boundary of vsearch_cuda.so).
 #ifndef VSEARCH_ENGINE_METRIC_BACKEND_H
 #define VSEARCH_ENGINE_METRIC_BACKEND_H
 
@@ -54,6 +55,11 @@ public:
     // Matches go to the collector in query order, ascending ids within a query.
     virtual Status range(const MetricIndex *index, const vs_mspace &queries, double radius,
                          RangeCollector *collector) noexcept = 0;
+    // The builds' distances (engine/metric_build_api.cpp): out[i] = d(object `from`, object
+    // rows[i]) of a flat index for i < n (rows NULL: objects 0 .. n), the value of the host
+    // functions (cpu/metric_space.h's Probe with `from` the fixed side, unbounded).
+    virtual Status distances(const MetricIndex *flat, size_t from, const size_t *rows, size_t n,
+                             double *out) noexcept = 0;
 };
 
 } // namespace vs

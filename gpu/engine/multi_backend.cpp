@@ -359,6 +359,8 @@ public:
                float *out_dists, int64_t *out_counts) noexcept override;
     Status range(const MetricIndex *index, const vs_mspace &queries, double radius,
                  RangeCollector *collector) noexcept override;
+    Status distances(const MetricIndex *flat, size_t from, const size_t *rows, size_t n,
+                     double *out) noexcept override;
 
 private:
     template <typename Make> Status create(MetricIndex **out, Make &&make) noexcept;
@@ -1236,6 +1238,21 @@ Status MultiMetricBackend::knn(const MetricIndex *index, const vs_mspace &querie
         Status st = b_.call(d, [&] {
             return b_.devs_[d].backend->metric()->knn(m.inner, queries, k, out_ids, out_dists,
                                                       out_counts);
+        });
+        if (!st.ok())
+            throw Error(st.code, st.message);
+    });
+}
+
+Status MultiMetricBackend::distances(const MetricIndex *flat, size_t from, const size_t *rows,
+                                     size_t n, double *out) noexcept
+{
+    return guarded([&] {
+        const MultiMetric &m = as_multi_metric(flat);
+        size_t d = static_cast<size_t>(m.dev);
+        b_.check_device(d);
+        Status st = b_.call(d, [&] {
+            return b_.devs_[d].backend->metric()->distances(m.inner, from, rows, n, out);
         });
         if (!st.ok())
             throw Error(st.code, st.message);

@@ -3,7 +3,8 @@
 // strings (code points above 255, empty strings, indexed strings and queries longer than 64
 // characters, a deleted center) and vectors (L2, L1; 40 dimensions, so every lane of a warp works),
 // kNN at k = 1 .. beyond the GPU kernel's limit (ties among edit distances decide by id), range from
-// radius 0 to everything.  "cpu", "cuda": one context; "cpu2", "cuda2": two contexts behind one
+// radius 0 to everything; the context builds against the host builds (ties, long centers, both
+// metrics).  "cpu", "cuda": one context; "cpu2", "cuda2": two contexts behind one
 // (objects placed whole on one device).  The CUDA cases skip without the library or a device.
 #include "engine_testing.h"
 #include "vsearch/metric.h"
@@ -342,6 +343,159 @@ TEST_P(MetricObject, VectorsEqualTheHostFunctions)
         compare(ctx.get(), all, queries, {1, 10, 64, 1030}, {0.0, 7.0 * s, 8.5 * s, 1e30}, 64,
                 0.4);
     }
+}
+
+// The context builds against the host functions, output for output: the List of Clusters
+// (vs_metric_build_lc / vs_lc_build), the SSS pivots and diameter (vs_metric_select_sss /
+// vs_sss_select) and the pivot table (vs_metric_table_sss / vs_sss_table).
+void compare_builds(vs_context *ctx, const Space &all, size_t bucket, uint64_t seed, double alpha,
+                    size_t max_pivots)
+{
+    SCOPED_TRACE("bucket " + std::to_string(bucket) + " alpha " + std::to_string(alpha));
+    const size_t n = all.s.n;
+    std::vector<size_t> hc(n + 1), hm(n + 1), ho(n + 1), cc(n + 1, 7), cm(n + 1, 7), co(n + 1, 7);
+    std::vector<double> hr(n + 1), cr(n + 1, -1.0);
+    size_t hn = 0, cn = 7;
+    ASSERT_EQ(vs_lc_build(&all.s, bucket, seed, nullptr, nullptr, hc.data(), &hn, hm.data(),
+                          ho.data(), hr.data(), nullptr),
+              VS_OK);
+    ASSERT_EQ(vs_metric_build_lc(ctx, &all.s, bucket, seed, cc.data(), &cn, cm.data(), co.data(),
+                                 cr.data()),
+              VS_OK)
+        << vs_last_error(ctx);
+    ASSERT_EQ(cn, hn);
+    hc.resize(hn), cc.resize(hn), hr.resize(hn), cr.resize(hn);
+    hm.resize(n - hn), cm.resize(n - hn), ho.resize(hn + 1), co.resize(hn + 1);
+    EXPECT_EQ(cc, hc) << "centers";
+    EXPECT_EQ(cm, hm) << "members";
+    EXPECT_EQ(co, ho) << "bucket offsets";
+    EXPECT_EQ(cr, hr) << "radii";
+
+    std::vector<size_t> hp(max_pivots), cp(max_pivots, 7);
+    size_t hnp = 0, cnp = 7;
+    double hd = 0, cd = -1;
+    ASSERT_EQ(vs_sss_select(&all.s, alpha, max_pivots, hp.data(), &hnp, &hd, nullptr), VS_OK);
+    ASSERT_EQ(vs_metric_select_sss(ctx, &all.s, alpha, max_pivots, cp.data(), &cnp, &cd), VS_OK)
+        << vs_last_error(ctx);
+    ASSERT_EQ(cnp, hnp);
+    hp.resize(hnp), cp.resize(hnp);
+    EXPECT_EQ(cp, hp) << "pivots";
+    EXPECT_EQ(cd, hd) << "diameter";
+
+    Space ps;
+    for (size_t p : hp)
+    {
+        vs_mobject o = vs_mspace_object(&all.s, p);
+        if (all.s.kind == VS_MSPACE_STRINGS)
+            ps.add_string(std::vector<uint32_t>(o.chars, o.chars + o.len), 0);
+        else
+            ps.add_vector(o.vector, all.s.dim, 0);
+    }
+    ps.finish(all.s.kind, all.s.metric, all.s.dim);
+    std::vector<float> ht(std::max<size_t>(n * hnp, 1)), ct(ht.size(), -1.0f);
+    ASSERT_EQ(vs_sss_table(&ps.s, &all.s, nullptr, nullptr, ht.data(), nullptr), VS_OK);
+    ASSERT_EQ(vs_metric_table_sss(ctx, &all.s, hp.data(), hnp, ct.data()), VS_OK)
+        << vs_last_error(ctx);
+    if (n * hnp == 0)
+        ct = ht; // nothing written
+    EXPECT_EQ(ct, ht) << "table";
+}
+
+// Strings with many equal distances (a small alphabet, duplicates, empty strings), code points
+// above 255 and centers longer than 64 characters (measured on the host by the CUDA backend).
+TEST_P(MetricObject, StringBuildsEqualTheHostBuilds)
+{
+    std::string why;
+    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    std::mt19937_64 rng(25);
+    static const uint32_t alphabet[] = {'a', 'e', 'o', 0xF1, 0x4E2D};
+    auto word = [&](size_t maxlen) {
+        std::vector<uint32_t> w(rng() % maxlen);
+        for (auto &c : w)
+            c = alphabet[rng() % 5];
+        return w;
+    };
+    Space all;
+    for (int i = 0; i < 2000; i++)
+        all.add_string(i % 400 == 3 ? word(120) : i % 97 == 0 ? std::vector<uint32_t>() : word(8),
+                       i);
+    all.finish(VS_MSPACE_STRINGS, VS_METRIC_L2, 0);
+    compare_builds(ctx.get(), all, 32, 7, 0.5, 64);
+    compare_builds(ctx.get(), all, 1, 3, 0.3, 5);
+    compare_builds(ctx.get(), all, 2500, 1, 0.1, VS_SSS_MAX_PIVOTS);
+    // alpha M a whole number: objects at exactly alpha M from every pivot become pivots too
+    std::vector<size_t> piv(64);
+    size_t np = 0;
+    double diameter = 0;
+    ASSERT_EQ(vs_sss_select(&all.s, 0.5, 64, piv.data(), &np, &diameter, nullptr), VS_OK);
+    const double alpha = 3.0 / diameter;
+    ASSERT_EQ(alpha * diameter, 3.0);
+    compare_builds(ctx.get(), all, 32, 7, alpha, 64);
+}
+
+// Vectors under L2 and L1 with whole-number coordinates (equal distances) and duplicate rows.
+TEST_P(MetricObject, VectorBuildsEqualTheHostBuilds)
+{
+    std::string why;
+    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    std::mt19937_64 rng(26);
+    for (size_t dim : {size_t{3}, size_t{40}})
+        for (vs_metric metric : {VS_METRIC_L2, VS_METRIC_L1})
+        {
+            SCOPED_TRACE(vt::metric_name(metric) + std::string(" dim ") + std::to_string(dim));
+            Space all;
+            std::vector<float> v(dim);
+            for (int i = 0; i < 1500; i++)
+            {
+                if (i % 5 != 4) // every fifth row repeats the one before
+                    for (auto &x : v)
+                        x = static_cast<float>(rng() % 4) + (i % 3 == 0 ? 0.25f : 0.0f);
+                all.add_vector(v.data(), dim, i);
+            }
+            all.finish(VS_MSPACE_VECTORS, metric, dim);
+            compare_builds(ctx.get(), all, 64, 11, 0.4, 64);
+            compare_builds(ctx.get(), all, 3, 2, 0.2, 7);
+        }
+}
+
+TEST_P(MetricObject, BuildArguments)
+{
+    std::string why;
+    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    if (!ctx)
+        GTEST_SKIP() << GetParam() << " unavailable: " << why;
+    Space empty;
+    empty.finish(VS_MSPACE_STRINGS, VS_METRIC_L2, 0);
+    size_t centers[1], members[1], offsets[1] = {7}, pivots[4], nc = 7, np = 7;
+    double radii[1], diameter = -1;
+    EXPECT_EQ(vs_metric_build_lc(ctx.get(), &empty.s, 4, 1, centers, &nc, members, offsets, radii),
+              VS_OK);
+    EXPECT_EQ(nc, 0u);
+    EXPECT_EQ(offsets[0], 0u);
+    EXPECT_EQ(vs_metric_select_sss(ctx.get(), &empty.s, 0.5, 4, pivots, &np, &diameter), VS_OK);
+    EXPECT_EQ(np, 0u);
+    EXPECT_EQ(vs_metric_build_lc(ctx.get(), &empty.s, 0, 1, centers, &nc, members, offsets, radii),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_metric_build_lc(ctx.get(), nullptr, 4, 1, centers, &nc, members, offsets, radii),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_metric_select_sss(ctx.get(), &empty.s, 0.0, 4, pivots, &np, nullptr),
+              VS_INVALID_ARGUMENT);
+    Space one;
+    one.add_string({'a'}, 0);
+    one.finish(VS_MSPACE_STRINGS, VS_METRIC_L2, 0);
+    const size_t beyond = 1;
+    float table[1];
+    EXPECT_EQ(vs_metric_table_sss(ctx.get(), &one.s, &beyond, 1, table), VS_INVALID_ARGUMENT);
+    Space cosine;
+    const float x[2] = {1, 0};
+    cosine.add_vector(x, 2, 0);
+    cosine.finish(VS_MSPACE_VECTORS, VS_METRIC_COSINE, 2);
+    EXPECT_EQ(vs_metric_select_sss(ctx.get(), &cosine.s, 0.5, 4, pivots, &np, nullptr),
+              VS_INVALID_ARGUMENT);
 }
 
 // Every object type, mode (kNN, range count and write) and data kind on a small set: the case

@@ -67,6 +67,28 @@ vs_status vs_metric_index_range(vs_context *ctx, const vs_metric_index *index,
                                 const vs_mspace *queries, double radius, vs_alloc_fn alloc,
                                 void *alloc_arg, vs_range_result *out) VS_NOEXCEPT;
 
+/*
+ * Builds in a context: the distances on its backend (the CPU backend's threads, or the GPU: a
+ * launch per center or pivot, computing its distances to every object still in play; strings by
+ * Myers' algorithm when the center has at most VS_EDIT_MYERS_MAX code points, else on the host),
+ * the selections on the calling thread, and exactly the host functions' results:
+ *   - vs_metric_build_lc: vs_lc_build's centers, members, bucket offsets and radii (outputs sized
+ *     as its), for the same bucket_size and seed;
+ *   - vs_metric_select_sss: vs_sss_select's pivots (pivots[max_pivots]) and diameter (optional);
+ *   - vs_metric_table_sss: vs_sss_table's table (objects->n x npivots, row-major) for the pivots
+ *     at positions pivots[0 .. npivots) of objects.
+ * The objects' ids are ignored (positions).  VS_INVALID_ARGUMENT, VS_OUT_OF_MEMORY, VS_CANCELLED
+ * (the context's cancel callback, polled between distance calls), VS_DEVICE_ERROR.
+ */
+vs_status vs_metric_build_lc(vs_context *ctx, const vs_mspace *objects, size_t bucket_size,
+                             uint64_t seed, size_t *centers, size_t *ncenters, size_t *members,
+                             size_t *bucket_offsets, double *radii) VS_NOEXCEPT;
+vs_status vs_metric_select_sss(vs_context *ctx, const vs_mspace *objects, double alpha,
+                               size_t max_pivots, size_t *pivots, size_t *npivots,
+                               double *diameter) VS_NOEXCEPT;
+vs_status vs_metric_table_sss(vs_context *ctx, const vs_mspace *objects, const size_t *pivots,
+                              size_t npivots, float *table) VS_NOEXCEPT;
+
 /* The base of a host distance (lc.h's values) as these searches report it. */
 static inline float vs_metric_base(const vs_mspace *space, double d)
 {
