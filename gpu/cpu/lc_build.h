@@ -42,8 +42,8 @@ int lc_build_with(size_t n, size_t bucket_size, uint64_t seed, Dist &&dist, Tick
     std::vector<double> sum(n, 0.0);
     std::vector<unsigned char> taken(n, 0);
     std::vector<double> d(n);
-    std::vector<std::pair<double, size_t>> order;
-    order.reserve(n);
+    std::vector<std::pair<double, size_t>> bucket; // a max-heap while it is chosen
+    bucket.reserve(std::min(bucket_size, n));
     uint64_t evals = 0;
     size_t nc = 0;
     size_t nm = 0;
@@ -55,45 +55,53 @@ int lc_build_with(size_t n, size_t bucket_size, uint64_t seed, Dist &&dist, Tick
         rem.erase(std::find(rem.begin(), rem.end(), c));
         centers[nc] = c;
         dist(c, rem.data(), rem.size(), d.data());
-        order.clear();
+        evals += rem.size();
+        // the sums, and the bucket: the bucket_size nearest by (distance, position)
+        bucket.clear();
         for (size_t i = 0; i < rem.size(); i++)
         {
+            const std::pair<double, size_t> e(d[i], rem[i]);
             sum[rem[i]] += d[i];
-            order.emplace_back(d[i], rem[i]);
+            if (bucket.size() < bucket_size)
+            {
+                bucket.push_back(e);
+                std::push_heap(bucket.begin(), bucket.end());
+            }
+            else if (e < bucket.front())
+            {
+                std::pop_heap(bucket.begin(), bucket.end());
+                bucket.back() = e;
+                std::push_heap(bucket.begin(), bucket.end());
+            }
         }
-        evals += rem.size();
-        // the bucket: the bucket_size nearest, ties by position
-        size_t take = std::min(bucket_size, order.size());
-        if (take < order.size())
-            std::nth_element(order.begin(), order.begin() + take, order.end());
-        std::sort(order.begin(), order.begin() + take);
+        std::sort_heap(bucket.begin(), bucket.end());
         double radius = 0.0;
-        for (size_t i = 0; i < take; i++)
+        for (const auto &e : bucket)
         {
-            members[nm++] = order[i].second;
-            radius = std::max(radius, order[i].first);
+            members[nm++] = e.second;
+            radius = std::max(radius, e.first);
+            taken[e.second] = 1;
         }
         radii[nc] = radius;
         nc++;
         bucket_offsets[nc] = nm;
 
-        // the rest stays, in position order (ties below go to the smallest position)
-        for (size_t i = 0; i < take; i++)
-            taken[order[i].second] = 1;
+        // the rest stays, in position order; the next center is the first of them with the
+        // largest sum of distances to the centers so far
         size_t kept = 0;
+        size_t best = n;
         for (size_t p : rem)
             if (!taken[p])
+            {
                 rem[kept++] = p;
+                if (best == n || sum[p] > sum[best])
+                    best = p;
+            }
         rem.resize(kept);
         if (tick(nc + nm))
             return VS_CANCELLED;
         if (rem.empty())
             break;
-        // the next center: the largest sum of distances to the centers so far
-        size_t best = rem[0];
-        for (size_t p : rem)
-            if (sum[p] > sum[best])
-                best = p;
         c = best;
     }
     *ncenters = nc;
