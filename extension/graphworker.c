@@ -257,11 +257,11 @@ vs_graph_worker_load(const VsIndexRef *ref, uint64 build_id, const float *rows, 
 		VsKindParams kp;
 		uint64		held = 0;
 		VsWorkerBuffer answer = {&held, sizeof(held)};
+		VsQueries	qs = vs_vector_queries(rows + (Size) first * ref->dim, nr);
 
 		CHECK_FOR_INTERRUPTS();
 		step_params(VS_GRAPH_LOAD, build_id, (uint64) n, (uint64) first, 0, &kp);
-		if (!vs_worker_build(ref, &kp, rows + (Size) first * ref->dim, nr, NULL, 0, &answer, 1,
-							 true))
+		if (!vs_worker_build(ref, &kp, &qs, NULL, 0, &answer, 1, true))
 			return false;
 		if (held != (uint64) (first + nr))
 			elog(ERROR, "vsearch worker: the graph build's dataset holds %llu rows, not %llu",
@@ -276,9 +276,10 @@ vs_graph_worker_knn(const VsIndexRef *ref, uint64 build_id, int64 total, const f
 {
 	VsKindParams kp;
 	VsWorkerBuffer answer = {ids, sizeof(int64) * (Size) nq * k};
+	VsQueries	qs = vs_vector_queries(queries, Max(nq, 0));
 
 	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0)
 		return false;
 	step_params(VS_GRAPH_KNN, build_id, (uint64) total, 0, (uint32) k, &kp);
-	return vs_worker_build(ref, &kp, queries, nq, NULL, 0, &answer, 1, true);
+	return vs_worker_build(ref, &kp, &qs, NULL, 0, &answer, 1, true);
 }

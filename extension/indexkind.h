@@ -153,7 +153,8 @@ typedef struct VsIndexKind
 
 	/*
 	 * A step of CREATE INDEX run in the worker (VS_OP_BUILD; NULL: the kind has none): rows
-	 * (nq x dim, in the request's segment) and the request's payload in, the answer out, palloc'd
+	 * (nq x dim floats, or a string request's offsets and characters, in the request's segment,
+	 * which the backend can still write) and the request's payload in, the answer out, palloc'd
 	 * in the current memory context.  Returns a vs_status; err says why it failed.
 	 */
 	int			(*build_step) (struct vs_context *engine, const struct VsRequest *req,

@@ -294,6 +294,7 @@ vs_ivfpq_worker_train(const VsIndexRef *ref, const vs_ivfpq_params *params, uint
 {
 	VsKindParams kp;
 	VsWorkerBuffer answer[2];
+	VsQueries	qs = vs_vector_queries(sample, (Size) Max(n, 0));
 
 	if (vs_device_mode == VS_DEVICE_CPU || n <= 0)
 		return false;
@@ -305,7 +306,7 @@ vs_ivfpq_worker_train(const VsIndexRef *ref, const vs_ivfpq_params *params, uint
 	answer[0].len = sizeof(float) * params->nlist * params->dim;
 	answer[1].data = codebooks;
 	answer[1].len = sizeof(float) * ((Size) 1 << params->nbits) * params->dim;
-	return vs_worker_build(ref, &kp, sample, (int) n, NULL, 0, answer, 2, false);
+	return vs_worker_build(ref, &kp, &qs, NULL, 0, answer, 2, false);
 }
 
 bool
@@ -316,6 +317,7 @@ vs_ivfpq_worker_encode(const VsIndexRef *ref, const vs_ivfpq_params *params, uin
 	VsKindParams kp;
 	VsWorkerBuffer payload[2];
 	VsWorkerBuffer answer[2];
+	VsQueries	qs = vs_vector_queries(rows, Max(n, 0));
 
 	if (vs_device_mode == VS_DEVICE_CPU || n <= 0)
 		return false;
@@ -332,5 +334,5 @@ vs_ivfpq_worker_encode(const VsIndexRef *ref, const vs_ivfpq_params *params, uin
 	answer[0].len = sizeof(int32) * (Size) n;
 	answer[1].data = out_codes;
 	answer[1].len = vs_ivfpq_code_size(params) * (Size) n;
-	return vs_worker_build(ref, &kp, rows, n, payload, 2, answer, 2, true);
+	return vs_worker_build(ref, &kp, &qs, payload, 2, answer, 2, true);
 }

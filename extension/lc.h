@@ -25,8 +25,9 @@
  * VS_LC_DEAD and is never reported.  Every page change is Generic WAL.
  *
  * Files: lcutils.c (the kind, metapage, options, handler), lcsearch.c (the engine object from the
- * pages, searches), lcbuild.c, lcinsert.c, lcvacuum.c, lcscan.c, lcbatch.c (the text batch
- * functions), lccost.c.
+ * pages, searches), lcbuild.c, metricbuild.c and metricworker.c (what vs_sss's build shares: rows,
+ * page chains, the build steps of the GPU worker), lcinsert.c, lcvacuum.c, lcscan.c, lcbatch.c (the
+ * text batch functions), lccost.c.
  */
 #ifndef VSEARCH_LC_AM_H
 #define VSEARCH_LC_AM_H
@@ -218,6 +219,45 @@ extern void vs_metric_build_chain(VsMetricBuild *st, uint16 flags);
 extern void vs_metric_build_add(VsMetricBuild *st, Item tuple, Size size);
 extern void vs_metric_build_end_chain(VsMetricBuild *st);
 extern void vs_metric_buildempty(Relation index, VsMetricInitMeta init_metapage);
+
+/*
+ * metricworker.c: the builds of vs_lc and vs_sss in the GPU worker (VS_OP_BUILD steps, one
+ * request each with all the rows; the file's comment gives the answers' layout), and asking for
+ * them from CREATE INDEX.  The vs_metric_worker_* calls return false when the worker does not
+ * serve the build (the backend builds on its CPU), with the host functions' outputs otherwise.
+ */
+typedef enum VsMetricBuildStep
+{
+	VS_METRIC_BUILD_LC = 1,
+	VS_METRIC_SELECT_SSS = 2,
+	VS_METRIC_TABLE_SSS = 3
+} VsMetricBuildStep;
+
+typedef struct VsMetricBuildParams
+{
+	uint32		step;			/* VsMetricBuildStep */
+	uint32		bucket_size;	/* LC */
+	uint64		seed;			/* LC */
+	double		alpha;			/* SSS selection */
+	uint32		max_pivots;		/* SSS selection */
+	uint32		npivots;		/* SSS table: the payload's pivot positions */
+} VsMetricBuildParams;
+
+/* Most bytes of rows one build step carries (larger builds run in the backend). */
+#define VS_METRIC_MAX_BUILD_BYTES	((uint64) 1 << 30)
+
+extern bool vs_metric_check_build(const struct VsRequest *req, char *why, Size whylen);
+extern int	vs_metric_build_step(struct vs_context *engine, const struct VsRequest *req,
+								 const float *rows, const char *payload, char **answer,
+								 Size *answer_len, char *err, Size errlen);
+extern bool vs_metric_worker_lc(const VsMetricBuild *st, vs_metric metric, uint32 bucket_size,
+								uint64 seed, size_t *centers, size_t *ncenters, size_t *members,
+								size_t *bucket_offsets, double *radii);
+extern bool vs_metric_worker_select_sss(const VsMetricBuild *st, vs_metric metric, double alpha,
+										uint32 max_pivots, size_t *pivots, size_t *npivots,
+										double *diameter);
+extern bool vs_metric_worker_table_sss(const VsMetricBuild *st, vs_metric metric,
+									   const size_t *pivots, size_t npivots, float *table);
 
 /* lcbuild.c */
 extern IndexBuildResult *vs_lc_ambuild(Relation heap, Relation index, IndexInfo *indexInfo);

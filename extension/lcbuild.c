@@ -2,11 +2,13 @@
  * vs_lc: CREATE INDEX / REINDEX (ambuild) and the init fork of unlogged indexes (ambuildempty).
  *
  * The build reads every row into memory (vectors, or the characters of each text), has the engine
- * build the List of Clusters (vs_lc_build: the distance evaluations are the whole cost, about
- * n^2 / (2 (bucket_size + 1))), and writes the pages in the order of lc.h: every center with its
- * covering radius, then every bucket back to back, each page new and logged whole (Generic WAL).
- * Progress (pg_stat_progress_create_index): "loading rows", "choosing centers and buckets" with
- * tuples_done counting the rows placed, "writing pages".
+ * build the List of Clusters (the distance evaluations are the whole cost, about
+ * n^2 / (2 (bucket_size + 1))) -- in the GPU worker when it serves (metricworker.c: the same list
+ * as vs_lc_build's), else here with vs_lc_build -- and writes the pages in the order of lc.h: every
+ * center with its covering radius, then every bucket back to back, each page new and logged whole
+ * (Generic WAL).  Progress (pg_stat_progress_create_index): "loading rows", "choosing centers and
+ * buckets" with tuples_done counting the rows placed (all at once when the worker built), "writing
+ * pages".
  */
 #include "postgres.h"
 
@@ -114,14 +116,21 @@ vs_lc_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	members = palloc_extended(sizeof(size_t) * (st.n + 1), MCXT_ALLOC_HUGE);
 	offsets = palloc_extended(sizeof(size_t) * (st.n + 1), MCXT_ALLOC_HUGE);
 	radii = palloc_extended(sizeof(double) * (st.n + 1), MCXT_ALLOC_HUGE);
-	for (;;)
+	if (vs_metric_worker_lc(&st, metric, m.bucket_size, m.seed, centers, &ncenters, members,
+							offsets, radii))
 	{
-		status = vs_lc_build(&space, m.bucket_size, m.seed, vs_metric_build_tick, NULL, centers,
-							 &ncenters, members, offsets, radii, NULL);
-		if (status != VS_CANCELLED)
-			break;
-		CHECK_FOR_INTERRUPTS();	/* a spurious wakeup: start over */
+		status = VS_OK;
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, (int64) st.n);
 	}
+	else
+		for (;;)
+		{
+			status = vs_lc_build(&space, m.bucket_size, m.seed, vs_metric_build_tick, NULL,
+								 centers, &ncenters, members, offsets, radii, NULL);
+			if (status != VS_CANCELLED)
+				break;
+			CHECK_FOR_INTERRUPTS();	/* a spurious wakeup: start over */
+		}
 	if (status == VS_OUT_OF_MEMORY)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

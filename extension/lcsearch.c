@@ -404,8 +404,10 @@ vs_metric_check_request(const struct VsRequest *req, char *why, Size whylen)
 {
 	static const VsKindParams none;
 
+	if (req->op == VS_OP_BUILD)
+		return vs_metric_check_build(req, why, whylen);
 	if (req->op != VS_OP_KNN && req->op != VS_OP_RANGE)
-		snprintf(why, whylen, "vs_lc and vs_sss answer kNN and range requests only");
+		snprintf(why, whylen, "vs_lc and vs_sss answer kNN, range and build requests only");
 	else if (memcmp(&req->params, &none, sizeof(none)) != 0)
 		snprintf(why, whylen, "vs_lc and vs_sss searches take no parameters");
 	else if (req->qformat == VS_QUERIES_STRINGS ? req->metric != VS_METRIC_LEVENSHTEIN

@@ -229,6 +229,7 @@ const VsIndexKind vs_lc_kind = {
 	.max_k = 1 << 20,			/* a drained scan's k grows to the index's entries */
 	.check = vs_lc_check,
 	.check_request = vs_metric_check_request,
+	.build_step = vs_metric_build_step,
 };
 
 PG_FUNCTION_INFO_V1(vs_lc_handler);

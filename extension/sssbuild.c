@@ -3,7 +3,8 @@
  *
  * The build reads every row into memory, has the engine choose the pivots (vs_sss_select: the
  * diameter by two sweeps, then one distance per row and pivot until a pivot is near: about
- * n * (2 + npivots) distances at most) and compute the table (n * npivots distances), and writes
+ * n * (2 + npivots) distances at most) and compute the table (n * npivots distances) -- each in the
+ * GPU worker when it serves (metricworker.c: the host functions' results), else here -- and writes
  * the pivot pages, then the row pages (each row with its pivot distances), every page new and
  * logged whole (Generic WAL).  Progress: "loading rows", "choosing pivots", "computing the pivot
  * table and writing pages" (tuples_done: rows whose distances are computed).
@@ -103,8 +104,12 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, (int64) st.n);
 	space = vs_metric_build_space(&st, metric);
 	pivots = palloc(sizeof(size_t) * VS_SSS_MAX_PIVOTS);
-	status = vs_sss_select(&space, alpha, Min(max_pivots, (size_t) VS_SSS_MAX_PIVOTS), pivots, &np,
-						   &diameter, NULL);
+	max_pivots = Min(max_pivots, (size_t) VS_SSS_MAX_PIVOTS);
+	if (vs_metric_worker_select_sss(&st, metric, alpha, (uint32) max_pivots, pivots, &np,
+									&diameter))
+		status = VS_OK;
+	else
+		status = vs_sss_select(&space, alpha, max_pivots, pivots, &np, &diameter, NULL);
 	if (status != VS_OK)
 		vs_engine_error(NULL, status);
 	CHECK_FOR_INTERRUPTS();
@@ -141,13 +146,19 @@ vs_sss_ambuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	/* 3. the table and the pages */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, 4);
 	table = palloc_extended(sizeof(float) * (st.n * np + 1), MCXT_ALLOC_HUGE);
-	for (;;)
+	if (vs_metric_worker_table_sss(&st, metric, pivots, np, table))
 	{
-		status = vs_sss_table(&pspace, &space, vs_metric_build_tick, NULL, table, NULL);
-		if (status != VS_CANCELLED)
-			break;
-		CHECK_FOR_INTERRUPTS();
+		status = VS_OK;
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, (int64) st.n);
 	}
+	else
+		for (;;)
+		{
+			status = vs_sss_table(&pspace, &space, vs_metric_build_tick, NULL, table, NULL);
+			if (status != VS_CANCELLED)
+				break;
+			CHECK_FOR_INTERRUPTS();
+		}
 	if (status != VS_OK)
 		vs_engine_error(NULL, status);
 

@@ -126,6 +126,7 @@ const VsIndexKind vs_sss_kind = {
 	.max_k = 1 << 20,			/* a drained scan's k grows to the index's entries */
 	.check = vs_sss_check,
 	.check_request = vs_metric_check_request,
+	.build_step = vs_metric_build_step,
 };
 
 PG_FUNCTION_INFO_V1(vs_sss_handler);

@@ -27,13 +27,14 @@ typedef struct VsWorkerBuffer
 } VsWorkerBuffer;
 
 /*
- * A build step of the index's kind run in the worker (CREATE INDEX): nrows x dim rows and the
- * payload parts go through this backend's DSM segment, the kind's answer comes back into the answer
- * parts (their lengths must add up to the answer's).  keep_segment keeps a segment larger than
- * usual for the build's next step; vs_worker_build_end after the last one drops it.
+ * A build step of the index's kind run in the worker (CREATE INDEX): the rows (vectors of the
+ * ref's dimension, or strings: VsQueries) and the payload parts go through this backend's DSM
+ * segment, the kind's answer comes back into the answer parts (their lengths must add up to the
+ * answer's).  keep_segment keeps a segment larger than usual for the build's next step;
+ * vs_worker_build_end after the last one drops it.
  */
-extern bool vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *rows,
-							int nrows, const VsWorkerBuffer *payload, int npayload,
+extern bool vs_worker_build(const VsIndexRef *ref, const VsKindParams *params,
+							const VsQueries *rows, const VsWorkerBuffer *payload, int npayload,
 							const VsWorkerBuffer *answer, int nanswer, bool keep_segment);
 extern void vs_worker_build_end(void);
 

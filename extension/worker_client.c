@@ -56,7 +56,7 @@ typedef struct VsSink
 	{
 		char	   *dst;
 		uint64		len;
-	}			regions[4];
+	}			regions[5];	/* kNN: 3; a build step: up to 5 (vs_lc) */
 	/* range */
 	int64		total;
 	VsRangeResult *range;
@@ -984,20 +984,20 @@ vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const VsQueri
  * may differ from one done without it.
  */
 bool
-vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *rows, int nrows,
+vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *rows,
 				const VsWorkerBuffer *payload, int npayload, const VsWorkerBuffer *answer,
 				int nanswer, bool keep_segment)
 {
 	char		reason[300];
 	VsSink		sink;
 	VsCall		call;
-	VsQueries	qs = vs_vector_queries(rows, Max(nrows, 0));
 
-	if (vs_device_mode == VS_DEVICE_CPU || nrows <= 0 || ref->dim == 0)
+	if (vs_device_mode == VS_DEVICE_CPU || rows->nq == 0 ||
+		(rows->vectors != NULL && ref->dim == 0))
 		return false;
 	if (!vs_worker_shared)
 		return vs_worker_decline("vsearch is not in shared_preload_libraries, so no worker runs");
-	if (nrows > VS_MAX_REQUEST_QUERIES)
+	if (rows->nq > VS_MAX_REQUEST_QUERIES)
 		return vs_worker_decline("the rows are more than the worker accepts");
 
 	if (nanswer > (int) lengthof(sink.regions))
@@ -1005,7 +1005,7 @@ vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *
 			 (int) lengthof(sink.regions));
 	memset(&sink, 0, sizeof(sink));
 	sink.op = VS_OP_BUILD;
-	sink.nq = nrows;
+	sink.nq = (int) rows->nq;
 	memset(&call, 0, sizeof(call));
 	call.op = VS_OP_BUILD;
 	call.params = params;
@@ -1017,7 +1017,7 @@ vs_worker_build(const VsIndexRef *ref, const VsKindParams *params, const float *
 		sink_add(&sink, answer[i].data, answer[i].len);
 		call.answer_len += answer[i].len;
 	}
-	if (!worker_call(ref, &call, &qs, &sink, reason, sizeof(reason)))
+	if (!worker_call(ref, &call, rows, &sink, reason, sizeof(reason)))
 		return vs_worker_decline(reason);
 	return true;
 }

@@ -145,7 +145,7 @@ validate_request(const VsRequest *r, Size seg_len, char *why, Size whylen)
 		snprintf(why, whylen, "unknown index kind %u", r->kind);
 	else if (r->op == VS_OP_BUILD && kind->build_step == NULL)
 		snprintf(why, whylen, "%s has no build steps", kind->name);
-	else if (r->qformat != VS_QUERIES_VECTORS && !(strings && r->op != VS_OP_BUILD))
+	else if (r->qformat != VS_QUERIES_VECTORS && !strings)
 		snprintf(why, whylen, "query format %u is not valid here", r->qformat);
 	else if (strings ? r->metric != VS_METRIC_LEVENSHTEIN : r->metric >= VS_METRIC_COUNT)
 		snprintf(why, whylen, "metric %u is not valid for %s queries", r->metric,
