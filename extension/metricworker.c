@@ -86,7 +86,8 @@ vs_metric_check_build(const VsRequest *r, char *why, Size whylen)
 /*
  * The request's rows as the engine's space.  Vectors are read in place (a backend that writes
  * over them only spoils its own index); strings are copied first and their offsets checked, since
- * they say where the characters are.  False with err set when they are malformed.
+ * they say where the characters are (the caller frees the copies: the worker's result context is
+ * never reset).  False with err set when they are malformed.
  */
 static bool
 request_space(const VsRequest *r, const float *rows, vs_mspace *space, char *err, Size errlen)
@@ -118,6 +119,8 @@ request_space(const VsRequest *r, const float *rows, vs_mspace *space, char *err
 		if (!ok)
 		{
 			snprintf(err, errlen, "vs_lc / vs_sss build: string rows with malformed offsets");
+			pfree(offsets);
+			pfree(chars);
 			return false;
 		}
 		space->kind = VS_MSPACE_STRINGS;
@@ -172,6 +175,12 @@ vs_metric_build_step(struct vs_context *engine, const VsRequest *req, const floa
 		memcpy(pivots, payload, sizeof(uint64) * p.npivots);
 		rc = vs_metric_table_sss(engine, &space, pivots, p.npivots, (float *) out);
 		pfree(pivots);
+	}
+	if (space.kind == VS_MSPACE_STRINGS)
+	{
+		/* the copies may be large; the answer stays until it is streamed */
+		pfree((void *) space.offsets);
+		pfree((void *) space.chars);
 	}
 	if (rc != VS_OK)
 	{
