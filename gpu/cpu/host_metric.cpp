@@ -235,7 +235,11 @@ void host_metric_distances(const HostMetric &h, size_t from, const size_t *rows,
     const vs_mspace &s = h.space();
     const Probe probe(s, vs_mspace_object(&s, from));
     constexpr size_t kPer = 1024; // rows per item: a thread hand-off costs about one distance
-    parallel_for((n + kPer - 1) / kPer, threads, config, [&](size_t b) {
+    // a thread per 4 items at most: parallel_for starts its threads per call, and a build makes a
+    // call per center (2 607 on wspanish, the later ones over a few thousand rows)
+    const size_t most = std::max<size_t>(1, n / (4 * kPer));
+    const int use = static_cast<int>(std::min(static_cast<size_t>(std::max(threads, 1)), most));
+    parallel_for((n + kPer - 1) / kPer, use, config, [&](size_t b) {
         const size_t end = std::min(n, (b + 1) * kPer);
         for (size_t i = b * kPer; i < end; i++)
             out[i] = probe.distance(rows ? rows[i] : i);

@@ -460,6 +460,15 @@ TEST_P(MetricObject, VectorBuildsEqualTheHostBuilds)
             compare_builds(ctx.get(), all, 64, 11, 0.4, 64);
             compare_builds(ctx.get(), all, 3, 2, 0.2, 7);
         }
+    // 9 000 rows: the CPU backend's first calls spread over its threads (runs of 4 096 rows each)
+    Space many;
+    for (int i = 0; i < 9000; i++)
+    {
+        const float v[2] = {static_cast<float>(rng() % 50), static_cast<float>(rng() % 50)};
+        many.add_vector(v, 2, i);
+    }
+    many.finish(VS_MSPACE_VECTORS, VS_METRIC_L1, 2);
+    compare_builds(ctx.get(), many, 64, 5, 0.3, 64);
 }
 
 TEST_P(MetricObject, BuildArguments)
