@@ -60,6 +60,10 @@ vs_metric_check_build(const VsRequest *r, char *why, Size whylen)
 	else if (bytes > VS_METRIC_MAX_BUILD_BYTES)
 		snprintf(why, whylen, "a vs_lc / vs_sss build step of %llu bytes of rows",
 				 (unsigned long long) bytes);
+	else if (strings && (bytes < ((uint64) r->nq + 1) * sizeof(uint64) ||
+						 (bytes - ((uint64) r->nq + 1) * sizeof(uint64)) % sizeof(uint32) != 0))
+		snprintf(why, whylen, "a vs_lc / vs_sss build step's %u string rows in %llu bytes",
+				 r->nq, (unsigned long long) bytes);
 	else if (p.step == VS_METRIC_BUILD_LC && (p.bucket_size < 1 || r->payload_len != 0))
 		snprintf(why, whylen, "invalid vs_lc build (bucket_size %u)", p.bucket_size);
 	else if (p.step == VS_METRIC_SELECT_SSS &&
