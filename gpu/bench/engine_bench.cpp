@@ -50,9 +50,9 @@
 // point: recall@10 against vs_knn's exact top 10 and the whole batch's QPS (median of 3 runs,
 // search + re-rank).
 //
-// --mode graph: the batched beam search of graph objects (vsearch/graph.h) on a seeded Gaussian
-// mixture (as --clustered) or DIR/base.fvecs + query.fvecs (--fvecs DIR).  The graph is built
-// here, untimed, from the exact kNN of every row (vs_knn on the context): each row's degree / 2
+// --mode graph (engine_bench_graph.cpp): the batched beam search of graph objects
+// (vsearch/graph.h) on a seeded Gaussian mixture (as --clustered) or DIR/base.fvecs +
+// query.fvecs (--fvecs DIR).  The graph is built there, untimed, from the exact kNN of every row (vs_knn on the context): each row's degree / 2
 // nearest rows, then up to degree / 2 reverse edges (rows that chose it), then more of its own
 // nearest; the start nodes are the rows nearest to 2 sqrt(n) (at most 1024) k-means centroids, as
 // the index's seeds.  --nq is the batch (queries per vs_graph_knn call): at 1000 or more, that
@@ -68,8 +68,8 @@
 //
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
+#include "bench/engine_bench.h"
 #include "vsearch/engine.h"
-#include "vsearch/graph.h"
 #include "vsearch/half.h"
 #include "vsearch/ivfpq.h"
 
@@ -86,12 +86,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+using namespace vs_bench;
 
-double now()
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+namespace {
 
 // CPU seconds of the whole process (every thread): on a shared machine the work a step did,
 // which other processes' load barely moves, beside its wall time.
@@ -100,48 +97,6 @@ double cpu_now()
     timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Median seconds of `runs` calls after `warm` warm-ups.
-double timeit(int warm, int runs, const std::function<void()> &f)
-{
-    for (int i = 0; i < warm; i++)
-        f();
-    std::vector<double> t;
-    for (int i = 0; i < runs; i++)
-    {
-        double t0 = now();
-        f();
-        t.push_back(now() - t0);
-    }
-    return median(t);
-}
-
-void check(vs_status st, vs_context *ctx, const char *what)
-{
-    if (st != VS_OK)
-    {
-        std::fprintf(stderr, "%s failed: %s: %s\n", what, vs_status_name(st), vs_last_error(ctx));
-        std::exit(1);
-    }
-}
-
-// n rows of x uploaded as a dataset with ids 0 .. n - 1.
-vs_dataset *resident_dataset(vs_context *ctx, const float *x, size_t n, size_t d)
-{
-    std::vector<int64_t> ids(n);
-    for (size_t i = 0; i < n; i++)
-        ids[i] = static_cast<int64_t>(i);
-    vs_dataset *ds = nullptr;
-    check(vs_dataset_create(ctx, d, VS_DTYPE_F32, &ds), ctx, "dataset_create");
-    check(vs_dataset_add(ctx, ds, x, ids.data(), n), ctx, "dataset_add");
-    return ds;
 }
 
 // Gaussian N(0,1) data from a seeded generator (the same file feeds PyTorch).
@@ -165,15 +120,6 @@ void write_file(const std::string &path, const void *p, size_t bytes)
     }
     std::fclose(f);
 }
-
-struct Row
-{
-    std::string name;
-    double seconds;
-    double qps;
-    std::string note;
-    std::string json = ""; // extra fields for the --out row ("\"recall10\": 0.95, ...")
-};
 
 // n points around nc centers (N(0, 4^2) each coordinate) with N(0, 1) noise.
 std::vector<float> clustered(size_t n, size_t d, size_t nc, uint64_t seed)
@@ -516,251 +462,6 @@ std::vector<size_t> parse_list(const std::string &s)
         at = end + 1;
     }
     return v;
-}
-
-// The graph of --mode graph over x (n x d): kNN lists with reverse edges, degree slots per row.
-std::vector<uint32_t> bench_graph(vs_context *ctx, const std::vector<float> &x, size_t n, size_t d,
-                                  size_t degree)
-{
-    const size_t kk = std::min(n, degree + 1), half = degree / 2;
-    std::vector<int64_t> nn(n * kk);
-    {
-        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
-        std::vector<float> nd(n * kk);
-        const size_t chunk = 16384;
-        for (size_t q0 = 0; q0 < n; q0 += chunk)
-        {
-            const size_t c = std::min(chunk, n - q0);
-            check(vs_knn(ctx, ds, x.data() + q0 * d, c, kk, VS_METRIC_L2, nullptr,
-                         nn.data() + q0 * kk, nd.data() + q0 * kk, nullptr),
-                  ctx, "knn (graph)");
-        }
-        vs_dataset_destroy(ctx, ds);
-    }
-    std::vector<uint32_t> g(n * degree, VS_GRAPH_NONE);
-    std::vector<size_t> fill(n, 0);
-    auto add = [&](size_t i, int64_t j) {
-        if (j < 0 || static_cast<size_t>(j) == i || fill[i] >= degree)
-            return;
-        for (size_t s = 0; s < fill[i]; s++)
-            if (g[i * degree + s] == static_cast<uint32_t>(j))
-                return;
-        g[i * degree + fill[i]++] = static_cast<uint32_t>(j);
-    };
-    for (size_t i = 0; i < n; i++) // the nearest half
-        for (size_t r = 0; r < kk && fill[i] < half; r++)
-            add(i, nn[i * kk + r]);
-    for (size_t i = 0; i < n; i++) // reverse edges
-        for (size_t r = 0; r < kk; r++)
-        {
-            const int64_t j = nn[i * kk + r];
-            if (j >= 0 && static_cast<size_t>(j) != i && fill[j] < degree)
-                add(static_cast<size_t>(j), static_cast<int64_t>(i));
-        }
-    for (size_t i = 0; i < n; i++) // the rest of its own list
-        for (size_t r = 0; r < kk; r++)
-            add(i, nn[i * kk + r]);
-    return g;
-}
-
-// The queries --mode graph searches for a batch size: the batch, or for batches under 1000 as
-// many whole batches as make 1000 queries (single-query latency over distinct queries).
-size_t graph_pool(size_t batch)
-{
-    return batch >= 1000 ? batch : std::max<size_t>(1, 1000 / batch) * batch;
-}
-
-// Per-call timings of one kernel at one width: the answers of every pool query, and the calls'
-// median (and 90th percentile) seconds.
-struct GraphRun
-{
-    std::vector<int64_t> ids;
-    std::vector<float> dist;
-    double median = 0, p90 = 0;
-};
-
-// The pool q (pool x d) searched in calls of `batch` queries: one call for the whole pool (median
-// of 3 after a warm-up), or each batch of a smaller size timed on its own (after one warm-up call),
-// so that single-query latency is measured over distinct queries, not one query served from a
-// warm cache.
-GraphRun graph_run(vs_context *ctx, const vs_graph *g, const vs_graph_search_params &p,
-                   const std::vector<float> &q, size_t d, size_t batch, size_t k)
-{
-    const size_t pool = q.size() / d, calls = pool / batch;
-    GraphRun r;
-    r.ids.resize(pool * k);
-    r.dist.resize(pool * k);
-    auto call = [&](size_t c) {
-        check(vs_graph_knn(ctx, g, &p, q.data() + c * batch * d, batch, k,
-                           r.ids.data() + c * batch * k, r.dist.data() + c * batch * k, nullptr),
-              ctx, "graph_knn");
-    };
-    if (calls == 1)
-    {
-        r.median = r.p90 = timeit(1, 3, [&] { call(0); });
-        return r;
-    }
-    call(0);
-    std::vector<double> t;
-    for (size_t c = 0; c < calls; c++)
-    {
-        const double t0 = now();
-        call(c);
-        t.push_back(now() - t0);
-    }
-    r.median = median(t);
-    std::sort(t.begin(), t.end());
-    r.p90 = t[std::min(t.size() - 1, t.size() * 9 / 10)];
-    return r;
-}
-
-// q: the query pool (a multiple of batch); batch: the queries per vs_graph_knn call.
-std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<float> q, size_t d,
-                             size_t batch, size_t degree, const std::vector<size_t> &efs,
-                             const std::vector<size_t> &expands, bool on_cuda,
-                             const std::vector<std::string> &kernel_list)
-{
-    std::vector<Row> rows;
-    const size_t n = x.size() / d, nq = q.size() / d, k = 10;
-    double t0 = now();
-    std::vector<uint32_t> nbrs = bench_graph(ctx, x, n, d, degree);
-    std::printf("graph: %zu nodes, degree %zu, built from the exact kNN in %.2f s (untimed)\n", n,
-                degree, now() - t0);
-    std::vector<int64_t> truth(nq * k);
-    {
-        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
-        std::vector<float> td(nq * k);
-        check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, nullptr, truth.data(), td.data(), nullptr),
-              ctx, "knn");
-        vs_dataset_destroy(ctx, ds);
-    }
-    vs_graph_arrays a{};
-    a.n = n;
-    a.dim = d;
-    a.degree = degree;
-    a.vectors = x.data();
-    a.neighbors = nbrs.data();
-    // start nodes as the index places its seeds: the rows nearest to 2 sqrt(n) (at most 1024)
-    // k-means centroids (a sample of 64 rows per centroid, 10 iterations)
-    std::vector<uint32_t> starts;
-    {
-        vs_kmeans_params kp;
-        vs_kmeans_params_init(&kp);
-        kp.k = std::min<size_t>({n, 1024, static_cast<size_t>(2 * std::sqrt(double(n))) + 1});
-        kp.iterations = 10;
-        kp.seed = 7;
-        kp.sample_size = std::min(n, 64 * kp.k);
-        kp.metric = VS_METRIC_L2;
-        std::vector<float> cent(kp.k * d);
-        check(vs_kmeans(ctx, x.data(), n, d, &kp, cent.data(), nullptr), ctx, "kmeans (starts)");
-        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
-        std::vector<int64_t> near(kp.k);
-        std::vector<float> nd(kp.k);
-        check(vs_knn(ctx, ds, cent.data(), kp.k, 1, VS_METRIC_L2, nullptr, near.data(), nd.data(),
-                     nullptr),
-              ctx, "knn (starts)");
-        vs_dataset_destroy(ctx, ds);
-        for (int64_t v : near)
-            if (v >= 0 && std::find(starts.begin(), starts.end(), static_cast<uint32_t>(v)) == starts.end())
-                starts.push_back(static_cast<uint32_t>(v));
-    }
-    std::printf("start nodes: %zu; queries: %zu in calls of %zu\n", starts.size(), nq, batch);
-    vs_graph *g = nullptr;
-    t0 = now();
-    check(vs_graph_create(ctx, &a, &g), ctx, "graph_create");
-    std::printf("graph_create: %.3f s\n", now() - t0);
-    // On CUDA the kernels side by side (the first is the baseline): --kernels, else old and team,
-    // or the one VSEARCH_CUDA_GRAPH_KERNEL names.
-    std::vector<std::string> kernels{""};
-    const char *chosen = std::getenv("VSEARCH_CUDA_GRAPH_KERNEL");
-    if (on_cuda && !kernel_list.empty())
-        kernels = kernel_list;
-    else if (on_cuda && (chosen == nullptr || *chosen == '\0'))
-        kernels = {"old", "team"};
-    else if (on_cuda)
-        kernels = {chosen};
-    for (size_t expand : expands)
-    for (size_t ef : efs)
-    {
-        vs_graph_search_params p{VS_METRIC_L2, ef, starts.data(), starts.size(), expand};
-        // the reference search (host, one thread) on the first 1000 queries: its distances per
-        // query, and on CUDA the answers every kernel must equal bit for bit
-        const size_t nc = std::min<size_t>(nq, 1000);
-        std::vector<int64_t> rid(nc * k);
-        std::vector<float> rd(nc * k);
-        uint64_t ndist = 0;
-        if (vs_graph_search(&a, &p, q.data(), nc, k, rid.data(), rd.data(), nullptr, &ndist) != VS_OK)
-        {
-            std::fprintf(stderr, "vs_graph_search failed\n");
-            std::exit(1);
-        }
-        std::printf("graph ef %4zu expand %zu: the reference measures %.0f distances per query "
-                    "(%zu starts)\n",
-                    ef, expand, double(ndist) / double(nc), starts.size());
-        double base_median = 0;
-        std::vector<int64_t> base_ids;
-        std::vector<float> base_dist;
-        for (const std::string &kernel : kernels)
-        {
-            if (kernel == "old" && expand > 1)
-                continue; // it expands one node per step
-            if (!kernel.empty())
-                setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.c_str(), 1);
-            GraphRun r = graph_run(ctx, g, p, q, d, batch, k);
-            size_t hit = 0;
-            for (size_t i = 0; i < nq; i++)
-                for (size_t j = 0; j < k; j++)
-                    hit += std::count(truth.begin() + i * k, truth.begin() + (i + 1) * k,
-                                      r.ids[i * k + j]);
-            const double recall = double(hit) / double(nq * k);
-            std::string note = "recall@10 " + std::to_string(recall).substr(0, 6);
-            char buf[200];
-            std::snprintf(buf, sizeof buf, ", %.1f us per call (p90 %.1f)", r.median * 1e6,
-                          r.p90 * 1e6);
-            note += buf;
-            if (on_cuda)
-            {
-                const bool same = std::equal(rid.begin(), rid.end(), r.ids.begin()) &&
-                                  std::memcmp(rd.data(), r.dist.data(), nc * k * sizeof(float)) == 0;
-                note += same ? ", identical to the reference: yes" : ", identical to the reference: NO";
-            }
-            if (base_median > 0)
-            {
-                const bool same = base_ids == r.ids &&
-                                  std::memcmp(base_dist.data(), r.dist.data(), nq * k * sizeof(float)) == 0;
-                std::snprintf(buf, sizeof buf, ", %.2fx %s's QPS, answers identical to it: %s",
-                              base_median / r.median, kernels[0].c_str(), same ? "yes" : "NO");
-                note += buf;
-            }
-            else
-            {
-                base_median = r.median;
-                base_ids = r.ids;
-                base_dist = r.dist;
-            }
-            const std::string name = "graph ef=" + std::to_string(ef) +
-                                     (expand > 1 ? " x" + std::to_string(expand) : "") +
-                                     (kernel.empty() ? "" : " " + kernel) + " batch " +
-                                     std::to_string(batch);
-            std::printf("%s: %.0f QPS, %s\n", name.c_str(), double(batch) / r.median, note.c_str());
-            std::fflush(stdout);
-            Row row{name, r.median, double(batch) / r.median, note};
-            char js[200];
-            std::snprintf(js, sizeof js,
-                          "\"ef\": %zu, \"expand\": %zu, \"kernel\": \"%s\", \"batch\": %zu, "
-                          "\"recall10\": %.4f, \"p90_seconds\": %.6f, \"distances_per_query\": %.1f",
-                          ef, expand, kernel.c_str(), batch, recall, r.p90,
-                          double(ndist) / double(nc));
-            row.json = js;
-            rows.push_back(row);
-        }
-        if (chosen == nullptr || *chosen == '\0')
-            unsetenv("VSEARCH_CUDA_GRAPH_KERNEL");
-        else
-            setenv("VSEARCH_CUDA_GRAPH_KERNEL", chosen, 1);
-    }
-    vs_graph_destroy(ctx, g);
-    return rows;
 }
 
 // --half: F16 against F32 storage of the same values, exact kNN (see the top of the file).
