@@ -186,7 +186,6 @@ vs_status create_ivfpq(vs_context *ctx, const vs_ivfpq_params *params, const flo
     });
 }
 
-
 } // namespace
 
 extern "C" {
