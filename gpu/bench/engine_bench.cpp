@@ -8,7 +8,7 @@
 //                        [--clustered | --gaussian] [--fvecs DIR]
 //                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
 //                        [--devices 0,1 [--placement replicated|sharded]]
-//                        [--degree 32] [--efs 16,32,64,128,256,512] [--kernels old,team]
+//                        [--degree 32] [--efs 16,32,64,128,256,512] [--kernels team,team8]
 //                        [--expands 1,2,4] [--half] [--threads N]
 //
 // --threads N: the CPU backend's threads (default 0: one per CPU).  The ivfpq train and encode
@@ -60,11 +60,11 @@
 // each timed on its own (median and 90th percentile per call: single-query latency with --nq 1).
 // Per beam width of --efs: the reference search's distances per query (vs_graph_search on the
 // first 1000 queries), QPS at k = 10, microseconds per call and recall@10 against vs_knn; on
-// CUDA the kernels side by side (--kernels LIST of VSEARCH_CUDA_GRAPH_KERNEL values, the first
-// the baseline; default old then team, or the one the variable names), each compared bit for bit
-// with the reference ("identical to the reference") and the others with the first (QPS ratio,
-// identical answers).  --expands LIST: each width also with that many nodes expanded per step
-// (vs_graph_search_params.expand; the old kernel expands one and is left out of the others).
+// CUDA each compared bit for bit with the reference ("identical to the reference"), and with
+// --kernels LIST (VSEARCH_CUDA_GRAPH_KERNEL values: team, team4 .. team32) the team sizes side by
+// side, the first the baseline of the others (QPS ratio, identical answers).  --expands LIST:
+// each width also with that many nodes expanded per step (vs_graph_search_params.expand), each
+// after the first with its QPS ratio to the first's at the same width.
 //
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.

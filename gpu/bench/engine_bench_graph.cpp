@@ -168,19 +168,18 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
     t0 = now();
     check(vs_graph_create(ctx, &a, &g), ctx, "graph_create");
     std::printf("graph_create: %.3f s\n", now() - t0);
-    // On CUDA the kernels side by side (the first is the baseline): --kernels, else old and team,
-    // or the one VSEARCH_CUDA_GRAPH_KERNEL names.
+    // On CUDA the team sizes side by side (the first is the baseline): --kernels, else the one
+    // VSEARCH_CUDA_GRAPH_KERNEL names (unset: the dimension's).  Each expansion after the first
+    // of --expands is also compared with the first at the same width and team size.
     std::vector<std::string> kernels{""};
     const char *chosen = std::getenv("VSEARCH_CUDA_GRAPH_KERNEL");
     if (on_cuda && !kernel_list.empty())
         kernels = kernel_list;
-    else if (on_cuda && (chosen == nullptr || *chosen == '\0'))
-        kernels = {"old", "team"};
-    else if (on_cuda)
-        kernels = {chosen};
+    std::vector<double> first_expand_median(efs.size() * kernels.size(), 0);
     for (size_t expand : expands)
-    for (size_t ef : efs)
+    for (size_t e = 0; e < efs.size(); e++)
     {
+        const size_t ef = efs[e];
         vs_graph_search_params p{VS_METRIC_L2, ef, starts.data(), starts.size(), expand};
         // the reference search (host, one thread) on the first 1000 queries: its distances per
         // query, and on CUDA the answers every kernel must equal bit for bit
@@ -199,10 +198,9 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
         double base_median = 0;
         std::vector<int64_t> base_ids;
         std::vector<float> base_dist;
-        for (const std::string &kernel : kernels)
+        for (size_t ki = 0; ki < kernels.size(); ki++)
         {
-            if (kernel == "old" && expand > 1)
-                continue; // it expands one node per step
+            const std::string &kernel = kernels[ki];
             if (!kernel.empty())
                 setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.c_str(), 1);
             GraphRun r = graph_run(ctx, g, p, q, d, batch, k);
@@ -237,6 +235,15 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
                 base_ids = r.ids;
                 base_dist = r.dist;
             }
+            double &first = first_expand_median[e * kernels.size() + ki];
+            if (first > 0)
+            {
+                std::snprintf(buf, sizeof buf, ", %.2fx expand %zu's QPS", first / r.median,
+                              expands[0]);
+                note += buf;
+            }
+            else
+                first = r.median;
             const std::string name = "graph ef=" + std::to_string(ef) +
                                      (expand > 1 ? " x" + std::to_string(expand) : "") +
                                      (kernel.empty() ? "" : " " + kernel) + " batch " +

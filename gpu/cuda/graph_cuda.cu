@@ -2,36 +2,30 @@
 // gpu/cpu/graph.cpp).  One thread block per query (SONG's layout), everything of the query's
 // search in shared memory:
 //   beam     the best ef nodes seen, as keys (distance << 32 | node, engine/exact.h: NaN as +inf)
-//            in ascending order, with an "expanded" flag each;
+//            in ascending order, with an "expanded" flag each, double-buffered (the merge writes
+//            the other buffer);
 //   visited  an open-addressing hash table of node numbers holding at least the beam's nodes;
 //            when it could pass half full it is cleared and refilled with the beam (a node outside
 //            the beam lost to the beam's worst once and would lose again, so forgetting it only
 //            costs a distance, never a duplicate);
 //   fresh    the keys measured in the current step that may enter the beam.
-// A step takes the nearest unexpanded beam node, or the `expand` nearest (team kernel; none
-// left: done), and measures their neighbours (the engine's exact distance), skipping free slots,
-// nodes not live and nodes already visited; the fresh keys are merged into the beam by rank
-// (every key is distinct: a node is measured once while it can be in the beam).  The start nodes
-// go in first, a chunk at a time, the same way.  This is the reference's search: the same beam after every step, so the same ids and
-// bit-identical distances.  The results are the beam ordered by (distance, id), NaN last, the
-// first k of them.
-//
-// Two kernels run this search (VSEARCH_CUDA_GRAPH_KERNEL picks one, for A/B timings):
-//   team (default)  a team of T lanes per distance (utils/exact_team.cuh; T from the dimension,
-//                   4 lanes up to 128 dimensions), so a block of 128 or 256 threads measures all
-//                   of a hop's neighbours at once; the neighbour lists have free slots and nodes
-//                   not live folded into VS_GRAPH_NONE when the object is created (no live flag
-//                   read per hop); two barriers per step: the beam is double-buffered, the merge
-//                   finds the next node to expand, the step's counters alternate between two sets;
-//                   more start nodes than a step takes are measured beforehand by
-//                   start_keys_kernel over the whole grid, the search only selects among their keys;
-//   old             a block of 4 warps, a warp per neighbour (8 rounds per hop at degree 32), the
-//                   next node found by a separate pass: the kernel before the team one.
+// A step takes the `expand` nearest unexpanded beam nodes (none left: done) and measures their
+// neighbours (the engine's exact distance), a team of T lanes per distance
+// (utils/exact_team.cuh; T from the dimension, 4 lanes up to 128 dimensions), so that a block of
+// 128 or 256 threads measures all of a hop's neighbours at once.  The neighbour lists have free
+// slots and nodes not live folded into kEmpty when the object is created (no live flag read per
+// hop).  The fresh keys are merged into the beam by rank (every key is distinct: a node is
+// measured once while it can be in the beam); the merge finds the next nodes to expand and the
+// step's counters alternate between two sets, so a step has two barriers.  The start nodes go in
+// first, a chunk at a time, the same way; more of them than a step takes are measured beforehand
+// by start_keys_kernel over the whole grid, and the search only selects among their keys.  This
+// is the reference's search: the same beam after every step, so the same ids and bit-identical
+// distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
+// VSEARCH_CUDA_GRAPH_KERNEL=team4 .. team32 forces the team size (for timings).
 #include "cuda/graph_cuda.cuh"
 
 #include "cuda/utils/error.cuh"
 #include "cuda/utils/exact_team.cuh"
-#include "cuda/utils/exact_warp.cuh"
 #include "cuda/utils/launch.cuh"
 #include "engine/host_common.h"
 
@@ -46,9 +40,7 @@
 namespace vs::cuda {
 namespace {
 
-constexpr int kWarps = 4;               // the old kernel's block
-constexpr int kThreads = 32 * kWarps;
-constexpr int kTeamMaxThreads = 256;    // the team kernel's largest block
+constexpr int kTeamMaxThreads = 256; // the largest block
 constexpr size_t kQueryChunk = 8192; // most queries per launch (cancel is polled between launches)
 constexpr size_t kQueryChunkMin = 1024;            // fewest, whatever the dimension
 constexpr size_t kStagingBytes = size_t{16} << 20; // most bytes of queries per launch, but
@@ -65,32 +57,6 @@ struct GraphView
     uint32_t n;
     int dim;
     int degree;
-};
-
-// The old kernel's shared memory for one query (offsets from the dynamic buffer; 8-byte arrays
-// first).
-struct WarpLayout
-{
-    int ef, degree, dim;
-    uint32_t hash_size; // a power of two >= 4 (ef + degree)
-    size_t beam, spare, fresh, dist, hash, query, expanded, spare_expanded, bytes;
-
-    WarpLayout(int ef_, int degree_, int dim_) : ef(ef_), degree(degree_), dim(dim_)
-    {
-        hash_size = 1;
-        while (hash_size < 4u * static_cast<uint32_t>(ef + degree))
-            hash_size <<= 1;
-        size_t o = 0;
-        beam = o, o += 8 * static_cast<size_t>(ef);
-        spare = o, o += 8 * static_cast<size_t>(ef); // the merge's output; the final ids
-        fresh = o, o += 8 * static_cast<size_t>(degree);
-        dist = o, o += 4 * static_cast<size_t>(ef);
-        hash = o, o += 4 * static_cast<size_t>(hash_size);
-        query = o, o += 4 * static_cast<size_t>(dim);
-        expanded = o, o += static_cast<size_t>(ef);
-        spare_expanded = o, o += static_cast<size_t>(ef);
-        bytes = o;
-    }
 };
 
 __device__ __forceinline__ float nan_as_inf(float d) { return d != d ? INFINITY : d; }
@@ -154,177 +120,8 @@ __device__ void write_results(const float *dist, const int64_t *ids, int nb, int
         out_counts[blockIdx.x] = min(k, nb);
 }
 
-__global__ void __launch_bounds__(kThreads)
-    warp_search_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
-                        const uint32_t *__restrict__ starts, int nstarts, int ef, int k,
-                        WarpLayout L, int64_t *__restrict__ out_ids, float *__restrict__ out_dists,
-                        int64_t *__restrict__ out_counts)
-{
-    extern __shared__ __align__(16) unsigned char smem[];
-    uint64_t *beam = reinterpret_cast<uint64_t *>(smem + L.beam);
-    uint64_t *spare = reinterpret_cast<uint64_t *>(smem + L.spare);
-    uint64_t *fresh = reinterpret_cast<uint64_t *>(smem + L.fresh);
-    float *dist = reinterpret_cast<float *>(smem + L.dist);
-    uint32_t *table = reinterpret_cast<uint32_t *>(smem + L.hash);
-    float *q = reinterpret_cast<float *>(smem + L.query);
-    uint8_t *expanded = smem + L.expanded;
-    uint8_t *spare_expanded = smem + L.spare_expanded;
-    __shared__ int nbeam, nfresh, nvisited, pick;
-
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const uint32_t mask = L.hash_size - 1;
-    const float *query = queries + static_cast<size_t>(blockIdx.x) * g.dim;
-    for (int i = tid; i < g.dim; i += kThreads)
-        q[i] = query[i];
-    for (uint32_t i = tid; i < L.hash_size; i += kThreads)
-        table[i] = kEmpty;
-    if (tid == 0)
-    {
-        nbeam = 0;
-        nfresh = 0;
-        nvisited = 0;
-    }
-    __syncthreads();
-
-    // Measures the nodes list[0 .. count) (count <= degree) and merges those that may enter the
-    // beam.  Called by the whole block.
-    auto step = [&](const uint32_t *list, int count) {
-        if (nvisited + count > static_cast<int>(L.hash_size / 2))
-        {
-            // forget everything but the beam
-            __syncthreads();
-            for (uint32_t i = tid; i < L.hash_size; i += kThreads)
-                table[i] = kEmpty;
-            if (tid == 0)
-                nvisited = 0;
-            __syncthreads();
-            for (int i = tid; i < nbeam; i += kThreads)
-                visit(table, mask, key_row(beam[i]), &nvisited);
-            __syncthreads();
-        }
-        for (int i = warp; i < count; i += kWarps)
-        {
-            uint32_t v = kEmpty;
-            int fresh_node = 0;
-            if (lane == 0)
-            {
-                v = list[i];
-                fresh_node = v < g.n && (g.live == nullptr || g.live[v] != 0) &&
-                             visit(table, mask, v, &nvisited);
-            }
-            fresh_node = __shfl_sync(0xffffffffu, fresh_node, 0);
-            if (!fresh_node)
-                continue;
-            v = __shfl_sync(0xffffffffu, v, 0);
-            const float d = base_to_output(
-                metric, warp_exact_base(metric, q, g.vectors + static_cast<size_t>(v) * g.dim,
-                                        g.dim, lane));
-            if (lane == 0)
-            {
-                const uint64_t key = make_key(nan_as_inf(d), v);
-                if (nbeam < ef || key < beam[nbeam - 1])
-                    fresh[atomicAdd(&nfresh, 1)] = key;
-            }
-        }
-        __syncthreads();
-        // merge by rank: a key's place is its rank in its own list plus the keys of the other
-        // list below it
-        const int m = nfresh, nb = nbeam;
-        for (int i = tid; i < nb; i += kThreads)
-        {
-            int pos = i;
-            for (int j = 0; j < m; j++)
-                pos += fresh[j] < beam[i];
-            if (pos < ef)
-            {
-                spare[pos] = beam[i];
-                spare_expanded[pos] = expanded[i];
-            }
-        }
-        for (int j = tid; j < m; j += kThreads)
-        {
-            const uint64_t key = fresh[j];
-            int pos = 0;
-            for (int t = 0; t < m; t++)
-                pos += fresh[t] < key;
-            int lo = 0, hi = nb; // beam keys below key
-            while (lo < hi)
-            {
-                const int mid = (lo + hi) / 2;
-                if (beam[mid] < key)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            pos += lo;
-            if (pos < ef)
-            {
-                spare[pos] = key;
-                spare_expanded[pos] = 0;
-            }
-        }
-        __syncthreads();
-        const int merged = min(ef, nb + m);
-        for (int i = tid; i < merged; i += kThreads)
-        {
-            beam[i] = spare[i];
-            expanded[i] = spare_expanded[i];
-        }
-        __syncthreads();
-        if (tid == 0)
-        {
-            nbeam = merged;
-            nfresh = 0;
-        }
-        __syncthreads();
-    };
-
-    for (int s = 0; s < nstarts; s += g.degree)
-        step(starts + s, min(g.degree, nstarts - s));
-
-    for (;;)
-    {
-        if (tid == 0)
-            pick = INT_MAX;
-        __syncthreads();
-        for (int i = tid; i < nbeam; i += kThreads)
-            if (!expanded[i])
-                atomicMin(&pick, i);
-        __syncthreads();
-        const int u = pick;
-        if (u == INT_MAX)
-            break;
-        const uint32_t node = key_row(beam[u]);
-        __syncthreads();
-        if (tid == 0)
-            expanded[u] = 1;
-        __syncthreads();
-        step(g.nbrs + static_cast<size_t>(node) * g.degree, g.degree);
-    }
-
-    // the beam's distances (a key holds +inf for NaN: measure those again) and ids
-    const int nb = nbeam;
-    int64_t *ids = reinterpret_cast<int64_t *>(spare);
-    for (int i = warp; i < nb; i += kWarps)
-    {
-        const uint32_t v = key_row(beam[i]);
-        float d = key_dist(beam[i]);
-        if (isinf(d))
-            d = base_to_output(metric, warp_exact_base(metric, q,
-                                                       g.vectors + static_cast<size_t>(v) * g.dim,
-                                                       g.dim, lane));
-        if (lane == 0)
-        {
-            dist[i] = d;
-            ids[i] = g.ids ? g.ids[v] : static_cast<int64_t>(v);
-        }
-    }
-    __syncthreads();
-    write_results(dist, ids, nb, k, out_ids, out_dists, out_counts);
-}
-
-// The team kernel's shared memory for one query (offsets from the dynamic buffer; 8-byte arrays
-// first).  fresh_cap: the most keys a step measures (a hop's degree, or a chunk of start nodes).
+// The shared memory of one query (offsets from the dynamic buffer; 8-byte arrays first).
+// fresh_cap: the most keys a step measures (expand x degree, or a chunk of start nodes).
 struct TeamLayout
 {
     int ef, fresh_cap, dim;
@@ -571,7 +368,7 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
 }
 
 // The keys of every (query, start node) pair, keys[q * nstarts + s] (kNoKey for a start node out
-// of range or not live), a team of T lanes per pair over the whole grid: the team kernel's start
+// of range or not live), a team of T lanes per pair over the whole grid: the search's start
 // steps then only select, and a small batch measures its start nodes at once instead of a few
 // per team per step.  A warp takes one start node for the 32 / T queries of a group, so its teams
 // read the row in the same instructions (one L2 read for all of them), and consecutive warps take
@@ -605,8 +402,8 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// Free slots (VS_GRAPH_NONE or out of range) and nodes not live, as kEmpty: the team kernel's
-// hops then need no live flag.  The old kernel checks both anyway.
+// Free slots (VS_GRAPH_NONE or out of range) and nodes not live, as kEmpty: the search's hops
+// then need no live flag.
 __global__ void fold_live_kernel(uint32_t *nbrs, size_t total, const uint8_t *live, uint32_t n)
 {
     for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
@@ -688,34 +485,18 @@ const CudaGraph &as_cuda_graph(const Graph *g)
     return *c;
 }
 
-// VSEARCH_CUDA_GRAPH_KERNEL, read per call for A/B timings: "team" (or unset), "team4" ..
-// "team32" (the team kernel with that many lanes per distance instead of the dimension's), "old".
-struct KernelChoice
+// VSEARCH_CUDA_GRAPH_KERNEL, read per call for timings: "team" (or unset: lanes from the
+// dimension), or "team4" .. "team32" (that many lanes per distance); returns 0 for the dimension's.
+int forced_team_lanes()
 {
-    bool team = true;
-    int lanes = 0; // 0: from the dimension
-};
-
-KernelChoice graph_kernel_choice()
-{
-    KernelChoice c;
     const char *v = std::getenv("VSEARCH_CUDA_GRAPH_KERNEL");
     if (v == nullptr || *v == '\0' || std::strcmp(v, "team") == 0)
-        return c;
-    if (std::strcmp(v, "old") == 0)
-    {
-        c.team = false;
-        return c;
-    }
+        return 0;
     for (int lanes : {4, 8, 16, 32})
         if (std::string(v) == "team" + std::to_string(lanes))
-        {
-            c.lanes = lanes;
-            return c;
-        }
+            return lanes;
     throw Error(VS_INVALID_ARGUMENT,
-                std::string("VSEARCH_CUDA_GRAPH_KERNEL is team, team4, team8, team16, team32 or "
-                            "old, not ") +
+                std::string("VSEARCH_CUDA_GRAPH_KERNEL is team, team4, team8, team16 or team32, not ") +
                     v);
 }
 
@@ -751,7 +532,7 @@ template <int T> StartKernel start_kernel(vs_metric m)
     }
 }
 
-// The team kernel for a graph, metric and expansion: T lanes per distance (at most 32 floats
+// The kernel for a graph, metric and expansion: T lanes per distance (at most 32 floats
 // each, at least 4 lanes), a block of 128 threads, or 256 where that gives more of a step's
 // neighbours (expand x degree) a team; start nodes in chunks of 4 per team.
 struct TeamShape
@@ -788,29 +569,22 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     if (p.ef > static_cast<size_t>(INT_MAX / 64) || cg.dim() > static_cast<size_t>(INT_MAX / 64))
         throw Error(VS_UNSUPPORTED, "the GPU graph search of width " + std::to_string(p.ef) +
                                         " does not fit shared memory");
-    const KernelChoice choice = graph_kernel_choice();
-    const bool team = choice.team;
     const int ef = static_cast<int>(p.ef), expand = static_cast<int>(std::max<size_t>(p.expand, 1));
-    if (!team && expand > 1)
-        throw Error(VS_UNSUPPORTED, "the old GPU graph kernel expands one node per step");
-    const WarpLayout WL(ef, g.degree, g.dim);
-    const TeamShape shape(g.dim, g.degree, expand, p.metric, choice.lanes);
+    const TeamShape shape(g.dim, g.degree, expand, p.metric, forced_team_lanes());
     const TeamLayout TL(ef, shape.fresh_cap, g.dim);
-    const size_t bytes = team ? TL.bytes : WL.bytes;
+    const size_t bytes = TL.bytes;
     if (bytes > dev.smem_optin)
         throw Error(VS_UNSUPPORTED, "the GPU graph search of width " + std::to_string(p.ef) +
                                         " needs " + std::to_string(bytes) +
                                         " bytes of shared memory; the device has " +
                                         std::to_string(dev.smem_optin));
-    const void *kernel = team ? reinterpret_cast<const void *>(shape.kernel)
-                              : reinterpret_cast<const void *>(&warp_search_kernel);
-    set_smem(kernel, bytes);
+    set_smem(reinterpret_cast<const void *>(shape.kernel), bytes);
     cudaStream_t s = dev.main;
     // One upload (the start nodes with the first launch, each launch's queries) and one download
     // (ids, counts, distances) per launch, through pinned buffers: a pageable copy costs several
     // microseconds, which a one-query search would otherwise pay five times.
     // more start nodes than a step takes: their keys first, by start_keys_kernel over the grid
-    const bool start_pass = team && p.nstarts > static_cast<size_t>(shape.fresh_cap);
+    const bool start_pass = p.nstarts > static_cast<size_t>(shape.fresh_cap);
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
     if (start_pass)
@@ -852,15 +626,10 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
                                                  d_keys.get());
             VS_LAUNCH_CHECK();
         }
-        if (team)
-            shape.kernel<<<static_cast<unsigned>(c), shape.threads, bytes, s>>>(
-                g, p.metric, d_queries, d_starts, start_pass ? d_keys.get() : nullptr,
-                static_cast<int>(p.nstarts), ef, expand, static_cast<int>(k), TL, d_ids, d_dists,
-                d_counts);
-        else
-            warp_search_kernel<<<static_cast<unsigned>(c), kThreads, bytes, s>>>(
-                g, p.metric, d_queries, d_starts, static_cast<int>(p.nstarts), ef,
-                static_cast<int>(k), WL, d_ids, d_dists, d_counts);
+        shape.kernel<<<static_cast<unsigned>(c), shape.threads, bytes, s>>>(
+            g, p.metric, d_queries, d_starts, start_pass ? d_keys.get() : nullptr,
+            static_cast<int>(p.nstarts), ef, expand, static_cast<int>(k), TL, d_ids, d_dists,
+            d_counts);
         VS_LAUNCH_CHECK();
         VS_CUDA_CHECK(cudaMemcpyAsync(h_out, d_out.get(), out_bytes, cudaMemcpyDeviceToHost, s));
         VS_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -615,13 +615,12 @@ class GraphObject : public testing::TestWithParam<std::string>
 {
 };
 
-// The CUDA backend's kernels (VSEARCH_CUDA_GRAPH_KERNEL, read per search): the team kernel (the
-// default, teams sized by the dimension), the team kernel with 32 lanes whatever the dimension,
-// and the old one; other backends have one search.
+// The CUDA backend's team sizes (VSEARCH_CUDA_GRAPH_KERNEL, read per search): the default, teams
+// sized by the dimension, and 32 lanes whatever the dimension; other backends have one search.
 std::vector<std::string> graph_kernels(const std::string &param)
 {
     if (param.rfind("cuda", 0) == 0)
-        return {"team", "team32", "old"};
+        return {"team", "team32"};
     return {""};
 }
 
@@ -643,7 +642,7 @@ struct KernelChoice
 // CUDA team kernel measures in one step); one or three nodes expanded per step; every metric,
 // beam widths 10 .. n, 120 queries (a zero query among them); on CUDA also dimensions that give
 // the team kernel teams of 8 and 16 lanes (and blocks of 256 threads).  The object's answers
-// equal the reference search's, bit for bit, with each of the CUDA kernels.
+// equal the reference search's, bit for bit, with each of the CUDA team sizes.
 TEST_P(GraphObject, EqualsReferenceSearch)
 {
     std::string why;
@@ -689,8 +688,6 @@ TEST_P(GraphObject, EqualsReferenceSearch)
                 Answer ref = reference_answer(t, p, queries, nq, k);
                 for (const std::string &kernel : graph_kernels(GetParam()))
                 {
-                    if (expand > 1 && kernel == "old")
-                        continue; // it expands one node per step (tested below)
                     KernelChoice choice(kernel);
                     SCOPED_TRACE(kernel + " " + std::to_string(starts->size()) +
                                  " starts expand " + std::to_string(expand) + " " +
@@ -824,17 +821,10 @@ TEST_P(GraphObject, ArgumentsAndLimits)
             EXPECT_EQ(d[i], 0.0f);
         }
     }
-    // the old CUDA kernel expands one node per step
+    // the CUDA backend refuses a kernel name it does not know, the removed old kernel's too
+    for (const char *bogus : {"bogus", "old"})
     {
-        KernelChoice choice("old");
-        vs_graph_search_params two = p;
-        two.expand = 2;
-        const vs_status st = vs_graph_knn(ctx.get(), g.get(), &two, q, 1, 4, ids, d, &count);
-        EXPECT_EQ(st, GetParam().rfind("cuda", 0) == 0 ? VS_UNSUPPORTED : VS_OK);
-    }
-    // the CUDA backend refuses a kernel name it does not know
-    {
-        KernelChoice choice("bogus");
+        KernelChoice choice(bogus);
         const vs_status st = vs_graph_knn(ctx.get(), g.get(), &p, q, 1, 4, ids, d, &count);
         EXPECT_EQ(st, GetParam().rfind("cuda", 0) == 0 ? VS_INVALID_ARGUMENT : VS_OK);
     }
