@@ -6,9 +6,10 @@
  * list of `degree` out-neighbours (node numbers; VS_GRAPH_NO_NODE marks an empty slot), so a node
  * is found by arithmetic: block 1 + i / per_page, slot i % per_page.  A search starts at the
  * metapage's entry and seed nodes and walks the graph keeping the `vsearch.graph_ef` best nodes it
- * has seen (the beam), navigating by the SIMD float distance; the nodes it returns are measured
- * with the engine's exact one (vs_exact_distance_f32 in rank units, search.h), so the rows come
- * back with the SQL operator's own value.  docs/INDEXES.md describes the behaviour.
+ * has seen (the beam), expanding `vsearch.graph_expand` of them per step, navigating by the SIMD
+ * float distance; the nodes it returns are measured with the engine's exact one
+ * (vs_exact_distance_f32 in rank units, search.h), so the rows come back with the SQL operator's
+ * own value.  docs/INDEXES.md describes the behaviour.
  *
  * Layout (block 0 is the metapage; node pages follow, each with VsGraphPageOpaqueData):
  *
@@ -113,14 +114,15 @@ typedef struct VsGraphBuildParams
 } VsGraphBuildParams;
 
 /*
- * A search request's parameter block (VsKindParams of a VS_OP_KNN request): the beam width.  The
- * worker's answer is the beam's best k nodes by exact distance in rank units, with node numbers
- * as ids; the backend reads each node's heap tid (graphobject.c).
+ * A search request's parameter block (VsKindParams of a VS_OP_KNN request): the beam width and
+ * the nodes expanded per step (vsearch.graph_expand).  The worker's answer is the beam's best k
+ * nodes by exact distance in rank units, with node numbers as ids; the backend reads each node's
+ * heap tid (graphobject.c).
  */
 typedef struct VsGraphSearchParams
 {
 	uint32		ef;				/* 1 .. VS_GRAPH_MAX_WORKER_EF, at least the request's k */
-	uint32		unused;			/* zero */
+	uint32		expand;			/* 1 .. VS_GRAPH_MAX_EXPAND */
 } VsGraphSearchParams;
 
 /* The widest beam sent to the worker (the GPU kernel's limit); wider rounds run in the backend. */
@@ -242,6 +244,7 @@ typedef struct VsGraphNodeCopy
 /* graphutils.c */
 extern const VsIndexKind vs_graph_kind;
 extern PGDLLIMPORT int vs_graph_ef;
+extern PGDLLIMPORT int vs_graph_expand;
 extern void vs_graph_init_page(Page page, uint16 flags);
 extern void vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
 								   uint32 build_degree);
@@ -269,7 +272,8 @@ extern bool vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *o
 extern float vs_graph_distance(vs_metric metric, const float *a, const float *b, uint32 dim);
 extern int	vs_graph_cmp_hit(const void *a, const void *b);
 extern int	vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32 *starts,
-								 int nstarts, const float *query, int ef, VsGraphHit *out);
+								 int nstarts, const float *query, int ef, int expand,
+								 VsGraphHit *out);
 extern int	vs_graph_gather_nbrs(VsGraphReader *r, const uint32 *nodes, int n, uint32 *out);
 extern int	vs_graph_prune_nodes(const uint32 *cands, int ncands, const uint32 *cand_nbrs,
 								 int nbr_width, int degree, uint32 *out);
@@ -285,7 +289,7 @@ extern int	vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKin
 								float *distances, int64 *counts);
 extern bool vs_graph_check_search(const struct VsRequest *req, char *why, Size whylen);
 extern void vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts,
-								 int nstarts, const float *queries, int nq, int ef,
+								 int nstarts, const float *queries, int nq, int ef, int expand,
 								 bool unread_ids, VsGraphHit *out, int *counts);
 extern int	vs_graph_read_hit_ids(VsGraphReader *r, VsGraphHit *hits, int i, int nh);
 

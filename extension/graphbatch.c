@@ -138,7 +138,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 
 		/* the first round of a chunk of queries: one worker request when it serves */
 		vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, bc->queries + (Size) q0 * dim,
-							 nc, ef1, true, first, nfirst);
+							 nc, ef1, vs_graph_expand, true, first, nfirst);
 		for (int q = q0; q < q0 + nc; q++)
 		{
 			const float *query = bc->queries + (Size) q * dim;
@@ -184,8 +184,8 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 				}
 				ef = Min(ef, (int64) 0x7FFFFFFF / (int64) sizeof(VsGraphHit));
 				hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
-				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef, true,
-									 hits, &nh);
+				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef,
+									 vs_graph_expand, true, hits, &nh);
 				take(bc, &r, q, k, hits, nh, &seen, &since);
 				pfree(hits);
 				ef *= 4;

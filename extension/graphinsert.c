@@ -232,7 +232,8 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 		uint32	   *gather;
 
 		hits = palloc(sizeof(VsGraphHit) * ef);
-		nh = vs_graph_beam_search(&r, metric, starts, nstarts, vec->x, ef, hits);
+		/* one node per step: the graph does not depend on the session's graph_expand */
+		nh = vs_graph_beam_search(&r, metric, starts, nstarts, vec->x, ef, 1, hits);
 		cands = palloc(sizeof(uint32) * Max(nh, 1));
 		gather = palloc(sizeof(uint32) * meta.degree * Max(nh, 1));
 		for (int i = 0; i < nh; i++)

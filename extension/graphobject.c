@@ -10,9 +10,9 @@
  * itself having run in the worker).  There is no refresh in place: a newer generation is read
  * again (inserts and VACUUM change adjacency lists anywhere in the graph).
  *
- * A search request carries the beam width (VsGraphSearchParams); the worker runs vs_graph_knn
- * with it on its object (on the GPU: one thread block per query), which is graphsearch.c's beam
- * search but for its navigation distance (the engine navigates by the exact distance, the backend
+ * A search request carries the beam width and the nodes expanded per step (VsGraphSearchParams);
+ * the worker runs vs_graph_knn with them on its object (on the GPU: one thread block per query),
+ * which is graphsearch.c's beam search but for its navigation distance (the engine navigates by the exact distance, the backend
  * by the SIMD float one, within a few ulps of it): both return the beam's best rows with exact
  * distances in rank units.
  */
@@ -178,12 +178,15 @@ vs_graph_knn_object(struct vs_context *engine, void *obj, const VsKindParams *pa
 	sp.ef = p.ef;
 	sp.starts = o->starts;
 	sp.nstarts = o->nstarts;
-	sp.expand = 1;				/* one node per step, as the backend's own search */
+	sp.expand = p.expand;
 	return vs_graph_knn(engine, o->graph, &sp, queries->vectors, queries->nq, k,
 						(int64_t *) ids, distances, (int64_t *) counts);
 }
 
-/* A search request: a kNN request (range searches run in the backend) with a valid width. */
+/*
+ * A search request: a kNN request (range searches run in the backend) with a valid width and
+ * expansion.
+ */
 bool
 vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
 {
@@ -195,9 +198,12 @@ vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
 	else if (r->metric != VS_METRIC_L2 && r->metric != VS_METRIC_IP &&
 			 r->metric != VS_METRIC_COSINE)
 		snprintf(why, whylen, "vs_graph does not support metric %u", r->metric);
-	else if (p.ef < 1 || p.ef > VS_GRAPH_MAX_WORKER_EF || r->k > p.ef || p.unused != 0)
+	else if (p.ef < 1 || p.ef > VS_GRAPH_MAX_WORKER_EF || r->k > p.ef)
 		snprintf(why, whylen, "vs_graph search width %u out of range (k %u, at most %d)", p.ef,
 				 r->k, VS_GRAPH_MAX_WORKER_EF);
+	else if (p.expand < 1 || p.expand > VS_GRAPH_MAX_EXPAND)
+		snprintf(why, whylen, "vs_graph nodes expanded per step %u out of range (1 .. %d)",
+				 p.expand, VS_GRAPH_MAX_EXPAND);
 	else
 	{
 		for (int i = sizeof(p); i < VS_KIND_PARAMS_SIZE; i++)
@@ -214,9 +220,9 @@ vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
 }
 
 /*
- * nq beam searches of width ef (a scan round, a batch's first round): in the GPU worker when it
- * serves and ef is within its limit, as one request, else graphsearch.c's in this backend, one
- * query after the other.  Query i's hits go to out + i x ef and counts[i] says how many: as
+ * nq beam searches of width ef expanding `expand` nodes per step (a scan round, a batch's first
+ * round): in the GPU worker when it serves and ef is within its limit, as one request, else
+ * graphsearch.c's in this backend, one query after the other.  Query i's hits go to out + i x ef and counts[i] says how many: as
  * vs_graph_beam_search, the best ef live nodes found, in the engine's order, with exact distances
  * in rank units and their tids.  A node the worker answered that is no longer live when its page
  * is read (VACUUM freed it meanwhile) is left out.
@@ -227,8 +233,8 @@ vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
  */
 void
 vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
-					 const float *queries, int nq, int ef, bool unread_ids, VsGraphHit *out,
-					 int *counts)
+					 const float *queries, int nq, int ef, int expand, bool unread_ids,
+					 VsGraphHit *out, int *counts)
 {
 	VsGraphSearchParams p;
 	VsKindParams params;
@@ -242,6 +248,7 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 		memset(&params, 0, sizeof(params));
 		memset(&p, 0, sizeof(p));
 		p.ef = (uint32) ef;
+		p.expand = (uint32) expand;
 		memcpy(&params, &p, sizeof(p));
 		ids = palloc_extended(sizeof(int64) * nq * ef, MCXT_ALLOC_HUGE);
 		dists = palloc_extended(sizeof(float) * nq * ef, MCXT_ALLOC_HUGE);
@@ -293,7 +300,8 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 	}
 	for (int q = 0; q < nq; q++)
 		counts[q] = vs_graph_beam_search(r, metric, starts, nstarts,
-										 queries + (Size) q * r->dim, ef, out + (Size) q * ef);
+										 queries + (Size) q * r->dim, ef, expand,
+										 out + (Size) q * ef);
 }
 
 static bool

@@ -269,7 +269,8 @@ next_round(IndexScanDesc scan)
 			ef = Min(ef, (int64) 0x7FFFFFFF / (int64) sizeof(VsGraphHit));
 			hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
 			vs_graph_search_hits(&so->reader, so->base.ref.metric, so->starts, so->nstarts,
-								 so->keys.queries[0], 1, (int) ef, false, hits, &nh);
+								 so->keys.queries[0], 1, (int) ef, vs_graph_expand, false, hits,
+								 &nh);
 			for (int i = 0; i < nh; i++)
 			{
 				uint32		n = hits[i].node;

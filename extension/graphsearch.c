@@ -5,7 +5,12 @@
  * Beam search (HNSW's layer search, SONG's Alg 1 with a bounded result list): a min-heap of
  * candidates to expand and a max-heap of the best `ef` live nodes seen; pop the nearest candidate,
  * stop when it is farther than the worst of a full result list, else read its neighbour list and
- * compute the distance of every neighbour not yet visited (a bitmap over the node numbers).  Free
+ * compute the distance of every neighbour not yet visited (a bitmap over the node numbers).  With
+ * `expand` = w > 1 a step pops up to w such candidates before any of their neighbours is
+ * measured: the engine's search (gpu/cpu/graph.cpp, vs_graph_search), step for step, so that the
+ * worker's answers and these agree for every w.  It is mirrored here rather than called: this one
+ * reads nodes from the buffer cache as it goes (an ERROR may leave it at any page) and navigates
+ * by the SIMD distance, the engine's takes host arrays.  Free
  * nodes (removed by VACUUM) are never results; nodes that VACUUM has not yet visited are results
  * even when their heap row is dead (the executor skips those rows).  The search navigates by the
  * SIMD float distance (nav_distance) and measures the nodes it returns with the engine's exact one
@@ -194,105 +199,124 @@ nan_last(float d)
 	return isnan(d) ? INFINITY : d;
 }
 
+/* One beam search's state: the candidates to expand, the beam (the best live nodes), visited. */
+typedef struct BeamSearch
+{
+	VsGraphReader *r;
+	vs_metric	metric;
+	const float *query;
+	int			ef;
+	uint8	   *visited;		/* a bit per node number */
+	HeapItem   *cand;			/* min-heap */
+	int			ncand;
+	int			cap;
+	HeapItem   *best;			/* max-heap of at most ef */
+	int			nbest;
+	float	   *x;				/* a node's vector, as read */
+} BeamSearch;
+
 /*
- * The best `ef` live nodes (at most) a beam search from entry finds for query; they go to out
- * (room for ef) in the engine's order, with their true distances (NaN stays NaN).  Returns how
- * many.
+ * Measures node v unless it is no node, visited or free.  It becomes a candidate (and a result if
+ * live) when the beam is not full or it beats the beam's worst: one that does not would never be
+ * expanded, since the worst only gets nearer.
+ */
+static void
+beam_consider(BeamSearch *b, uint32 v)
+{
+	VsGraphNodeCopy nc;
+	HeapItem	it;
+
+	if (v == VS_GRAPH_NO_NODE || (uint64) v >= b->r->nnodes ||
+		(b->visited[v / 8] & (1 << (v % 8))))
+		return;
+	b->visited[v / 8] |= 1 << (v % 8);
+	if (!vs_graph_read_node(b->r, v, &nc, b->x, NULL) || (nc.flags & VS_GRAPH_NODE_FREE))
+		return;
+	it.key = nan_last(nav_distance(b->metric, b->query, b->x, b->r->dim));
+	it.node = v;
+	if (b->nbest >= b->ef && !item_less(&it, &b->best[0]))
+		return;
+	if (b->ncand == b->cap)
+	{
+		b->cap *= 2;
+		b->cand = repalloc_huge(b->cand, sizeof(HeapItem) * b->cap);
+	}
+	heap_push(b->cand, &b->ncand, it, 1);
+	if (nc.flags & VS_GRAPH_NODE_LIVE)
+	{
+		heap_push(b->best, &b->nbest, it, -1);
+		if (b->nbest > b->ef)
+			(void) heap_pop(b->best, &b->nbest, -1);
+	}
+}
+
+/*
+ * The best `ef` live nodes (at most) a beam search from the start nodes finds for query,
+ * expanding `expand` nodes per step (1 .. VS_GRAPH_MAX_EXPAND); they go to out (room for ef) in
+ * the engine's order, with their true distances (NaN stays NaN).  Returns how many.
  */
 int
 vs_graph_beam_search(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
-					 const float *query, int ef, VsGraphHit *out)
+					 const float *query, int ef, int expand, VsGraphHit *out)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_graph search",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	uint64		nnodes = r->nnodes;
-	uint8	   *visited = palloc_extended((Size) (nnodes + 7) / 8 + 1,
-										  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	int			cap = 1024 + nstarts;
-	HeapItem   *cand = palloc(sizeof(HeapItem) * cap);
-	int			ncand = 0;
-	HeapItem   *best = palloc(sizeof(HeapItem) * (ef + 1));
-	int			nbest = 0;
-	float	   *x = palloc(sizeof(float) * r->dim);
+	BeamSearch	b;
 	uint32	   *nbrs = palloc(sizeof(uint32) * r->degree);
 	int			nout = 0;
 	VsGraphNodeCopy nc;
 	int			steps = 0;
 
+	b.r = r;
+	b.metric = metric;
+	b.query = query;
+	b.ef = ef;
+	b.visited = palloc_extended((Size) (r->nnodes + 7) / 8 + 1,
+								MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	b.cap = 1024 + nstarts;
+	b.cand = palloc(sizeof(HeapItem) * b.cap);
+	b.ncand = 0;
+	b.best = palloc(sizeof(HeapItem) * (Max(ef, 0) + 1));
+	b.nbest = 0;
+	b.x = palloc(sizeof(float) * r->dim);
 	if (ef < 1)
 		goto done;
 	/* every start node is a candidate (multi-start: one per region of the data) */
 	for (int s = 0; s < nstarts; s++)
+		beam_consider(&b, starts[s]);
+
+	expand = Max(1, Min(expand, VS_GRAPH_MAX_EXPAND));
+	for (;;)
 	{
-		uint32		v = starts[s];
-		HeapItem	it;
+		uint32		picked[VS_GRAPH_MAX_EXPAND];
+		int			npicked = 0;
 
-		if ((uint64) v >= nnodes || (visited[v / 8] & (1 << (v % 8))))
-			continue;
-		visited[v / 8] |= 1 << (v % 8);
-		if (!vs_graph_read_node(r, v, &nc, x, NULL) || (nc.flags & VS_GRAPH_NODE_FREE))
-			continue;
-		it.key = nan_last(nav_distance(metric, query, x, r->dim));
-		it.node = v;
-		heap_push(cand, &ncand, it, 1);
-		if (nc.flags & VS_GRAPH_NODE_LIVE)
-		{
-			heap_push(best, &nbest, it, -1);
-			if (nbest > ef)
-				(void) heap_pop(best, &nbest, -1);
-		}
-	}
-
-	while (ncand > 0)
-	{
-		HeapItem	u = heap_pop(cand, &ncand, 1);
-
-		if (nbest >= ef && item_less(&best[0], &u))
+		/* the step's nodes, all picked before the beam changes */
+		while (npicked < expand && b.ncand > 0 &&
+			   !(b.nbest >= ef && item_less(&b.best[0], &b.cand[0])))
+			picked[npicked++] = heap_pop(b.cand, &b.ncand, 1).node;
+		if (npicked == 0)
 			break;
 		if ((++steps & 63) == 0)
 			CHECK_FOR_INTERRUPTS();
-		if (!vs_graph_read_node(r, u.node, &nc, NULL, nbrs))
-			continue;
-		for (uint32 i = 0; i < r->degree; i++)
+		for (int p = 0; p < npicked; p++)
 		{
-			uint32		v = nbrs[i];
-			HeapItem	it;
-
-			if (v == VS_GRAPH_NO_NODE || (uint64) v >= nnodes)
+			if (!vs_graph_read_node(r, picked[p], &nc, NULL, nbrs))
 				continue;
-			if (visited[v / 8] & (1 << (v % 8)))
-				continue;
-			visited[v / 8] |= 1 << (v % 8);
-			if (!vs_graph_read_node(r, v, &nc, x, NULL) || (nc.flags & VS_GRAPH_NODE_FREE))
-				continue;
-			it.key = nan_last(nav_distance(metric, query, x, r->dim));
-			it.node = v;
-			if (nbest >= ef && !item_less(&it, &best[0]))
-				continue;
-			if (ncand == cap)
-			{
-				cap *= 2;
-				cand = repalloc_huge(cand, sizeof(HeapItem) * cap);
-			}
-			heap_push(cand, &ncand, it, 1);
-			if (nc.flags & VS_GRAPH_NODE_LIVE)
-			{
-				heap_push(best, &nbest, it, -1);
-				if (nbest > ef)
-					(void) heap_pop(best, &nbest, -1);
-			}
+			for (uint32 i = 0; i < r->degree; i++)
+				beam_consider(&b, nbrs[i]);
 		}
 	}
 
 	/* the results with their tids and true distances (NaN as read) */
 	MemoryContextSwitchTo(old);
-	for (int i = 0; i < nbest; i++)
+	for (int i = 0; i < b.nbest; i++)
 	{
-		if (!vs_graph_read_node(r, best[i].node, &nc, x, NULL))
+		if (!vs_graph_read_node(r, b.best[i].node, &nc, b.x, NULL))
 			continue;
-		out[nout].node = best[i].node;
-		out[nout].d = vs_graph_distance(metric, query, x, r->dim);
+		out[nout].node = b.best[i].node;
+		out[nout].d = vs_graph_distance(metric, query, b.x, r->dim);
 		out[nout].id = vs_tid_to_id(&nc.tid);
 		nout++;
 	}

@@ -14,6 +14,7 @@
 #include "graph.h"
 
 int			vs_graph_ef = 40;
+int			vs_graph_expand = 1;
 
 static relopt_kind graph_relopt_kind;
 
@@ -45,6 +46,19 @@ graph_init(void)
 							&vs_graph_ef,
 							40,
 							1, 100000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("vsearch.graph_expand",
+							"Nodes a vs_graph search expands per step (CAGRA's search width).",
+							"Each step of a search takes this many of the nearest unexpanded "
+							"nodes of the beam and measures the neighbours of all of them before "
+							"the beam changes: fewer sequential steps (what a GPU search's latency "
+							"is made of) for a few more distances, and a slightly different "
+							"answer.  The worker's search and the backend's expand alike.",
+							&vs_graph_expand,
+							1,
+							1, VS_GRAPH_MAX_EXPAND,
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);

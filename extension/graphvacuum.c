@@ -348,7 +348,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 					!(nc.flags & VS_GRAPH_NODE_LIVE))
 					continue;
 				nh = vs_graph_beam_search(&r, (vs_metric) meta.metric, starts, nstarts, vx, width,
-										  hits);
+										  1, hits);
 				vs_graph_reader_end(&r);
 				for (int i = 0; i < nh && linked < VS_GRAPH_LINKS; i++)
 				{

@@ -369,6 +369,8 @@ def settings_case(name, vartype, lo, hi, val):
         check = f"fz_knn_diff('fz_ivf', {q}, {k})" if v >= ROWS else f"fz_knn_valid('fz_ivf', {q}, {k})"
     elif name == "vsearch.graph_ef":
         check = f"fz_knn_diff('fz_graph', {q}, {k})" if v >= ROWS else f"fz_knn_valid('fz_graph', {q}, {k})"
+    elif name == "vsearch.graph_expand":
+        check = f"fz_knn_valid('fz_graph', {q}, {k})"
     else:
         check = f"fz_knn_diff('fz_flat', {q}, {k})"
     scan = f"fz_scan_count({q}, {k})"

@@ -33,7 +33,7 @@ HEADER, QBYTES, SEGMENT = 528, 32, 65536
 
 INDEXES = [("'fz_flat'", "NULL", "NULL"),
            ("'fz_ivf'", "2", "'\\x0000000004000000'::bytea"),  # probe window [0, 4)
-           ("'fz_graph'", "3", "'\\x1000000000000000'::bytea")]  # ef 16
+           ("'fz_graph'", "3", "'\\x1000000001000000'::bytea")]  # ef 16, expand 1
 OTHER_DB = "(SELECT oid::bigint FROM pg_database WHERE datname = 'fzother')"
 RELATIONS = [f"pg_relation_filenode('{r}')::bigint" for r in ("fz_flat", "fz_ivf", "fz_graph", "fz", "fz_pkey")] + \
     ["0", ":other_filenode"]
