@@ -9,9 +9,10 @@ Per dataset, after the harness has loaded it, built vs_flat and taken the exact 
      reports the seconds of its parts: load, seeds, upload, knn, prune, edges, write) with
      max_parallel_maintenance_workers = CPUs - 1, so the backend's build engine runs a thread per
      CPU; index bytes per vector;
-  3. vs_graph batch sweep: vsearch_knn_batch over B queries at each vsearch.graph_ef: recall@10,
-     the SQL call's QPS (median of reps) and, when the worker served, the QPS of its engine calls
-     alone (vsearch_stat_stages' `engine` time of the timed calls);
+  3. vs_graph batch sweep: vsearch_knn_batch over B queries at each vsearch.graph_expand of the
+     plan's `expands` (--graph-expands; default 1) and each vsearch.graph_ef: recall@10, the SQL
+     call's QPS (median of reps) and, when the worker served, the QPS of its engine calls alone
+     (vsearch_stat_stages' `engine` time of the timed calls);
   4. hnswlib (bench/graph_hnswlib.cpp, M 16, ef_construction 200) built and searched on every host
      thread by a C++ driver compiled here (c++ -O3 -march=native with Debian's libhnswlib-dev
      headers or those bench/stage-gpu packs), else the binary bench/stage-gpu built: build seconds,
@@ -19,7 +20,8 @@ Per dataset, after the harness has loaded it, built vs_flat and taken the exact 
   5. vs_ivfpq (options of the plan or --ivfpq-options): build, then batch sweep over probes x
      rerank as in 3;
   6. if the budget has room: vs_graph single queries through SQL at the smallest swept graph_ef
-     whose batch recall reaches 0.95 (the other indexes dropped first, so the plan uses it).
+     whose batch recall reaches 0.95 with the first of `expands` (the other indexes dropped
+     first, so the plan uses it).
 
 summary.md ends with graph_markdown(): builds, and per target recall the best QPS of each series
 with the ratios the issue asks for.
@@ -210,30 +212,35 @@ class GraphRuns:
         self.log(f"{ds['name']}: first vs_graph search {time.time() - t0:.2f}s (the worker's copy of the index)")
         parts = ";".join(f"{p}_s={s:.3f}" for p, s in graph["parts"].items())
         common = dict(base, index="vs_graph", build_s=graph["build_s"], bytes_per_vector=graph["bpv"])
-        sweep = {}
-        for ef in g["efs"]:
-            if self.out_of_budget(ds, f"vs_graph sweep at graph_ef {ef}"):
+        sweep, first_qps = {}, {}  # at the first of expands, per graph_ef: recall, QPS
+        expands = g.get("expands", [1])
+        for x, ef in ((x, ef) for x in expands for ef in g["efs"]):
+            at = f"ef={ef}" + (f" expand={x}" if expands != [1] else "")
+            if self.out_of_budget(ds, f"vs_graph sweep at graph_ef {ef}, graph_expand {x}"):
                 break
-            self.progress.step(f"{ds['name']}: vs_graph ef={ef}", 3)
+            self.progress.step(f"{ds['name']}: vs_graph {at}", 3)
             try:
-                Sg = dict(S, **{"vsearch.graph_ef": ef})
+                Sg = dict(S, **{"vsearch.graph_ef": ef, "vsearch.graph_expand": x})
                 rows, med, times, engine, split, prm = self.timed_batch(idx, t, B, k, Sg, g["reps"])
             except Exception as e:
-                self.fail(f"{ds['name']} vs_graph ef={ef}", e)
+                self.fail(f"{ds['name']} vs_graph {at}", e)
                 continue
             rec = self.recall_of(rows, B, gt_ids, gt_dist, k)
-            sweep[ef] = rec
-            prm = dict({"mode": "batch", "via": via, "ef": ef, "batch": B, "reps": g["reps"],
+            if x == expands[0]:
+                sweep[ef], first_qps[ef] = rec, B / med
+            prm = dict({"mode": "batch", "via": via, "ef": ef, "expand": x, "batch": B, "reps": g["reps"],
                         "build_threads": graph["threads"], "knn_in": graph["knn_in"]}, **prm)
             if graph["options"]:
                 prm["options"] = graph["options"]
             self.add(**common, device=dev, params=f"{params(prm)};{parts}", clients=1, recall=rec,
                      qps=B / med, p50_ms=med * 1e3, p99_ms=max(times) * 1e3,
                      gpu_mem_mb=self.gpu_mem() if dev == "gpu" else None)
-            line = f"{ds['name']} vs_graph ef={ef} batch of {B}: recall@{k} {rec:.4f}, {B / med:.0f} QPS ({med * 1e3:.1f} ms)"
+            line = f"{ds['name']} vs_graph {at} batch of {B}: recall@{k} {rec:.4f}, {B / med:.0f} QPS ({med * 1e3:.1f} ms)"
+            if x != expands[0] and ef in first_qps:
+                line += f", {B / med / first_qps[ef]:.2f}x graph_expand {expands[0]}'s QPS"
             if engine:
-                self.add(**common, device=dev, params=params({"mode": "engine", "via": via, "ef": ef, "batch": B,
-                                                              "reps": g["reps"]}),
+                self.add(**common, device=dev, params=params({"mode": "engine", "via": via, "ef": ef, "expand": x,
+                                                              "batch": B, "reps": g["reps"]}),
                          clients=1, recall=rec, qps=B / engine, p50_ms=engine * 1e3)
                 line += f"; the worker's engine calls {engine * 1e3:.1f} ms ({B / engine:.0f} QPS)"
             self.log(line + split)
@@ -356,7 +363,7 @@ class GraphRuns:
                               f"({self.remaining():.0f}s left)")
             self.log(f"{ds['name']}: vs_graph single queries SKIPPED by the budget")
             return
-        ef = ok[0]
+        ef, x = ok[0], g.get("expands", [1])[0]
         # only the graph left, under the name the single-query path checks the plan for
         self.pg.run(f"DROP INDEX IF EXISTS {t}_ivf; DROP INDEX IF EXISTS {t}_idx; "
                     f"ALTER INDEX {t}_graph RENAME TO {t}_idx")
@@ -365,7 +372,8 @@ class GraphRuns:
             return
         self.run_path(ds, gpath, base, {"build_s": graph["build_s"], "bpv": graph["bpv"]},
                       {gpath: min(g["recall_q"], ds["nq"])}, {}, gt_ids, gt_dist, None,
-                      settings={"vsearch.graph_ef": ef}, extra={"ef": ef})
+                      settings={"vsearch.graph_ef": ef, "vsearch.graph_expand": x},
+                      extra={"ef": ef, "expand": x})
 
 
 def params(d):
@@ -437,6 +445,8 @@ def graph_markdown(rows, targets=(0.95, 0.99)):
                 if r is None:
                     return "not reached" if have[key] else "(not run)"
                 at = f"ef {prm(r, 'ef')}" if prm(r, "ef") else f"p{prm(r, 'probes')}/r{prm(r, 'rerank')}"
+                if prm(r, "expand") not in ("", "1"):
+                    at += f" x{prm(r, 'expand')}"
                 return f"{f(r['qps']):,.0f} ({at}, {f(r['recall']):.4f})"
 
             def ratio(a, b):

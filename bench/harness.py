@@ -279,6 +279,8 @@ class Harness(GraphRuns):
             g = json.loads(json.dumps(GRAPH_PLANS[mode]))
             if args.graph_efs:
                 g["efs"] = [int(x) for x in args.graph_efs.split(",")]
+            if args.graph_expands:
+                g["expands"] = [int(x) for x in args.graph_expands.split(",")]
             self.plan.update(datasets=g.pop("datasets"), engine=[], ivfpq=None, graph=g)
             self.plan["seconds"] = dict(self.plan["seconds"], **{p: g["seconds"] for p in PATHS})
         if args.seconds:
@@ -1391,6 +1393,9 @@ def main(argv):
     ap.add_argument("--graph", action="store_true",
                     help="the vs_graph plan (graph_runs.py): vs_graph against hnswlib and vs_ivfpq")
     ap.add_argument("--graph-efs", help="--graph: the vsearch.graph_ef values swept (comma-separated)")
+    ap.add_argument("--graph-expands", help="--graph: the vsearch.graph_expand values (1..4) swept "
+                    "with every graph_ef (comma-separated; default 1); the first is the one the "
+                    "single queries use")
     ap.add_argument("--graph-options", help="--graph: the vs_graph index's WITH options, e.g. degree=64")
     ap.add_argument("--no-hnswlib", action="store_true", help="--graph: no hnswlib baseline")
     ap.add_argument("--no-graph-sql", action="store_true",
