@@ -100,6 +100,8 @@ extern bool vs_cost_begin(PlannerInfo *root, IndexPath *path, double loop_count,
  * Every kind's scan opaque starts with this.  rescan resets the scan's memory context and zeroes
  * the rest of the opaque (kinds release their other resources first).
  */
+struct VsRangeRows;
+
 typedef struct VsScanBase
 {
 	MemoryContext cxt;			/* state of the current rescan */
@@ -107,6 +109,7 @@ typedef struct VsScanBase
 	bool		started;
 	bool		done;			/* nothing (more) to return */
 	VsIndexRef	ref;
+	struct VsRangeRows *rows;	/* the rows of the range quals (ended by rescan and end) */
 } VsScanBase;
 
 extern IndexScanDesc vs_scan_begin(Relation index, int nkeys, int norderbys, Size opaque_size);
@@ -139,13 +142,27 @@ extern void vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys);
 extern void vs_scan_require_keys(IndexScanDesc scan);
 
 /*
- * The rows found by every range qual (the kind's range_candidates, one search per qual), sorted;
- * false when none is left.
+ * The rows found by every range qual (the kind's range_candidates, one search per qual), in
+ * ascending id order, each once.  They are never held whole: each qual's chunks go into a
+ * tuplesort of its own (work_mem, then temporary files), and the rows are read back as the merge
+ * of the sorted quals.  vs_scan_range_rows searches the quals of keys and sets base->rows (the
+ * rows in the scan's context); a kind with queries of its own adds each qual with
+ * vs_range_rows_add.  vs_range_rows_next returns the next row (false at the end);
+ * vs_range_rows_array reads them all into memory (an ORDER BY scan with range quals, whose kNN
+ * rounds hold as many rows anyway).
  */
-extern bool vs_scan_range_rows(const VsIndexRef *ref, const VsScanKeys *keys, int64 **ids,
-							   int64 *n);
+typedef struct VsRangeRows VsRangeRows;
 
-/* Adds rows (ids) to a bitmap; returns how many. */
-extern int64 vs_scan_bitmap(TIDBitmap *tbm, const int64 *ids, int64 n, bool recheck);
+extern VsRangeRows *vs_range_rows_begin(VsScanBase *base, int nquals);
+extern void vs_range_rows_add(VsRangeRows *rows, const VsQueries *center, double radius);
+extern bool vs_range_rows_next(VsRangeRows *rows, int64 *id);
+extern int64 *vs_range_rows_array(VsRangeRows *rows, int64 *n);
+extern void vs_range_rows_end(VsRangeRows *rows);
+extern void vs_scan_range_rows(VsScanBase *base, const VsScanKeys *keys);
+
+/* Adds the rows to a bitmap (all of them: recheck says whether the executor checks); returns how
+ * many. */
+extern int64 vs_scan_bitmap(TIDBitmap *tbm, VsRangeRows *rows, bool recheck);
+
 
 #endif							/* VSEARCH_AMUTILS_H */

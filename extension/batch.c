@@ -36,6 +36,8 @@
 #include "access/table.h"
 #include "catalog/index.h"
 #include "catalog/objectaddress.h"
+#include "catalog/pg_operator_d.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -44,6 +46,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/tuplesort.h"
 #include "utils/tuplestore.h"
 
 #include "batch.h"
@@ -622,127 +625,205 @@ vsearch_knn_batch(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * vsearch_range_batch's consumer of the candidates' chunks (search.h, VsRangeChunk): each chunk's
+ * (query, row) pairs are checked in one pass over the heap and its rows go to the SRF's store
+ * (which spills to disk past work_mem) before the next chunk comes, so the backend holds one
+ * chunk's pairs at a time, whatever the answer's size.  A query's rows come out nearest first:
+ * sorted in memory, or, for a query whose candidates span several chunks, in a tuplesort of its
+ * own (work_mem, then temporary files).
+ */
+typedef struct RangeBatch
+{
+	VsBatch    *bc;
+	ReturnSetInfo *rsinfo;
+	double		radius;
+	bool		exact;
+	/* a chunk's pairs, grown to the largest chunk */
+	VsPair	   *pairs;
+	double	   *found;			/* the pairs' distances as the search found them */
+	VsPairResult *res;
+	Size		maxpairs;
+	Size	   *qfirst;			/* the chunk's queries: where their pairs start */
+	int			maxq;
+	VsHit	   *hits;			/* one query's rows */
+	int64		maxhits;
+	/* the query whose candidates span chunks: its rows sorted by (distance, row_ctid) */
+	Tuplesortstate *split;
+	TupleTableSlot *slot;
+} RangeBatch;
+
+static void
+range_emit_split(RangeBatch *rb, int q, const VsHit *hit)
+{
+	TupleTableSlot *slot = rb->slot;
+
+	ExecClearTuple(slot);
+	slot->tts_values[0] = Int32GetDatum(query_number(rb->bc, q) + 1);
+	slot->tts_values[1] = PointerGetDatum(&hit->tid);
+	slot->tts_values[2] = Float8GetDatum(hit->distance);
+	memset(slot->tts_isnull, false, sizeof(bool) * 3);
+	ExecStoreVirtualTuple(slot);
+	tuplesort_puttupleslot(rb->split, slot);
+}
+
+/* The rows of a query that spanned chunks, nearest first, into the store. */
+static void
+range_finish_split(RangeBatch *rb)
+{
+	tuplesort_performsort(rb->split);
+	while (tuplesort_gettupleslot(rb->split, true, false, rb->slot, NULL))
+		tuplestore_puttupleslot(rb->rsinfo->setResult, rb->slot);
+	tuplesort_end(rb->split);
+	rb->split = NULL;
+}
+
+static void
+range_chunk(void *arg, const VsRangeChunk *chunk)
+{
+	RangeBatch *rb = (RangeBatch *) arg;
+	VsBatch    *bc = rb->bc;
+	Size		npairs = chunk->offsets[chunk->nq];
+	Size		p = 0;
+	instr_time	t0,
+				t1;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	if (npairs > PG_UINT32_MAX)
+		too_many_pairs();
+	if (npairs > rb->maxpairs)
+	{
+		if (rb->pairs)
+		{
+			pfree(rb->pairs);
+			pfree(rb->found);
+			pfree(rb->res);
+		}
+		rb->pairs = palloc_extended(sizeof(VsPair) * npairs, MCXT_ALLOC_HUGE);
+		rb->found = palloc_extended(sizeof(double) * npairs, MCXT_ALLOC_HUGE);
+		rb->res = palloc_extended(sizeof(VsPairResult) * npairs, MCXT_ALLOC_HUGE);
+		rb->maxpairs = npairs;
+	}
+	if (chunk->nq > rb->maxq)
+	{
+		if (rb->qfirst)
+			pfree(rb->qfirst);
+		rb->qfirst = palloc(sizeof(Size) * ((Size) chunk->nq + 1));
+		rb->maxq = chunk->nq;
+	}
+	for (int i = 0; i < chunk->nq; i++)
+	{
+		rb->qfirst[i] = p;
+		for (int64 j = chunk->offsets[i]; j < chunk->offsets[i + 1]; j++)
+			if (chunk->ids[j] >= 0)
+			{
+				rb->pairs[p].id = chunk->ids[j];
+				rb->pairs[p].query = chunk->q0 + i;
+				rb->pairs[p].slot = (uint32) p;
+				rb->found[p] = vs_rank_value(bc->ref.metric, chunk->distances[j]);
+				p++;
+			}
+	}
+	rb->qfirst[chunk->nq] = p;
+	vs_check_pairs(&bc->reader, rb->pairs, p, rb->res);
+
+	p = 0;
+	for (int i = 0; i < chunk->nq; i++)
+	{
+		int			q = chunk->q0 + i;
+		bool		spans = (i == 0 && rb->split != NULL) || (chunk->more && i == chunk->nq - 1);
+		int64		n = 0;
+
+		for (; p < rb->qfirst[i + 1]; p++)
+		{
+			VsPairResult *r = &rb->res[p];
+
+			/* an exact index found exactly the rows within the radius; else the operator's test */
+			if (rb->exact && r->visible)
+				r->distance = rb->found[p];
+			if (!r->visible || !(r->distance <= rb->radius))
+				continue;
+			if (n == rb->maxhits)
+			{
+				rb->maxhits = Max(rb->maxhits * 2, 1024);
+				rb->hits = rb->hits ? repalloc_huge(rb->hits, sizeof(VsHit) * rb->maxhits)
+					: palloc_extended(sizeof(VsHit) * rb->maxhits, MCXT_ALLOC_HUGE);
+			}
+			rb->hits[n].distance = r->distance;
+			rb->hits[n].tid = r->tid;
+			n++;
+		}
+		if (spans)
+		{
+			if (rb->split == NULL)
+			{
+				AttrNumber	keys[2] = {3, 2};	/* distance, row_ctid */
+				Oid			ops[2] = {Float8LessOperator, TIDLessOperator};
+				Oid			colls[2] = {InvalidOid, InvalidOid};
+				bool		nulls_first[2] = {false, false};
+
+				rb->split = tuplesort_begin_heap(rb->rsinfo->setDesc, 2, keys, ops, colls,
+												 nulls_first, work_mem, NULL, TUPLESORT_NONE);
+			}
+			for (int64 j = 0; j < n; j++)
+				range_emit_split(rb, q, &rb->hits[j]);
+			if (!(chunk->more && i == chunk->nq - 1))
+				range_finish_split(rb);
+			continue;
+		}
+		if (n > 1)
+			qsort(rb->hits, n, sizeof(VsHit), cmp_hit_qsort);
+		for (int64 j = 0; j < n; j++)
+			emit(rb->rsinfo->setResult, rb->rsinfo->setDesc, query_number(bc, q), &rb->hits[j]);
+	}
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(bc->heap_time, t1, t0);
+}
+
 void
 vs_batch_range_answer(ReturnSetInfo *rsinfo, VsBatch *bc, double radius)
 {
 	VsQueries	queries;
-	VsRangeResult result;
-	VsHit	   *hits = NULL;
-	int64		maxhits = 0;
-	bool		exact;
-	VsPair	   *pairs = NULL;
-	double	   *found = NULL;		/* the pairs' distances as the search found them */
-	VsPairResult *res = NULL;
-	Size		maxpairs = 0,
-				chunk;
-	Size	   *qfirst;			/* a chunk's queries: where their pairs start */
+	RangeBatch	rb;
 	instr_time	t0,
 				t1;
 
 	if (!has_queries(bc))
 		goto done;
 
+	memset(&rb, 0, sizeof(rb));
+	rb.bc = bc;
+	rb.rsinfo = rsinfo;
+	rb.radius = radius;
+	rb.exact = vs_ref_kind(&bc->ref)->exact;
+	rb.slot = MakeSingleTupleTableSlot(rsinfo->setDesc, &TTSOpsMinimalTuple);
+	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric,
+						rb.exact ? NULL : bc->queries);
+
+	/* every row the index may find within the radius, chunk by chunk; the operator decides */
 	INSTR_TIME_SET_CURRENT(t0);
-	/* every row the index may find within the radius; the operator decides below */
 	queries = vs_batch_queries(bc, NULL, bc->nq);
-	vs_ref_kind(&bc->ref)->range_candidates(&bc->ref, &queries, radius, &result);
+	vs_ref_kind(&bc->ref)->range_candidates(&bc->ref, &queries, radius, range_chunk, &rb);
+	if (rb.split != NULL)
+		elog(ERROR, "vsearch: a range answer ended in the middle of a query");
 	vs_search_trim_cache();
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
+	INSTR_TIME_SUBTRACT(bc->search_time, bc->heap_time);
 	bc->rounds = 1;
-
-	/*
-	 * The candidates of as many queries as fit in work_mem (64 bytes a pair with the sort's
-	 * scratch space), checked in one pass over the heap; a query with more goes alone.
-	 */
-	chunk = Max((Size) work_mem * 1024 / 64, 1024);
-	qfirst = palloc_extended(sizeof(Size) * ((Size) bc->nq + 1), MCXT_ALLOC_HUGE);
-	exact = vs_ref_kind(&bc->ref)->exact;
-	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric,
-						exact ? NULL : bc->queries);
-	for (int q0 = 0, q1; q0 < bc->nq; q0 = q1)
-	{
-		int64		from0 = result.offsets[q0];
-		Size		npairs,
-					p = 0;
-
-		for (q1 = q0 + 1; q1 < bc->nq && (Size) (result.offsets[q1 + 1] - from0) <= chunk; q1++)
-			;
-		npairs = result.offsets[q1] - from0;
-		if (npairs > PG_UINT32_MAX)
-			too_many_pairs();
-		if (npairs > maxpairs)
-		{
-			if (pairs)
-			{
-				pfree(pairs);
-				pfree(found);
-				res = repalloc_huge(res, sizeof(VsPairResult) * npairs);
-			}
-			else
-				res = palloc_extended(sizeof(VsPairResult) * npairs, MCXT_ALLOC_HUGE);
-			pairs = palloc_extended(sizeof(VsPair) * npairs, MCXT_ALLOC_HUGE);
-			found = palloc_extended(sizeof(double) * npairs, MCXT_ALLOC_HUGE);
-			maxpairs = npairs;
-		}
-		for (int q = q0; q < q1; q++)
-		{
-			qfirst[q - q0] = p;
-			for (int64 j = result.offsets[q]; j < result.offsets[q + 1]; j++)
-				if (result.ids[j] >= 0)
-				{
-					pairs[p].id = result.ids[j];
-					pairs[p].query = q;
-					pairs[p].slot = (uint32) p;
-					found[p] = vs_rank_value(bc->ref.metric, result.distances[j]);
-					p++;
-				}
-		}
-		qfirst[q1 - q0] = p;
-		vs_check_pairs(&bc->reader, pairs, p, res);
-
-		p = 0;
-		for (int q = q0; q < q1; q++)
-		{
-			int64		n = 0;
-
-			for (; p < qfirst[q + 1 - q0]; p++)
-			{
-				/* an exact index found exactly the rows within the radius; else the operator's test */
-				if (exact && res[p].visible)
-					res[p].distance = found[p];
-				if (res[p].visible && res[p].distance <= radius)
-				{
-					if (n == maxhits)
-					{
-						maxhits = Max(maxhits * 2, 1024);
-						hits = hits ? repalloc_huge(hits, sizeof(VsHit) * maxhits)
-							: palloc_extended(sizeof(VsHit) * maxhits, MCXT_ALLOC_HUGE);
-					}
-					hits[n].distance = res[p].distance;
-					hits[n].tid = res[p].tid;
-					n++;
-				}
-			}
-			if (n > 1)
-				qsort(hits, n, sizeof(VsHit), cmp_hit_qsort);
-			for (int64 i = 0; i < n; i++)
-				emit(rsinfo->setResult, rsinfo->setDesc, query_number(bc, q), &hits[i]);
-		}
-	}
-	INSTR_TIME_SET_CURRENT(t0);
-	INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
 	report_times(bc, "vsearch_range_batch");
 	vs_row_reader_end(&bc->reader);
-	if (pairs)
+	ExecDropSingleTupleTableSlot(rb.slot);
+	if (rb.pairs)
 	{
-		pfree(pairs);
-		pfree(found);
-		pfree(res);
+		pfree(rb.pairs);
+		pfree(rb.found);
+		pfree(rb.res);
 	}
-	if (hits)
-		pfree(hits);
-	pfree(qfirst);
+	if (rb.qfirst)
+		pfree(rb.qfirst);
+	if (rb.hits)
+		pfree(rb.hits);
 
 done:
 	index_close(bc->index, NoLock);

@@ -63,12 +63,10 @@ typedef struct FlatScanOpaqueData
 	float		last_dist;
 	int64		last_id;
 
-	/* candidates: rows passing every range qual, ascending ids */
+	/* range quals: the rows passing every one (base.rows); ordered, in memory, ascending */
 	bool		has_range;
-	bool		have_cand;
 	int64	   *cand;
 	int64		ncand;
-	int64		cand_pos;		/* unordered: next to return */
 	int64		cand_returned;	/* ordered: candidates returned so far */
 } FlatScanOpaqueData;
 
@@ -153,9 +151,16 @@ scan_start(IndexScanDesc scan)
 
 	/* One range search per qual; candidates are the rows every one of them found. */
 	so->has_range = keys.nranges > 0;
-	if (so->has_range && !vs_scan_range_rows(&so->base.ref, &keys, &so->cand, &so->ncand))
-		so->base.done = true;
-	so->have_cand = so->has_range;
+	if (so->has_range)
+	{
+		vs_scan_range_rows(&so->base, &keys);
+		if (so->ordered)
+		{
+			so->cand = vs_range_rows_array(so->base.rows, &so->ncand);
+			if (so->ncand == 0)
+				so->base.done = true;
+		}
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -276,12 +281,11 @@ vs_flat_gettuple(IndexScanDesc scan, ScanDirection dir)
 		return true;
 	}
 
-	if (so->cand_pos >= so->ncand)
+	if (!vs_range_rows_next(so->base.rows, &id))
 	{
 		so->base.done = true;
 		return false;
 	}
-	id = so->cand[so->cand_pos++];
 	vs_id_to_tid(id, &scan->xs_heaptid);
 	scan->xs_recheck = false;
 	return true;
@@ -295,9 +299,9 @@ vs_flat_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 
 	if (!so->base.started)
 		scan_start(scan);
-	if (so->base.done || !so->have_cand)
+	if (so->base.done || !so->has_range)
 		return 0;
-	n = vs_scan_bitmap(tbm, so->cand, so->ncand, false);
+	n = vs_scan_bitmap(tbm, so->base.rows, false);
 	so->base.done = true;
 	return n;
 }

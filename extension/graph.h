@@ -278,7 +278,7 @@ extern int	vs_graph_gather_nbrs(VsGraphReader *r, const uint32 *nodes, int n, ui
 extern int	vs_graph_prune_nodes(const uint32 *cands, int ncands, const uint32 *cand_nbrs,
 								 int nbr_width, int degree, uint32 *out);
 extern void vs_graph_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
-									  double radius, VsRangeResult *out);
+									  double radius, VsRangeConsumer consume, void *arg);
 
 /* graphobject.c: the engine object (the worker's searches), and asking the worker */
 extern void *vs_graph_load(const struct VsLoadEnv *env, void *obj, const VsIndexRef *ref,

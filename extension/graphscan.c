@@ -59,10 +59,7 @@ typedef struct GraphScanOpaqueData
 	int64		pos;
 
 	/* range quals, without ORDER BY */
-	bool		has_range;
-	int64	   *cand_ids;
-	int64		ncand_ids;
-	int64		cand_pos;
+	bool		has_range;		/* unordered: the rows passing every range qual (base.rows) */
 } GraphScanOpaqueData;
 
 typedef GraphScanOpaqueData *GraphScanOpaque;
@@ -231,8 +228,7 @@ scan_start(IndexScanDesc scan)
 	else if (so->keys.nranges > 0)
 	{
 		so->has_range = true;
-		if (!vs_scan_range_rows(&so->base.ref, &so->keys, &so->cand_ids, &so->ncand_ids))
-			so->base.done = true;
+		vs_scan_range_rows(&so->base, &so->keys);
 	}
 	MemoryContextSwitchTo(old);
 }
@@ -338,12 +334,16 @@ vs_graph_gettuple(IndexScanDesc scan, ScanDirection dir)
 		return true;
 	}
 
-	if (so->cand_pos >= so->ncand_ids)
 	{
-		so->base.done = true;
-		return false;
+		int64		id;
+
+		if (!vs_range_rows_next(so->base.rows, &id))
+		{
+			so->base.done = true;
+			return false;
+		}
+		vs_id_to_tid(id, &scan->xs_heaptid);
 	}
-	vs_id_to_tid(so->cand_ids[so->cand_pos++], &scan->xs_heaptid);
 	scan->xs_recheck = true;
 	return true;
 }
@@ -358,7 +358,7 @@ vs_graph_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 		scan_start(scan);
 	if (so->base.done || !so->has_range)
 		return 0;
-	n = vs_scan_bitmap(tbm, so->cand_ids, so->ncand_ids, true);
+	n = vs_scan_bitmap(tbm, so->base.rows, true);
 	so->base.done = true;
 	return n;
 }

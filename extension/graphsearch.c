@@ -334,29 +334,23 @@ done:
 
 void
 vs_graph_range_candidates(const VsIndexRef *ref, const VsQueries *qs, double radius,
-						  VsRangeResult *out)
+						  VsRangeConsumer consume, void *arg)
 {
 	const float *queries = qs->vectors;
 	int			nq = (int) qs->nq;
-	Relation	rel = vs_index_open_for_read(ref);
+	Relation	rel;
 	VsGraphReader r;
+	VsRangeStream out;
 	float		rr = vs_rank_radius(ref->metric, radius);
 	float	   *x;
-	int64		cap = 64;
 	uint64		nnodes = VsGraphRefNodes(ref);
 
-	out->nq = nq;
-	out->total = 0;
-	out->offsets = palloc0(sizeof(int64) * (nq + 1));
-	out->ids = palloc(sizeof(int64) * cap);
-	out->distances = palloc(sizeof(float) * cap);
-	if (ref->dim == 0)
-	{
-		vs_index_close_for_read(rel);
+	if (ref->dim == 0 || nq <= 0)
 		return;
-	}
+	rel = vs_index_open_for_read(ref);
 	x = palloc(sizeof(float) * ref->dim);
 	vs_graph_reader_init(&r, ref, rel, ref->dim, VsGraphRefDegree(ref), nnodes);
+	vs_range_stream_begin(&out, nq, consume, arg);
 	for (int q = 0; q < nq; q++)
 	{
 		const float *query = queries + (Size) q * ref->dim;
@@ -372,20 +366,11 @@ vs_graph_range_candidates(const VsIndexRef *ref, const VsQueries *qs, double rad
 				!(nc.flags & VS_GRAPH_NODE_LIVE))
 				continue;
 			d = vs_graph_distance(ref->metric, query, x, ref->dim);
-			if (!(d <= rr))
-				continue;
-			if (out->total == cap)
-			{
-				cap *= 2;
-				out->ids = repalloc_huge(out->ids, sizeof(int64) * cap);
-				out->distances = repalloc_huge(out->distances, sizeof(float) * cap);
-			}
-			out->ids[out->total] = vs_tid_to_id(&nc.tid);
-			out->distances[out->total] = d;
-			out->total++;
+			if (d <= rr)
+				vs_range_stream_add(&out, q, vs_tid_to_id(&nc.tid), d);
 		}
-		out->offsets[q + 1] = out->total;
 	}
+	vs_range_stream_end(&out);
 	vs_graph_reader_end(&r);
 	pfree(x);
 	vs_index_close_for_read(rel);

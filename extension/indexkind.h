@@ -126,10 +126,12 @@ typedef struct VsIndexKind
 
 	/*
 	 * Rows that may lie within radius of each query under the SQL operator, with the kind's
-	 * current settings: range quals of a scan, and vsearch_range_batch.
+	 * current settings: range quals of a scan, and vsearch_range_batch.  They go to consume in
+	 * chunks (search.h, VsRangeChunk) as they are found, so that the backend never holds the
+	 * whole answer; distances are in rank units (NaN: not computed).
 	 */
 	void		(*range_candidates) (const VsIndexRef *ref, const VsQueries *queries,
-									 double radius, VsRangeResult *out);
+									 double radius, VsRangeConsumer consume, void *arg);
 
 	/* vsearch_knn_batch: the k visible rows per query the index's ORDER BY scan returns first. */
 	void		(*batch_knn) (struct VsBatch *batch, int k);

@@ -276,7 +276,7 @@ extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queri
 									   int probe_offset, int nprobe, int k, bool exact,
 									   int64 *ids, float *dists, int64 *counts);
 extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
-									  double radius, VsRangeResult *out);
+									  double radius, VsRangeConsumer consume, void *arg);
 
 /* ivfpqpages.c: in-backend searches over the pages in place (indexkind.h), pending entries,
  * stored vectors */

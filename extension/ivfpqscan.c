@@ -70,11 +70,8 @@ typedef struct IvfpqScanOpaqueData
 	int64		ncands;
 	int64		pos;
 
-	/* range quals */
+	/* range quals: the rows passing every one (base.rows) */
 	bool		has_range;
-	int64	   *cand_ids;		/* ascending */
-	int64		ncand_ids;
-	int64		cand_pos;
 
 	/* heap access for the re-rank (store_vectors = off) */
 	IndexFetchTableData *fetch;
@@ -305,13 +302,19 @@ scan_start(IndexScanDesc scan)
 	so->queries = keys.queries;
 
 	so->has_range = keys.nranges > 0;
-	if (so->has_range &&
-		!vs_scan_range_rows(&so->base.ref, &keys, &so->cand_ids, &so->ncand_ids))
-		so->base.done = true;
-	if (so->has_range && so->ordered && !so->base.done)
+	if (so->has_range)
+		vs_scan_range_rows(&so->base, &keys);
+	if (so->has_range && so->ordered)
 	{
+		int64		ncand;
+		int64	   *cand = vs_range_rows_array(so->base.rows, &ncand);
+
 		/* one round: the range candidates in exact order */
-		rerank(scan, so->cand_ids, so->ncand_ids);
+		if (ncand == 0)
+			so->base.done = true;
+		else
+			rerank(scan, cand, ncand);
+		pfree(cand);
 		so->last_round = true;
 	}
 	if (so->ordered && !so->has_range)
@@ -459,12 +462,16 @@ vs_ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir)
 		return true;
 	}
 
-	if (so->cand_pos >= so->ncand_ids)
 	{
-		so->base.done = true;
-		return false;
+		int64		id;
+
+		if (!vs_range_rows_next(so->base.rows, &id))
+		{
+			so->base.done = true;
+			return false;
+		}
+		vs_id_to_tid(id, &scan->xs_heaptid);
 	}
-	vs_id_to_tid(so->cand_ids[so->cand_pos++], &scan->xs_heaptid);
 	scan->xs_recheck = true;
 	return true;
 }
@@ -479,7 +486,7 @@ vs_ivfpq_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 		scan_start(scan);
 	if (so->base.done || so->ordered)
 		return 0;
-	n = vs_scan_bitmap(tbm, so->cand_ids, so->ncand_ids, true);
+	n = vs_scan_bitmap(tbm, so->base.rows, true);
 	so->base.done = true;
 	return n;
 }

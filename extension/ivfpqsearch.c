@@ -657,69 +657,75 @@ vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, 
 	vs_search_knn(ref, &params, queries, nq, k, ids, dists, counts);
 }
 
+/* The search's chunks with every pending entry added to each query (distance NaN: unknown). */
+typedef struct PendingAppend
+{
+	VsRangeStream out;
+	const int64 *pending;
+	int64		npending;
+	int			next_q;			/* the first query not given its pending entries yet */
+} PendingAppend;
+
+static void
+add_pending(PendingAppend *pa, int q)
+{
+	for (int64 i = 0; i < pa->npending; i++)
+		vs_range_stream_add(&pa->out, q, pa->pending[i], NAN);
+}
+
+static void
+append_pending(void *arg, const VsRangeChunk *chunk)
+{
+	PendingAppend *pa = (PendingAppend *) arg;
+
+	for (int i = 0; i < chunk->nq; i++)
+	{
+		int			q = chunk->q0 + i;
+
+		while (pa->next_q < q)
+			add_pending(pa, pa->next_q++);
+		for (int64 j = chunk->offsets[i]; j < chunk->offsets[i + 1]; j++)
+			vs_range_stream_add(&pa->out, q, chunk->ids[j], chunk->distances[j]);
+		if (!chunk->more || i < chunk->nq - 1)
+		{
+			add_pending(pa, q);
+			pa->next_q = q + 1;
+		}
+	}
+}
+
 /* Every entry of the first vsearch.ivfpq_probes lists whose estimate is <= radius, and every
  * pending entry (the index kind's range_candidates). */
 void
 vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries, double radius,
-						  VsRangeResult *out)
+						  VsRangeConsumer consume, void *arg)
 {
 	int			nq = (int) queries->nq;
-	VsRangeResult res;
-	int64		total;
-	int64		npending = 0;
-	int64	   *pending;
+	PendingAppend pa;
+	VsKindParams params;
+	VsIvfpqSearchParams p = {0};
 
-	memset(&res, 0, sizeof(res));
-	if (VsIvfpqRefLists(ref) > 0 && nq > 0)
+	if (nq <= 0)
+		return;
+	memset(&pa, 0, sizeof(pa));
+	pa.pending = vs_ivfpq_pending_ids(ref, &pa.npending);
+	memset(&params, 0, sizeof(params));
+	p.probe_offset = 0;
+	p.nprobe = (uint32) Max(vs_ivfpq_probes, 1);
+	memcpy(&params, &p, sizeof(p));
+	if (pa.npending == 0)
 	{
-		VsKindParams params;
-		VsIvfpqSearchParams p = {0};
-
-		memset(&params, 0, sizeof(params));
-		p.probe_offset = 0;
-		p.nprobe = (uint32) Max(vs_ivfpq_probes, 1);
-		memcpy(&params, &p, sizeof(p));
-		vs_search_range_queries(ref, &params, queries, radius, &res);
+		if (VsIvfpqRefLists(ref) > 0)
+			vs_search_range_queries(ref, &params, queries, radius, consume, arg);
+		return;
 	}
-	pending = vs_ivfpq_pending_ids(ref, &npending);
-
-	/* add the pending entries to every query */
-	total = res.total + (int64) nq * npending;
-	out->nq = nq;
-	out->total = total;
-	out->offsets = palloc(sizeof(int64) * (nq + 1));
-	out->ids = palloc_extended(sizeof(int64) * Max(total, 1), MCXT_ALLOC_HUGE);
-	out->distances = palloc_extended(sizeof(float) * Max(total, 1), MCXT_ALLOC_HUGE);
-	out->offsets[0] = 0;
-	for (int q = 0; q < nq; q++)
-	{
-		int64		o = out->offsets[q];
-
-		if (res.offsets != NULL)
-		{
-			int64		from = res.offsets[q];
-			int64		n = res.offsets[q + 1] - from;
-
-			memcpy(out->ids + o, res.ids + from, sizeof(int64) * n);
-			memcpy(out->distances + o, res.distances + from, sizeof(float) * n);
-			o += n;
-		}
-		for (int64 i = 0; i < npending; i++)
-		{
-			out->ids[o] = pending[i];
-			out->distances[o] = NAN;
-			o++;
-		}
-		out->offsets[q + 1] = o;
-	}
-	if (pending)
-		pfree(pending);
-	if (res.offsets)
-		pfree(res.offsets);
-	if (res.ids)
-		pfree(res.ids);
-	if (res.distances)
-		pfree(res.distances);
+	vs_range_stream_begin(&pa.out, nq, consume, arg);
+	if (VsIvfpqRefLists(ref) > 0)
+		vs_search_range_queries(ref, &params, queries, radius, append_pending, &pa);
+	while (pa.next_q < nq)
+		add_pending(&pa, pa.next_q++);
+	vs_range_stream_end(&pa.out);
+	pfree((void *) pa.pending);
 }
 
 /* ---------------------------------------------------------------------------------------------

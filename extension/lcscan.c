@@ -52,10 +52,9 @@ typedef struct LcScanOpaqueData
 	int64		last_id;
 
 	/* rows of the range quals, ascending ids */
-	bool		has_range;
-	int64	   *cand;
+	bool		has_range;		/* the rows passing every range qual: base.rows */
+	int64	   *cand;			/* ordered: all of them, ascending */
 	int64		ncand;
-	int64		cand_pos;
 	int64		cand_returned;
 } LcScanOpaqueData;
 
@@ -194,34 +193,22 @@ scan_start(IndexScanDesc scan)
 
 	/* One range search per qual; the rows every one of them found. */
 	so->has_range = nranges > 0;
-	for (int i = 0; i < nranges; i++)
+	if (so->has_range)
 	{
-		uint64		offsets[2];
-		VsQueries	q = vs_metric_query(so->text, query_value(so, centers[i]), offsets);
-		VsRangeResult res;
-		int64		n;
+		VsRangeRows *rows = vs_range_rows_begin(&so->base, nranges);
 
-		vs_search_range_queries(&so->base.ref, NULL, &q, radii[i], &res);
-		if (res.distances)
-			pfree(res.distances);
-		if (res.ids == NULL)
-			res.ids = palloc(sizeof(int64));
-		n = vs_sort_ids(res.ids, res.total);
-		pfree(res.offsets);
-		if (i == 0)
+		for (int i = 0; i < nranges; i++)
 		{
-			so->cand = res.ids;
-			so->ncand = n;
+			uint64		offsets[2];
+			VsQueries	q = vs_metric_query(so->text, query_value(so, centers[i]), offsets);
+
+			vs_range_rows_add(rows, &q, radii[i]);
 		}
-		else
+		if (so->ordered)
 		{
-			so->ncand = vs_intersect_ids(so->cand, so->ncand, res.ids, n);
-			pfree(res.ids);
-		}
-		if (so->ncand == 0)
-		{
-			so->base.done = true;
-			break;
+			so->cand = vs_range_rows_array(rows, &so->ncand);
+			if (so->ncand == 0)
+				so->base.done = true;
 		}
 	}
 	MemoryContextSwitchTo(old);
@@ -348,12 +335,11 @@ vs_metric_gettuple(IndexScanDesc scan, ScanDirection dir)
 		return true;
 	}
 
-	if (so->cand_pos >= so->ncand)
+	if (!vs_range_rows_next(so->base.rows, &id))
 	{
 		so->base.done = true;
 		return false;
 	}
-	id = so->cand[so->cand_pos++];
 	vs_id_to_tid(id, &scan->xs_heaptid);
 	scan->xs_recheck = false;
 	return true;
@@ -369,7 +355,7 @@ vs_metric_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 		scan_start(scan);
 	if (so->base.done || !so->has_range)
 		return 0;
-	n = vs_scan_bitmap(tbm, so->cand, so->ncand, false);
+	n = vs_scan_bitmap(tbm, so->base.rows, false);
 	so->base.done = true;
 	return n;
 }

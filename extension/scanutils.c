@@ -5,7 +5,11 @@
 #include "postgres.h"
 
 #include "access/relscan.h"
+#include "catalog/pg_operator_d.h"
+#include "catalog/pg_type_d.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/tuplesort.h"
 
 #include "amutils.h"
 
@@ -36,6 +40,8 @@ vs_scan_rescan(IndexScanDesc scan, ScanKey keys, ScanKey orderbys)
 	MemoryContext cxt = so->cxt;
 	Size		size = so->size;
 
+	if (so->rows)
+		vs_range_rows_end(so->rows);
 	MemoryContextReset(cxt);
 	memset(so, 0, size);
 	so->cxt = cxt;
@@ -52,6 +58,8 @@ vs_scan_end(IndexScanDesc scan)
 {
 	VsScanBase *so = (VsScanBase *) scan->opaque;
 
+	if (so->rows)
+		vs_range_rows_end(so->rows);
 	MemoryContextDelete(so->cxt);
 	pfree(so);
 	scan->opaque = NULL;
@@ -138,54 +146,187 @@ vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys)
 	MemoryContextSwitchTo(old);
 }
 
-bool
-vs_scan_range_rows(const VsIndexRef *ref, const VsScanKeys *keys, int64 **ids, int64 *n)
+/* ---- the rows of range quals ---- */
+
+struct VsRangeRows
 {
-	const VsIndexKind *kind = vs_ref_kind(ref);
+	const VsIndexRef *ref;
+	int			nquals;
+	int			nadded;
+	Tuplesortstate **sorts;		/* one per qual */
+	bool		sorted;
+	bool		done;
+	int64	   *cur;			/* per qual: its current row */
+	bool		have_last;
+	int64		last;			/* the last row returned */
+};
 
-	*ids = NULL;
-	*n = 0;
-	for (int i = 0; i < keys->nranges; i++)
-	{
-		VsRangeResult result;
-		VsQueries	q = vs_vector_queries(keys->centers[i], 1);
-		int64		m;
+VsRangeRows *
+vs_range_rows_begin(VsScanBase *base, int nquals)
+{
+	MemoryContext old = MemoryContextSwitchTo(base->cxt);
+	VsRangeRows *rows = palloc0(sizeof(VsRangeRows));
 
-		kind->range_candidates(ref, &q, keys->radii[i], &result);
-		m = vs_sort_ids(result.ids, result.total);
-		if (i == 0)
-		{
-			*ids = result.ids;
-			*n = m;
-		}
-		else
-		{
-			*n = vs_intersect_ids(*ids, *n, result.ids, m);
-			if (result.ids)
-				pfree(result.ids);
-		}
-		if (result.distances)
-			pfree(result.distances);
-		pfree(result.offsets);
-		if (*n == 0)
-			return false;
-	}
-	return true;
+	rows->ref = &base->ref;
+	rows->nquals = nquals;
+	rows->sorts = palloc0(sizeof(Tuplesortstate *) * Max(nquals, 1));
+	rows->cur = palloc0(sizeof(int64) * Max(nquals, 1));
+	base->rows = rows;
+	MemoryContextSwitchTo(old);
+	return rows;
 }
 
-int64
-vs_scan_bitmap(TIDBitmap *tbm, const int64 *ids, int64 n, bool recheck)
+static void
+sort_chunk(void *arg, const VsRangeChunk *chunk)
 {
-	ItemPointerData tids[256];
-	int			k = 0;
+	Tuplesortstate *sort = (Tuplesortstate *) arg;
+	int64		n = chunk->offsets[chunk->nq];
 
 	for (int64 i = 0; i < n; i++)
 	{
-		vs_id_to_tid(ids[i], &tids[k++]);
+		if (chunk->ids[i] >= 0)
+			tuplesort_putdatum(sort, Int64GetDatum(chunk->ids[i]), false);
+		if ((i & 8191) == 8191)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+void
+vs_range_rows_add(VsRangeRows *rows, const VsQueries *center, double radius)
+{
+	Tuplesortstate *sort;
+
+	Assert(rows->nadded < rows->nquals && center->nq == 1);
+	/* the sort lives in the scan's context, as rows do */
+	sort = tuplesort_begin_datum(INT8OID, Int8LessOperator, InvalidOid, false, work_mem, NULL,
+								 TUPLESORT_NONE);
+	rows->sorts[rows->nadded++] = sort;
+	vs_ref_kind(rows->ref)->range_candidates(rows->ref, center, radius, sort_chunk, sort);
+}
+
+/* The next row of qual i above `above` (any row when !have_above); false at its end. */
+static bool
+qual_next(VsRangeRows *rows, int i, bool have_above, int64 above)
+{
+	Datum		d;
+	bool		isnull;
+
+	for (;;)
+	{
+		if (!tuplesort_getdatum(rows->sorts[i], true, &d, &isnull, NULL))
+			return false;
+		rows->cur[i] = DatumGetInt64(d);
+		if (!have_above || rows->cur[i] > above)
+			return true;
+	}
+}
+
+bool
+vs_range_rows_next(VsRangeRows *rows, int64 *id)
+{
+	int64		target;
+	bool		agree;
+
+	if (rows->done || rows->nadded < rows->nquals || rows->nquals == 0)
+		return false;
+	if (!rows->sorted)
+	{
+		for (int i = 0; i < rows->nquals; i++)
+			tuplesort_performsort(rows->sorts[i]);
+		rows->sorted = true;
+	}
+	/* every qual's next row above the last one returned, until they all agree */
+	for (int i = 0; i < rows->nquals; i++)
+		if (!qual_next(rows, i, rows->have_last, rows->last))
+		{
+			rows->done = true;
+			return false;
+		}
+	do
+	{
+		target = rows->cur[0];
+		for (int i = 1; i < rows->nquals; i++)
+			target = Max(target, rows->cur[i]);
+		agree = true;
+		for (int i = 0; i < rows->nquals; i++)
+		{
+			if (rows->cur[i] == target)
+				continue;
+			agree = false;
+			if (!qual_next(rows, i, true, target - 1))
+			{
+				rows->done = true;
+				return false;
+			}
+		}
+	} while (!agree);
+	rows->have_last = true;
+	rows->last = target;
+	*id = target;
+	return true;
+}
+
+int64 *
+vs_range_rows_array(VsRangeRows *rows, int64 *n)
+{
+	int64		cap = 1024;
+	int64	   *ids = palloc(sizeof(int64) * cap);
+	int64		id;
+
+	*n = 0;
+	while (vs_range_rows_next(rows, &id))
+	{
+		if (*n == cap)
+		{
+			cap *= 2;
+			ids = repalloc_huge(ids, sizeof(int64) * cap);
+		}
+		ids[(*n)++] = id;
+	}
+	return ids;
+}
+
+void
+vs_range_rows_end(VsRangeRows *rows)
+{
+	for (int i = 0; i < rows->nadded; i++)
+		tuplesort_end(rows->sorts[i]);
+	rows->nadded = 0;
+	rows->done = true;
+}
+
+void
+vs_scan_range_rows(VsScanBase *base, const VsScanKeys *keys)
+{
+	MemoryContext old = MemoryContextSwitchTo(base->cxt);
+	VsRangeRows *rows = vs_range_rows_begin(base, keys->nranges);
+
+	for (int i = 0; i < keys->nranges; i++)
+	{
+		VsQueries	q = vs_vector_queries(keys->centers[i], 1);
+
+		vs_range_rows_add(rows, &q, keys->radii[i]);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+int64
+vs_scan_bitmap(TIDBitmap *tbm, VsRangeRows *rows, bool recheck)
+{
+	ItemPointerData tids[256];
+	int			k = 0;
+	int64		n = 0;
+	int64		id;
+
+	while (vs_range_rows_next(rows, &id))
+	{
+		vs_id_to_tid(id, &tids[k++]);
+		n++;
 		if (k == lengthof(tids))
 		{
 			tbm_add_tuples(tbm, tids, k, recheck);
 			k = 0;
+			CHECK_FOR_INTERRUPTS();
 		}
 	}
 	if (k > 0)

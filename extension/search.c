@@ -16,7 +16,8 @@
  *     one first has the kind bring it up to date.  A relcache invalidation of the index (DROP,
  *     REINDEX, TRUNCATE, VACUUM's statistics update) drops it.
  *   - Engine memory is malloc'd: an object being built is destroyed if reading the index fails,
- *     range results go straight into palloc'd memory through the engine's allocator callback.
+ *     range results go straight into palloc'd memory through the engine's allocator callback and
+ *     are handed to the caller's consumer in chunks (search.h, VsRangeChunk), then freed.
  */
 #include "postgres.h"
 
@@ -378,89 +379,96 @@ vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 	}
 }
 
-/* Range results go into the caller's memory context. */
+/* An engine call's range result goes into palloc'd memory, freed once it is delivered. */
 static void *
 range_alloc(void *arg, size_t bytes)
 {
 	return palloc_extended(bytes, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
 }
 
-void
-vs_search_range(const VsIndexRef *ref, const VsKindParams *params, const float *queries, int nq,
-				double radius, VsRangeResult *out)
+static void
+range_result_free(VsRangeResult *res)
 {
-	VsQueries	qs = vs_vector_queries(queries, Max(nq, 0));
-
-	vs_search_range_queries(ref, params, &qs, radius, out);
+	if (res->offsets)
+		pfree(res->offsets);
+	if (res->ids)
+		pfree(res->ids);
+	if (res->distances)
+		pfree(res->distances);
 }
 
 void
 vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
-						const VsQueries *queries, double radius, VsRangeResult *out)
+						const VsQueries *queries, double radius, VsRangeConsumer consume,
+						void *arg)
 {
 	const VsIndexKind *kind = vs_ref_kind(ref);
 	int			nq = (int) queries->nq;
+	int			from = 0;		/* queries the worker answered */
 	int			retries = 0;
+	VsQueries	rest;
+	VsRangeResult out;
 
-	memset(out, 0, sizeof(VsRangeResult));
 	if (params == NULL)
 		params = &no_params;
 	if (isnan(radius))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("range search radius is NaN")));
-	if (nq > 0 && vs_worker_range(ref, params, queries, radius, out))
-		return;
-
 	if (nq <= 0 || never_held_a_vector(ref, queries))
-	{
-		out->nq = Max(nq, 0);
-		out->total = 0;
-		out->offsets = palloc0(sizeof(int64) * (out->nq + 1));
-		out->ids = NULL;
-		out->distances = NULL;
 		return;
-	}
+	if (vs_worker_range(ref, params, queries, radius, consume, arg, &from))
+		return;
+
+	/* the queries the worker did not answer (all, unless it failed between requests) */
+	rest = *queries;
+	rest.nq = nq - from;
+	if (rest.vectors != NULL)
+		rest.vectors += (Size) from * ref->dim;
+	else
+		rest.offsets += from;
+	memset(&out, 0, sizeof(out));
 	if (kind->backend_range != NULL)
+		kind->backend_range(ref, params, &rest, radius, &out);
+	else
 	{
-		kind->backend_range(ref, params, queries, radius, out);
-		return;
-	}
-
-	for (;;)
-	{
-		void	   *obj = vs_search_object(ref);
-		vs_range_result result;
-		int			st;
-
-		memset(&result, 0, sizeof(result));
-		st = kind->range(engine_ctx, obj, params, queries, radius, range_alloc, NULL, &result);
-		if (st == VS_OK)
+		for (;;)
 		{
-			out->nq = nq;
-			out->total = (int64) result.total;
-			out->offsets = (int64 *) result.offsets;
-			out->ids = (int64 *) result.ids;
-			out->distances = result.distances;
-			vs_search_trim_cache();
-			return;
+			void	   *obj = vs_search_object(ref);
+			vs_range_result result;
+			int			st;
+
+			memset(&result, 0, sizeof(result));
+			st = kind->range(engine_ctx, obj, params, &rest, radius, range_alloc, NULL, &result);
+			if (st == VS_OK)
+			{
+				out.nq = (int) rest.nq;
+				out.total = (int64) result.total;
+				out.offsets = (int64 *) result.offsets;
+				out.ids = (int64 *) result.ids;
+				out.distances = result.distances;
+				break;
+			}
+			if (st == VS_OUT_OF_MEMORY)
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("out of memory"),
+						 errdetail("vsearch engine: %s", vs_last_error(engine_ctx))));
+			if (st != VS_CANCELLED)
+				vs_engine_error(engine_ctx, st);
+			vs_engine_cancelled(&retries);
 		}
-		if (st == VS_OUT_OF_MEMORY)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory"),
-					 errdetail("vsearch engine: %s", vs_last_error(engine_ctx))));
-		if (st != VS_CANCELLED)
-			vs_engine_error(engine_ctx, st);
-		vs_engine_cancelled(&retries);
 	}
+	vs_range_deliver(&out, from, consume, arg);
+	range_result_free(&out);
+	vs_search_trim_cache();
 }
 
 void
 vs_search_range_candidates(const VsIndexRef *ref, const VsQueries *queries, double radius,
-						   VsRangeResult *out)
+						   VsRangeConsumer consume, void *arg)
 {
-	vs_search_range_queries(ref, NULL, queries, radius, out);
+	vs_search_range_queries(ref, NULL, queries, radius, consume, arg);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ vs_vector_queries(const float *vectors, Size nq)
 	return q;
 }
 
-/* Range results: CSR in the caller's memory context. */
+/* Range results of one engine call: CSR in the caller's memory context. */
 typedef struct VsRangeResult
 {
 	int			nq;
@@ -87,6 +87,59 @@ typedef struct VsRangeResult
 	int64	   *ids;			/* total */
 	float	   *distances;		/* total */
 } VsRangeResult;
+
+/*
+ * Range results as they reach SQL: a stream of chunks handed to a consumer, so that no answer is
+ * held whole in the backend whatever its size.  A chunk holds the matches of the consecutive
+ * queries [q0, q0 + nq) (positions in the search's queries) in CSR form, offsets from 0, at most
+ * vs_range_chunk_matches() of them.  Chunks come in query order; a query in no chunk has no
+ * match.  A query whose matches do not fit one chunk is split: `more` says the chunk's last query
+ * goes on, and the next chunk starts with it.  The arrays are valid during the call only.  A
+ * consumer may raise an ERROR (the search is abandoned) but must not start another search.
+ */
+typedef struct VsRangeChunk
+{
+	int			q0;
+	int			nq;
+	bool		more;			/* query q0 + nq - 1 continues in the next chunk */
+	const int64 *offsets;		/* nq + 1 */
+	const int64 *ids;
+	const float *distances;
+} VsRangeChunk;
+
+typedef void (*VsRangeConsumer) (void *arg, const VsRangeChunk *chunk);
+
+/* Most matches of a chunk: work_mem at 64 bytes a match (what a consumer spends on one), at
+ * least 1024. */
+extern int64 vs_range_chunk_matches(void);
+
+/* Hands one engine call's result, its queries numbered from q0, to a consumer in chunks. */
+extern void vs_range_deliver(const VsRangeResult *res, int q0, VsRangeConsumer consume,
+							 void *arg);
+
+/*
+ * Chunks built a match at a time (a kind's own pass over its pages, candidates added to an
+ * engine's answer): matches are added in query order, and a full chunk goes to the consumer.
+ */
+typedef struct VsRangeStream
+{
+	VsRangeConsumer consume;
+	void	   *arg;
+	int			nq;				/* queries of the search */
+	int64		cap;			/* matches a chunk holds */
+	int			q0;				/* the pending chunk's first query */
+	int			q;				/* the query being added (q0 .. nq) */
+	int64		n;				/* matches pending */
+	int64	   *offsets;		/* nq + 1: offsets[i] for queries q0 + i <= q */
+	int64	   *ids;			/* cap */
+	float	   *distances;
+} VsRangeStream;
+
+extern void vs_range_stream_begin(VsRangeStream *s, int nq, VsRangeConsumer consume, void *arg);
+/* Adds a match of query q (>= the last query added). */
+extern void vs_range_stream_add(VsRangeStream *s, int q, int64 id, float distance);
+/* Sends what is pending and frees the stream. */
+extern void vs_range_stream_end(VsRangeStream *s);
 
 static inline int64
 vs_tid_to_id(ItemPointer tid)
@@ -160,24 +213,22 @@ extern void vs_engine_cancelled(int *retries);
  * serves, else in this backend: over the pages in place when the kind has backend searches
  * (indexkind.h), otherwise on this backend's cached engine object of the index.
  *   kNN:   ids/distances nq x k, counts nq (rows found <= k);
- *   range: every row within radius of each query.
- * vs_search_knn / vs_search_range take vectors; the _queries forms strings too (VsQueries).
+ *   range: every row within radius of each query, in chunks to consume (VsRangeChunk).
+ * vs_search_knn takes vectors; the _queries forms strings too (VsQueries).
  */
 extern void vs_search_knn(const VsIndexRef *ref, const VsKindParams *params, const float *queries,
 						  int nq, int k, int64 *ids, float *distances, int64 *counts);
-extern void vs_search_range(const VsIndexRef *ref, const VsKindParams *params,
-							const float *queries, int nq, double radius, VsRangeResult *out);
 extern void vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 								  const VsQueries *queries, int k, int64 *ids, float *distances,
 								  int64 *counts);
 extern void vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 									const VsQueries *queries, double radius,
-									VsRangeResult *out);
+									VsRangeConsumer consume, void *arg);
 
 /* The range_candidates of an exact kind (indexkind.h): its search finds exactly the rows within
  * the radius, with the operator's distances. */
 extern void vs_search_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
-									   double radius, VsRangeResult *out);
+									   double radius, VsRangeConsumer consume, void *arg);
 
 /*
  * This backend's engine object of the index (the kind's), at least as new as ref: for a kind's

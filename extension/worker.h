@@ -16,8 +16,14 @@
 extern bool vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params,
 						  const VsQueries *queries, int k, int64 *ids, float *distances,
 						  int64 *counts);
+/*
+ * Range: the answer goes to consume in chunks as it streams in (search.h, VsRangeChunk).  When it
+ * returns false, *from queries were answered and handed on whole, and the caller searches the
+ * rest; a failure in the middle of a query's matches is an ERROR.
+ */
 extern bool vs_worker_range(const VsIndexRef *ref, const VsKindParams *params,
-							const VsQueries *queries, double radius, VsRangeResult *out);
+							const VsQueries *queries, double radius, VsRangeConsumer consume,
+							void *arg, int *from);
 
 /* Consecutive bytes of caller memory (parts of a build request's payload or answer). */
 typedef struct VsWorkerBuffer

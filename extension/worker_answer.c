@@ -102,6 +102,80 @@ vsw_discard_request(int i)
 	vsw_release_active(a);
 }
 
+/*
+ * The next block of a range answer (worker_internal.h, VsRangeBlock) from the cursor (*q, *done:
+ * the next query, its matches already sent), at most cap bytes: whole queries while they fit,
+ * then as many matches of the next one as fit.  Written to dst unless it is NULL; returns its
+ * length and advances the cursor.  A block always makes progress (cap >= VS_MIN_AREA).
+ */
+static uint64
+range_block(const VsStream *o, const VsResultBuf *buf, uint32 *q, int64 *done, char *dst,
+			uint64 cap)
+{
+	const int64 *off = o->range_offsets;
+	uint32		nq = 0;
+	int64		n = 0;
+	bool		more = false;
+	int64		first = off[*q] + *done;
+
+	while (*q + nq < o->range_nq)
+	{
+		int64		left = off[*q + nq + 1] - off[*q + nq] - (nq == 0 ? *done : 0);
+		uint64		used = vs_range_block_bytes(nq + 1, n);
+		int64		room;
+
+		if (used > cap)
+			break;
+		room = (int64) ((cap - used) / (sizeof(int64) + sizeof(float)));
+		/* the distances' padding may take 4 bytes more */
+		while (room > 0 && vs_range_block_bytes(nq + 1, n + room) > cap)
+			room--;
+		if (left <= room)
+		{
+			n += left;
+			nq++;
+			continue;
+		}
+		if (room == 0 && nq > 0)
+			break;
+		n += room;
+		nq++;
+		more = true;
+		break;
+	}
+	Assert(nq > 0 && vs_range_block_bytes(nq, n) <= cap);
+	if (dst != NULL)
+	{
+		VsRangeBlock *b = (VsRangeBlock *) dst;
+		int64	   *offsets = (int64 *) (b + 1);
+		int64	   *ids = offsets + nq + 1;
+		float	   *dists = (float *) (ids + n);
+
+		b->q0 = *q;
+		b->nq = nq;
+		b->more = more;
+		b->count = n;
+		offsets[0] = 0;
+		for (uint32 i = 0; i < nq; i++)
+			offsets[i + 1] = Min(off[*q + i + 1] - first, n);
+		memcpy(ids, buf->range.ids + first, n * sizeof(int64));
+		memcpy(dists, buf->range.distances + first, n * sizeof(float));
+		memset((char *) (dists + n), 0, vs_range_block_bytes(nq, n) -
+			   ((char *) (dists + n) - dst));
+	}
+	if (more)
+	{
+		*done = (nq == 1 ? *done : 0) + (first + n) - Max(off[*q + nq - 1], first);
+		*q += nq - 1;
+	}
+	else
+	{
+		*done = 0;
+		*q += nq;
+	}
+	return vs_range_block_bytes(nq, n);
+}
+
 /* Writes the next chunk of a request's answer; the last one completes the request. */
 static void
 stream_chunk(int i)
@@ -110,25 +184,32 @@ stream_chunk(int i)
 	VsStream   *o = &a->out;
 	VsRequest  *hdr = a->hdr;
 	char	   *area = (char *) hdr + a->req.area_off;
-	uint64		n = Min(a->req.area_len, o->len - o->pos);
-	uint64		start = 0,
-				done = 0;
+	uint64		n;
 
-	for (int v = 0; v < o->niov && done < n; v++)
+	if (o->range_offsets != NULL)
+		n = range_block(o, o->buf, &o->range_q, &o->range_done, area, a->req.area_len);
+	else
 	{
-		uint64		end = start + o->iov_len[v];
+		uint64		start = 0,
+					done = 0;
 
-		if (o->pos + done < end)
+		n = Min(a->req.area_len, o->len - o->pos);
+		for (int v = 0; v < o->niov && done < n; v++)
 		{
-			uint64		at = o->pos + done - start;
-			uint64		m = Min(n - done, o->iov_len[v] - at);
+			uint64		end = start + o->iov_len[v];
 
-			memcpy(area + done, o->iov_base[v] + at, m);
-			done += m;
+			if (o->pos + done < end)
+			{
+				uint64		at = o->pos + done - start;
+				uint64		m = Min(n - done, o->iov_len[v] - at);
+
+				memcpy(area + done, o->iov_base[v] + at, m);
+				done += m;
+			}
+			start = end;
 		}
-		start = end;
+		Assert(done == n);
 	}
-	Assert(done == n);
 	hdr->chunk_off = o->pos;
 	hdr->chunk_len = n;
 	hdr->stream_len = o->len;
@@ -240,27 +321,22 @@ vsw_answer_search(VsActive *a, VsResultBuf *buf, uint32 kmax)
 	}
 	else
 	{
-		const int64 *off = buf->range.offsets + a->q0;
-		int64		base = off[0];
-		int64		total = off[nq] - base;
-		int64	   *h;
+		uint32		q = 0;
+		int64		done = 0;
 
-		o->owned = MemoryContextAllocHuge(vsw_result_cxt, (Size) (nq + 2) * sizeof(int64));
-		h = (int64 *) o->owned;
-		h[0] = total;
-		for (uint32 q = 0; q <= nq; q++)
-			h[q + 1] = off[q] - base;
-		o->iov_base[0] = o->owned;
-		o->iov_len[0] = (uint64) (nq + 2) * sizeof(int64);
-		o->iov_base[1] = (const char *) (buf->range.ids + base);
-		o->iov_len[1] = (uint64) total * sizeof(int64);
-		o->iov_base[2] = (const char *) (buf->range.distances + base);
-		o->iov_len[2] = (uint64) total * sizeof(float);
-		o->niov = 3;
+		/* the blocks' total length: the same layout, not written */
+		o->range_offsets = buf->range.offsets + a->q0;
+		o->range_nq = nq;
+		o->len = 0;
+		while (q < nq)
+			o->len += range_block(o, buf, &q, &done, NULL, a->req.area_len);
 	}
-	o->len = 0;
-	for (int v = 0; v < o->niov; v++)
-		o->len += o->iov_len[v];
+	if (!buf->is_range)
+	{
+		o->len = 0;
+		for (int v = 0; v < o->niov; v++)
+			o->len += o->iov_len[v];
+	}
 	o->pos = 0;
 	o->produced = 0;
 	stream_chunk(vsw_active_index(a));

@@ -34,8 +34,6 @@
 #define VS_MIN_SEGMENT			((Size) 64 * 1024)
 /* Largest result area (an answer larger than this streams in several chunks). */
 #define VS_MAX_AREA				((Size) 4 * 1024 * 1024)
-/* Result area of a range request (its answer size is unknown). */
-#define VS_RANGE_AREA			((Size) 256 * 1024)
 /* How often a waiting backend re-checks that the worker is alive and progressing. */
 #define VS_POLL_MS				20
 
@@ -57,10 +55,13 @@ typedef struct VsSink
 		char	   *dst;
 		uint64		len;
 	}			regions[5];	/* kNN: 3; a build step: up to 5 (vs_lc) */
-	/* range */
-	int64		total;
-	VsRangeResult *range;
-	MemoryContext result_cxt;
+	/* range: blocks handed on to the consumer in place */
+	VsRangeConsumer consume;
+	void	   *arg;
+	int			q_base;			/* the request's first query among the consumer's */
+	int			next_q;			/* the first query whose matches are not all handed on */
+	bool		split;			/* the last block's last query goes on */
+	bool		consumed_any;	/* a block went to the consumer */
 	char		bad[160];		/* why the answer does not match the request */
 } VsSink;
 
@@ -86,31 +87,49 @@ sink_add(VsSink *sink, void *dst, uint64 len)
 }
 
 /*
- * After the range header (total) arrived: allocate the result arrays and route the rest there.
- * The sink functions return false (with sink->bad) for an answer that does not match its request.
+ * A block of a range answer (worker_internal.h, VsRangeBlock), checked against the request and
+ * the blocks before it, then handed to the consumer where it lies.  The sink functions return
+ * false (with sink->bad) for an answer that does not match its request.
  */
 static bool
-sink_range_header(VsSink *sink)
+sink_range_block(VsSink *sink, const char *data, uint64 off, uint64 len)
 {
-	VsRangeResult *out = sink->range;
-	uint64		expected;
+	const VsRangeBlock *b = (const VsRangeBlock *) data;
+	const int64 *offsets;
+	VsRangeChunk chunk;
 
-	if (sink->total < 0 || (uint64) sink->total > (MaxAllocHugeSize / sizeof(int64)))
-		return sink_bad(sink, "invalid range result size " INT64_FORMAT, sink->total);
-	expected = sizeof(int64) + (uint64) (sink->nq + 1) * sizeof(int64) +
-		(uint64) sink->total * (sizeof(int64) + sizeof(float));
-	if (expected != sink->stream_len)
-		return sink_bad(sink, "range answer of %llu bytes, expected %llu",
-						(unsigned long long) sink->stream_len, (unsigned long long) expected);
-	out->nq = sink->nq;
-	out->total = sink->total;
-	out->offsets = MemoryContextAllocHuge(sink->result_cxt, (Size) (sink->nq + 1) * sizeof(int64));
-	/* never zero bytes: callers may pfree */
-	out->ids = MemoryContextAllocHuge(sink->result_cxt, Max(1, sink->total) * sizeof(int64));
-	out->distances = MemoryContextAllocHuge(sink->result_cxt, Max(1, sink->total) * sizeof(float));
-	sink_add(sink, out->offsets, (uint64) (sink->nq + 1) * sizeof(int64));
-	sink_add(sink, out->ids, (uint64) sink->total * sizeof(int64));
-	sink_add(sink, out->distances, (uint64) sink->total * sizeof(float));
+	if (off != sink->pos || len > sink->stream_len || off > sink->stream_len - len ||
+		len < sizeof(VsRangeBlock))
+		return sink_bad(sink, "range block at %llu+%llu does not follow %llu (of %llu)",
+						(unsigned long long) off, (unsigned long long) len,
+						(unsigned long long) sink->pos, (unsigned long long) sink->stream_len);
+	if (b->q0 != sink->next_q || b->nq < 1 || b->nq > sink->nq - b->q0 ||
+		(b->more != 0 && b->more != 1) || b->count < 0 ||
+		(uint64) b->count > len / sizeof(int64) ||
+		len != vs_range_block_bytes((uint64) b->nq, (uint64) b->count))
+		return sink_bad(sink, "malformed range block (queries " INT64_FORMAT "+" INT64_FORMAT
+						" after %d, " INT64_FORMAT " matches in %llu bytes)",
+						b->q0, b->nq, sink->next_q, b->count, (unsigned long long) len);
+	offsets = (const int64 *) (b + 1);
+	if (offsets[0] != 0 || offsets[b->nq] != b->count)
+		return sink_bad(sink, "inconsistent range block");
+	for (int64 i = 0; i < b->nq; i++)
+		if (offsets[i + 1] < offsets[i])
+			return sink_bad(sink, "inconsistent range block");
+	chunk.q0 = sink->q_base + (int) b->q0;
+	chunk.nq = (int) b->nq;
+	chunk.more = b->more != 0;
+	chunk.offsets = offsets;
+	chunk.ids = offsets + b->nq + 1;
+	chunk.distances = (const float *) (chunk.ids + b->count);
+	sink->pos += len;
+	sink->next_q = (int) (b->q0 + b->nq - b->more);
+	sink->split = chunk.more;
+	if (b->count > 0)
+	{
+		sink->consumed_any = true;
+		sink->consume(sink->arg, &chunk);
+	}
 	return true;
 }
 
@@ -118,6 +137,8 @@ sink_range_header(VsSink *sink)
 static bool
 sink_consume(VsSink *sink, const char *data, uint64 off, uint64 len)
 {
+	if (sink->op == VS_OP_RANGE)
+		return sink_range_block(sink, data, off, len);
 	if (off != sink->pos || len > sink->stream_len || off > sink->stream_len - len)
 		return sink_bad(sink, "answer chunk at %llu+%llu does not follow %llu (of %llu)",
 						(unsigned long long) off, (unsigned long long) len,
@@ -143,9 +164,6 @@ sink_consume(VsSink *sink, const char *data, uint64 off, uint64 len)
 			data += n;
 			len -= n;
 			sink->pos += n;
-			if (sink->op == VS_OP_RANGE && sink->nregions == 1 && sink->pos == sizeof(int64) &&
-				!sink_range_header(sink))
-				return false;
 		}
 	}
 	return true;
@@ -157,22 +175,20 @@ sink_finish(VsSink *sink)
 {
 	uint64		expected = 0;
 
+	if (sink->op == VS_OP_RANGE)
+	{
+		if (sink->pos != sink->stream_len || sink->next_q != sink->nq || sink->split)
+			return sink_bad(sink, "range answer ended after %llu of %llu bytes, at query %d of %d",
+							(unsigned long long) sink->pos,
+							(unsigned long long) sink->stream_len, sink->next_q, sink->nq);
+		return true;
+	}
 	for (int r = 0; r < sink->nregions; r++)
 		expected += sink->regions[r].len;
 	if (sink->pos != sink->stream_len || sink->pos != expected)
 		return sink_bad(sink, "answer ended after %llu of %llu bytes, expected %llu",
 						(unsigned long long) sink->pos, (unsigned long long) sink->stream_len,
 						(unsigned long long) expected);
-	if (sink->op == VS_OP_RANGE)
-	{
-		VsRangeResult *out = sink->range;
-
-		if (out->offsets[0] != 0 || out->offsets[sink->nq] != out->total)
-			return sink_bad(sink, "inconsistent range answer");
-		for (int i = 0; i < sink->nq; i++)
-			if (out->offsets[i + 1] < out->offsets[i])
-				return sink_bad(sink, "inconsistent range answer");
-	}
 	return true;
 }
 
@@ -425,7 +441,8 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 	else if (call->op == VS_OP_BUILD)
 		area = call->answer_len;
 	else
-		area = VS_RANGE_AREA;
+		/* a range answer's blocks: a chunk of at most vs_range_chunk_matches() matches */
+		area = vs_range_block_bytes(1, (uint64) vs_range_chunk_matches());
 	area = MAXALIGN(Max(Min(area, VS_MAX_AREA), VS_MIN_AREA));
 	total = header + qbytes + zbytes + area;
 	seg = get_segment(total);
@@ -464,6 +481,8 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 	req->area_len = dsm_segment_map_length(seg) - req->area_off;
 	if (req->area_len > VS_MAX_AREA)
 		req->area_len = VS_MAX_AREA;
+	if (call->op == VS_OP_RANGE && req->area_len > area)
+		req->area_len = area;	/* the block size bounds what the consumer gets at once */
 	req->status = VS_ANSWER_NONE;
 	pg_atomic_init_u64(&req->produced, 0);
 	pg_atomic_init_u64(&req->consumed, 0);
@@ -872,58 +891,23 @@ vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params, const VsReq
 	return knn_call(ref, params, patch, &qs, k, PG_UINT32_MAX, ids, distances, counts);
 }
 
-static void
-range_parts_free(VsRangeResult *parts, int n)
-{
-	for (int i = 0; i < n; i++)
-	{
-		pfree(parts[i].offsets);
-		pfree(parts[i].ids);
-		pfree(parts[i].distances);
-	}
-	pfree(parts);
-}
-
-/* One range request; false (with the reason) when the worker did not answer. */
-static bool
-range_request(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
-			  VsRangeResult *out, char *reason, Size reasonlen)
-{
-	VsSink		sink;
-
-	memset(&sink, 0, sizeof(sink));
-	sink.op = VS_OP_RANGE;
-	sink.nq = (int) queries->nq;
-	sink.range = out;
-	sink.result_cxt = CurrentMemoryContext;
-	sink_add(&sink, &sink.total, sizeof(int64));
-	if (!worker_call(ref, call, queries, &sink, reason, reasonlen))
-	{
-		/* a partly received answer: free what was allocated */
-		if (sink.nregions > 1)
-		{
-			pfree(out->offsets);
-			pfree(out->ids);
-			pfree(out->distances);
-		}
-		memset(out, 0, sizeof(*out));
-		return false;
-	}
-	return true;
-}
-
+/*
+ * A range search in the worker, its answer streamed to consume block by block.  A batch split by
+ * vsearch.max_request_work sends its slices in turn, each slice's answer handed on as it comes.
+ * False when the worker did not answer all queries: *from says how many it did (their answers
+ * were all handed on) and the caller searches the rest.  A worker that fails after part of a
+ * query's matches were handed on cannot be taken over: that is an ERROR.
+ */
 bool
 vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries,
-				double radius, VsRangeResult *out)
+				double radius, VsRangeConsumer consume, void *arg, int *from)
 {
 	char		reason[300];
 	VsCall		call;
 	int			nq = (int) queries->nq;
 	int			slice;
-	int			nparts;
-	VsRangeResult *parts;
-	int64		total = 0;
 
+	*from = 0;
 	if (vs_device_mode == VS_DEVICE_CPU || nq == 0 || isnan(radius) ||
 		(queries->vectors != NULL && ref->dim == 0))
 		return false;
@@ -935,44 +919,31 @@ vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const VsQueri
 	call.radius = radius;
 	call.params = params;
 	slice = queries_per_request(ref, nq);
-	if (slice >= nq)
+	for (int q0 = 0; q0 < nq; q0 += slice)
 	{
-		if (!range_request(ref, &call, queries, out, reason, sizeof(reason)))
-			return vs_worker_decline(reason);
-		return true;
-	}
-
-	/* several requests (vsearch.max_request_work): their answers joined in query order */
-	nparts = (nq + slice - 1) / slice;
-	parts = palloc0(sizeof(VsRangeResult) * nparts);
-	for (int p = 0; p < nparts; p++)
-	{
-		int			q0 = p * slice;
 		VsQueries	part = slice_queries(ref, queries, q0, Min(slice, nq - q0));
+		VsSink		sink;
 
-		if (!range_request(ref, &call, &part, &parts[p], reason, sizeof(reason)))
+		memset(&sink, 0, sizeof(sink));
+		sink.op = VS_OP_RANGE;
+		sink.nq = (int) part.nq;
+		sink.consume = consume;
+		sink.arg = arg;
+		sink.q_base = q0;
+		if (!worker_call(ref, &call, &part, &sink, reason, sizeof(reason)))
 		{
-			range_parts_free(parts, p);
+			if (sink.split)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("the vsearch worker failed in the middle of a range answer"),
+						 errdetail("%s.", reason),
+						 errhint("Run the statement again; vsearch_stat and the server log show "
+								 "the worker's state.")));
+			*from = q0 + sink.next_q;
 			return vs_worker_decline(reason);
 		}
-		total += parts[p].total;
+		*from = q0 + (int) part.nq;
 	}
-	out->nq = nq;
-	out->total = total;
-	out->offsets = MemoryContextAllocHuge(CurrentMemoryContext, (Size) (nq + 1) * sizeof(int64));
-	out->ids = MemoryContextAllocHuge(CurrentMemoryContext, Max(1, total) * sizeof(int64));
-	out->distances = MemoryContextAllocHuge(CurrentMemoryContext, Max(1, total) * sizeof(float));
-	out->offsets[0] = 0;
-	for (int p = 0, q = 0; p < nparts; p++)
-	{
-		int64		base = out->offsets[q];
-
-		for (int i = 0; i < parts[p].nq; i++)
-			out->offsets[++q] = base + parts[p].offsets[i + 1];
-		memcpy(out->ids + base, parts[p].ids, sizeof(int64) * parts[p].total);
-		memcpy(out->distances + base, parts[p].distances, sizeof(float) * parts[p].total);
-	}
-	range_parts_free(parts, nparts);
 	return true;
 }
 

@@ -153,7 +153,7 @@ extern VsWorkerShared *vs_worker_shared;
 /* ---- the request segment ------------------------------------------------------------------ */
 
 #define VS_REQUEST_MAGIC		0x56535251	/* "VSRQ" */
-#define VS_REQUEST_PROTOCOL		6
+#define VS_REQUEST_PROTOCOL		7
 
 typedef enum VsRequestOp
 {
@@ -188,6 +188,30 @@ typedef enum VsAnswerStatus
 /* Most (query, neighbour) pairs of one kNN request. */
 #define VS_MAX_KNN_RESULTS		((uint64) 1 << 28)
 #define VS_MIN_AREA				4096
+
+/*
+ * A range answer is a sequence of blocks, one per result area: the matches of the request's
+ * queries [q0, q0 + nq) -- `int64 offsets[nq + 1]` (from 0, offsets[nq] = count), `int64
+ * ids[count]`, `float4 distances[count]`, padded to 8 bytes -- each block whole in one chunk, so
+ * the backend hands it on in place.  Blocks come in query order; `more` (0 or 1) says the
+ * block's last query goes on in the next block, which then starts with it.
+ */
+typedef struct VsRangeBlock
+{
+	int64		q0;
+	int64		nq;
+	int64		more;
+	int64		count;
+	/* offsets, ids, distances follow */
+} VsRangeBlock;
+
+/* Bytes of a block of nq queries and count matches. */
+static inline uint64
+vs_range_block_bytes(uint64 nq, uint64 count)
+{
+	return sizeof(VsRangeBlock) + (nq + 1) * sizeof(int64) + count * sizeof(int64) +
+		TYPEALIGN(sizeof(int64), count * sizeof(float));
+}
 
 typedef struct VsRequest
 {

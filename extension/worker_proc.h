@@ -31,7 +31,10 @@ typedef struct VsResultBuf
 	vs_range_result range;		/* range: the engine's (vs_range_result_free) */
 } VsResultBuf;
 
-/* An answer being streamed to a backend: up to four byte ranges, sent in area-sized chunks. */
+/*
+ * An answer being streamed to a backend, sent in area-sized chunks: up to four byte ranges, or
+ * for range the blocks laid out from the result (worker_internal.h, VsRangeBlock).
+ */
 typedef struct VsStream
 {
 	VsResultBuf *buf;			/* reference held while streaming */
@@ -39,6 +42,11 @@ typedef struct VsStream
 	int			niov;
 	const char *iov_base[4];
 	uint64		iov_len[4];
+	/* range: the request's queries' offsets into buf->range, the next query and its matches sent */
+	const int64 *range_offsets;
+	uint32		range_nq;
+	uint32		range_q;
+	int64		range_done;
 	uint64		len;
 	uint64		pos;
 	uint64		produced;
