@@ -397,6 +397,70 @@ range_result_free(VsRangeResult *res)
 		pfree(res->distances);
 }
 
+/* Queries [q0, q0 + n) of a set (strings keep the set's characters: offsets are not rebased). */
+static VsQueries
+query_slice(const VsIndexRef *ref, const VsQueries *queries, int q0, int n)
+{
+	VsQueries	s = *queries;
+
+	s.nq = n;
+	if (s.vectors != NULL)
+		s.vectors += (Size) q0 * ref->dim;
+	else
+		s.offsets += q0;
+	return s;
+}
+
+/* One engine call of a range search in this backend, its answer whole in out. */
+static void
+backend_range_call(const VsIndexRef *ref, const VsIndexKind *kind, const VsKindParams *params,
+				   const VsQueries *queries, double radius, VsRangeResult *out)
+{
+	int			retries = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (kind->backend_range != NULL)
+	{
+		kind->backend_range(ref, params, queries, radius, out);
+		return;
+	}
+	for (;;)
+	{
+		void	   *obj = vs_search_object(ref);
+		vs_range_result result;
+		int			st;
+
+		memset(&result, 0, sizeof(result));
+		st = kind->range(engine_ctx, obj, params, queries, radius, range_alloc, NULL, &result);
+		if (st == VS_OK)
+		{
+			out->nq = (int) queries->nq;
+			out->total = (int64) result.total;
+			out->offsets = (int64 *) result.offsets;
+			out->ids = (int64 *) result.ids;
+			out->distances = result.distances;
+			return;
+		}
+		if (st == VS_OUT_OF_MEMORY)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("vsearch engine: %s", vs_last_error(engine_ctx))));
+		if (st != VS_CANCELLED)
+			vs_engine_error(engine_ctx, st);
+		vs_engine_cancelled(&retries);
+	}
+}
+
+/*
+ * Without the worker an engine call's answer is held whole until it is handed on (the CPU engine
+ * sorts each query's matches by id at the end of its pass), so the queries go in groups: the
+ * first alone, each next one as many as the matches per query seen so far put within
+ * VS_RANGE_GROUP_CHUNKS chunks.  A group is one more pass over the index for the kinds that scan
+ * their pages (vs_flat, vs_ivfpq's probed lists).
+ */
+#define VS_RANGE_GROUP_CHUNKS 8
+
 void
 vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 						const VsQueries *queries, double radius, VsRangeConsumer consume,
@@ -404,10 +468,11 @@ vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 {
 	const VsIndexKind *kind = vs_ref_kind(ref);
 	int			nq = (int) queries->nq;
-	int			from = 0;		/* queries the worker answered */
-	int			retries = 0;
-	VsQueries	rest;
-	VsRangeResult out;
+	int			q = 0;			/* queries answered */
+	int			group = 1;
+	int64		budget = vs_range_chunk_matches() * VS_RANGE_GROUP_CHUNKS;
+	int64		matches = 0;
+	int			searched = 0;
 
 	if (params == NULL)
 		params = &no_params;
@@ -417,50 +482,24 @@ vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 				 errmsg("range search radius is NaN")));
 	if (nq <= 0 || never_held_a_vector(ref, queries))
 		return;
-	if (vs_worker_range(ref, params, queries, radius, consume, arg, &from))
+	/* the worker answers all, or the first q queries before it failed between two of them */
+	if (vs_worker_range(ref, params, queries, radius, consume, arg, &q))
 		return;
 
-	/* the queries the worker did not answer (all, unless it failed between requests) */
-	rest = *queries;
-	rest.nq = nq - from;
-	if (rest.vectors != NULL)
-		rest.vectors += (Size) from * ref->dim;
-	else
-		rest.offsets += from;
-	memset(&out, 0, sizeof(out));
-	if (kind->backend_range != NULL)
-		kind->backend_range(ref, params, &rest, radius, &out);
-	else
+	while (q < nq)
 	{
-		for (;;)
-		{
-			void	   *obj = vs_search_object(ref);
-			vs_range_result result;
-			int			st;
+		int			n = Min(group, nq - q);
+		VsQueries	part = query_slice(ref, queries, q, n);
+		VsRangeResult out;
 
-			memset(&result, 0, sizeof(result));
-			st = kind->range(engine_ctx, obj, params, &rest, radius, range_alloc, NULL, &result);
-			if (st == VS_OK)
-			{
-				out.nq = (int) rest.nq;
-				out.total = (int64) result.total;
-				out.offsets = (int64 *) result.offsets;
-				out.ids = (int64 *) result.ids;
-				out.distances = result.distances;
-				break;
-			}
-			if (st == VS_OUT_OF_MEMORY)
-				ereport(ERROR,
-						(errcode(ERRCODE_OUT_OF_MEMORY),
-						 errmsg("out of memory"),
-						 errdetail("vsearch engine: %s", vs_last_error(engine_ctx))));
-			if (st != VS_CANCELLED)
-				vs_engine_error(engine_ctx, st);
-			vs_engine_cancelled(&retries);
-		}
+		backend_range_call(ref, kind, params, &part, radius, &out);
+		vs_range_deliver(&out, q, consume, arg);
+		matches += out.total;
+		range_result_free(&out);
+		q += n;
+		searched += n;
+		group = (int) Min((int64) nq, Max(budget / Max(matches / searched, 1), 1));
 	}
-	vs_range_deliver(&out, from, consume, arg);
-	range_result_free(&out);
 	vs_search_trim_cache();
 }
 
