@@ -61,42 +61,6 @@ vs_cmp_int64(const void *a, const void *b)
 	return x < y ? -1 : (x > y ? 1 : 0);
 }
 
-int64
-vs_sort_ids(int64 *ids, int64 n)
-{
-	int64		m = 0;
-
-	if (n > 1)
-		qsort(ids, n, sizeof(int64), vs_cmp_int64);
-	for (int64 i = 0; i < n; i++)
-		if (m == 0 || ids[m - 1] != ids[i])
-			ids[m++] = ids[i];
-	return m;
-}
-
-int64
-vs_intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb)
-{
-	int64		i = 0,
-				j = 0,
-				m = 0;
-
-	while (i < na && j < nb)
-	{
-		if (a[i] < b[j])
-			i++;
-		else if (a[i] > b[j])
-			j++;
-		else
-		{
-			a[m++] = a[i];
-			i++;
-			j++;
-		}
-	}
-	return m;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Index references and reading pages
  */

@@ -173,11 +173,8 @@ vs_cmp_engine_order(float d1, int64 id1, float d2, int64 id2)
 	return id1 < id2 ? -1 : (id1 > id2 ? 1 : 0);
 }
 
-/* Sets of row ids: qsort/bsearch order, sort in place keeping each id once (returns the count),
- * intersection of two sorted sets into a (returns its size). */
+/* The qsort/bsearch order of row ids. */
 extern int	vs_cmp_int64(const void *a, const void *b);
-extern int64 vs_sort_ids(int64 *ids, int64 n);
-extern int64 vs_intersect_ids(int64 *a, int64 na, const int64 *b, int64 nb);
 
 /* Fills ref from an open, locked vsearch index (its kind reads its metapage); ERROR otherwise. */
 extern void vs_index_ref(Relation index, VsIndexRef *ref);
