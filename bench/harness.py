@@ -911,6 +911,9 @@ class Harness(GraphRuns):
         ws = self.worker_check(path, reps, quiet=True)  # one request per batch
         prm = dict({"mode": "batch", "batch": B, "reps": reps}, **extra)
         ws += self.batch_split(times, prm)
+        if P["via"].startswith("worker"):
+            ws += self.stage_split(prm)
+        ws += self.array_split(arr, S, reps, prm)
         times.sort()
         med = times[len(times) // 2]
         if P["via"].startswith("worker"):
@@ -923,15 +926,41 @@ class Harness(GraphRuns):
             self.check_failures.append(f"{ds['name']} {path} batch: recall@{k} = {brec:.4f} < 1")
 
     def batch_split(self, times, prm):
-        """Adds the median run's DEBUG1 split (engine calls, their time, candidate rows read and the
-        time reading and checking them) to prm; times is in run order."""
+        """Adds the median run's DEBUG1 split to prm: engine calls, their time, candidate rows read
+        and the time reading and checking them, and (newer builds) the rows of those on all-visible
+        pages, the time opening the index and reading the queries, forming the answer rows, the
+        whole call, and the statement's time around the call (building the query array, the
+        executor); times is in run order."""
         splits = getattr(self.pg, "batch_splits", [])[-len(times):]  # a setup call may come first
         if len(splits) != len(times):
             return ""
-        calls, search_ms, rows, heap_ms = splits[sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]]
+        i = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
+        calls, search_ms, rows, heap_ms, read_ms, emit_ms, call_ms, vis_rows = splits[i]
         prm.update(engine_calls=calls, search_ms=search_ms, heap_rows=rows, heap_ms=heap_ms,
                    **self.batch_settings)
-        return f"; split: search {search_ms} ms in {calls} calls, {rows} rows read and checked in {heap_ms} ms"
+        text = f"; split: search {search_ms} ms in {calls} calls, {rows} rows read and checked in {heap_ms} ms"
+        if vis_rows:
+            prm["heap_rows_all_visible"] = vis_rows
+            text += f" ({vis_rows} on all-visible pages)"
+        if call_ms:
+            around = times[i] * 1e3 - float(call_ms)
+            prm.update(read_ms=read_ms, call_ms=call_ms, around_ms=f"{around:.1f}")
+            text += f", queries read {read_ms} ms"
+            if emit_ms:
+                prm["emit_ms"] = emit_ms
+                text += f", answer rows {emit_ms} ms"
+            text += f"; the call {call_ms} ms of the statement's {times[i] * 1e3:.1f} (around it {around:.1f})"
+        return text
+
+    def array_split(self, arr, settings, reps, prm):
+        """The median time of building the batch's query array alone (the SQL the call's argument
+        is), into prm and as text for the log."""
+        try:
+            times = sorted(self.pg.timed(f"SELECT array_length({arr}, 1)", settings, reps))
+        except PgError:
+            return ""
+        prm["array_ms"] = f"{times[len(times) // 2] * 1e3:.1f}"
+        return f"; building the query array alone {prm['array_ms']} ms"
 
     def recall_of(self, rows, nqueries, gt_ids, gt_dist, k):
         ids = [[] for _ in range(nqueries)]

@@ -128,10 +128,14 @@ class Pg:
         if p.returncode != 0:
             raise PgError(f"psql failed: {p.stderr.decode(errors='replace').strip()}\n-- sql: {sql[:300]}")
         times = [float(m) / 1e3 for m in re.findall(r"^Time: ([0-9.]+) ms", p.stdout.decode(), re.M)]
-        # the batch functions' DEBUG1 split of each run (client_min_messages = debug1)
+        # the batch functions' DEBUG1 split of each run (client_min_messages = debug1): engine
+        # calls, search ms, rows read, check ms, then (newer builds) queries read ms, answer rows
+        # ms (kNN), the whole call's ms and the rows read on all-visible pages; '' where a build
+        # does not say
         self.batch_splits = re.findall(
             r"_batch: \d+ queries, (\d+) engine calls ([0-9.]+) ms, (\d+) candidate rows read and "
-            r"checked ([0-9.]+) ms", p.stderr.decode(errors="replace"))
+            r"checked ([0-9.]+) ms(?:; queries read ([0-9.]+) ms(?:, answer rows ([0-9.]+) ms)?, "
+            r"in all ([0-9.]+) ms(?:; (\d+) rows on all-visible pages)?)?", p.stderr.decode(errors="replace"))
         if len(times) != reps:
             raise PgError(f"expected {reps} timings, got {len(times)}: {p.stdout.decode()[-300:]}")
         return times

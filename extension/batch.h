@@ -49,12 +49,16 @@ typedef struct VsBatch
 
 	/* where the time went (reported at DEBUG1) */
 	int			rounds;			/* engine calls */
+	instr_time	started;		/* vs_batch_open's start */
+	instr_time	read_time;		/* opening the index and reading the queries */
 	instr_time	search_time;	/* in the search layer: the worker or the backend's engine */
 	instr_time	heap_time;		/* reading and checking candidate rows */
+	instr_time	emit_time;		/* sorting the answers and forming the result rows (kNN) */
 } VsBatch;
 
 /* Opens the index and its table for a batch call (permission, row level security and index
- * checks; locks until the end of the transaction) and fills bc->heap, bc->index and bc->ref. */
+ * checks; locks until the end of the transaction) and fills bc->heap, bc->index and bc->ref; the
+ * call's timing starts here. */
 extern void vs_batch_open(Oid indexoid, VsBatch *bc);
 
 /* float8 order (NaN last), then tid. */

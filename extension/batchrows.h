@@ -9,6 +9,7 @@
 
 #include "access/relscan.h"
 #include "nodes/execnodes.h"
+#include "storage/buf.h"
 #include "storage/itemptr.h"
 #include "utils/rel.h"
 #include "utils/snapshot.h"
@@ -30,7 +31,11 @@ typedef struct VsRowReader
 	TupleTableSlot *slot;
 	IndexFetchTableData *fetch;
 	Snapshot	snapshot;
+	bool		use_vm;			/* direct, no distances, MVCC and not serializable: rows on
+								 * all-visible pages need no visibility check */
+	Buffer		vmbuf;			/* the visibility map page last read (use_vm) */
 	int64		rows_read;		/* heap rows looked up so far */
+	int64		rows_all_visible;	/* of which on all-visible pages (use_vm) */
 } VsRowReader;
 
 /* One (query, row) pair to check: the row of index entry id against query number query; the

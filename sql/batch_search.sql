@@ -169,3 +169,41 @@ SELECT pg_temp.same(
      ARRAY(SELECT v FROM bbq ORDER BY qid), 1000) b JOIN bbig t ON t.ctid = b.row_ctid');
 RESET enable_bitmapscan;
 RESET enable_indexscan;
+
+-- Rows on all-visible pages (after VACUUM) are checked from their line pointer alone, past the
+-- redirects HOT pruning left: the same rows and ctids as the per-query SQL, with and without the
+-- visibility map, under SERIALIZABLE (which reads the tuples), and with some pages changed since.
+CREATE TABLE bvis (id int PRIMARY KEY, v vector(8), note text)
+  WITH (fillfactor = 60, autovacuum_enabled = off);
+INSERT INTO bvis SELECT i, array_agg(random() - 0.5 ORDER BY j)::vector, 'x'
+  FROM generate_series(1, 6000) i, generate_series(1, 8) j GROUP BY i;
+CREATE INDEX bvis_l2 ON bvis USING vs_flat (v vector_l2_ops);
+CREATE TABLE bvq AS SELECT row_number() OVER (ORDER BY id) AS qid, v FROM bvis WHERE id % 150 = 1;
+UPDATE bvis SET note = 'hot' WHERE id % 3 = 0;
+DELETE FROM bvis WHERE id % 11 = 0;
+CREATE FUNCTION pg_temp.bvis_same() RETURNS text LANGUAGE sql AS $$
+  SELECT pg_temp.same(
+    'SELECT q.qid, x.id, x.d, x.note FROM bvq q, LATERAL (
+       SELECT id, v <-> q.v AS d, note FROM bvis ORDER BY v <-> q.v LIMIT 50) x',
+    'SELECT b.query, t.id, b.distance, t.note FROM vsearch_knn_batch(''bvis_l2'',
+       ARRAY(SELECT v FROM bvq ORDER BY qid), 50) b JOIN bvis t ON t.ctid = b.row_ctid') $$;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SELECT relallvisible FROM pg_class WHERE relname = 'bvis';
+SELECT pg_temp.bvis_same();
+VACUUM bvis;
+SELECT relallvisible = relpages AS all_visible FROM pg_class WHERE relname = 'bvis';
+SELECT pg_temp.bvis_same();
+SELECT count(*) FILTER (WHERE t.note = 'hot') > 0 AS hot_rows, count(*) = count(t.id) AS all_joined
+  FROM vsearch_knn_batch('bvis_l2', ARRAY(SELECT v FROM bvq ORDER BY qid), 50) b
+  LEFT JOIN bvis t ON t.ctid = b.row_ctid;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT pg_temp.bvis_same();
+COMMIT;
+BEGIN;
+UPDATE bvis SET note = 'again' WHERE id % 7 = 0;
+DELETE FROM bvis WHERE id % 13 = 0;
+SELECT pg_temp.bvis_same();
+ROLLBACK;
+RESET enable_bitmapscan;
+RESET enable_indexscan;
