@@ -809,6 +809,31 @@ queries_per_request(const VsIndexRef *ref, int nq)
 	return per >= nq ? nq : Max(1, (int) per);
 }
 
+/*
+ * Most vector queries of one kNN request whose segment stays within the one a session keeps
+ * (VS_KEEP_SEGMENT_MAX): a larger batch goes as several requests through the same segment,
+ * mapped once on both sides, instead of a segment created for the call, faulted in by the
+ * backend's copy and the worker's read, and dropped after it (10 000 queries of 784 dimensions
+ * are a 33 MB segment: docs/WORKER.md, "Where a batch call's time goes").  The answer area is at
+ * most VS_MAX_AREA, and at least VS_MIN_AREA, whatever the slice.
+ */
+static int
+queries_per_segment(const VsIndexRef *ref, const VsQueries *queries, int k)
+{
+	Size		fixed = MAXALIGN(sizeof(VsRequest)) + 2 * MAXIMUM_ALIGNOF;
+	Size		qsize = (Size) ref->dim * sizeof(float);
+	Size		asize = sizeof(int64) + (Size) k * (sizeof(int64) + sizeof(float));
+	Size		whole,
+				capped;
+
+	if (queries->vectors == NULL)
+		return (int) queries->nq;
+	/* answers within the area as sized for the slice, or the slice's queries beside a full area */
+	whole = (VS_KEEP_SEGMENT_MAX - fixed - VS_MIN_AREA) / (qsize + asize);
+	capped = (VS_KEEP_SEGMENT_MAX - fixed - VS_MAX_AREA) / qsize;
+	return (int) Min((Size) queries->nq, Max(Max(whole, capped), 1));
+}
+
 /* Queries [q0, q0 + n) of a set (strings keep the set's characters: offsets are not rebased). */
 static VsQueries
 slice_queries(const VsIndexRef *ref, const VsQueries *queries, int q0, int n)
@@ -846,7 +871,7 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsRequestPatch
 	call.k = k;
 	call.params = params;
 	call.patch = patch;
-	slice = queries_per_request(ref, nq);
+	slice = Min(queries_per_request(ref, nq), queries_per_segment(ref, queries, k));
 	for (int q0 = 0; q0 < nq; q0 += slice)
 	{
 		int			n = Min(slice, nq - q0);
