@@ -427,6 +427,104 @@ free_queries(VsQueries *q)
 		pfree((uint32 *) q->chars);
 }
 
+/*
+ * One round of kNN: its engine answers (kk per todo entry) and the state of working on them.  The
+ * entries are worked on in order, [0, done) so far, those not finished moved to todo[0, next).
+ */
+typedef struct ExactRound
+{
+	VsBatch    *bc;
+	ExactQuery *st;
+	int		   *todo;
+	int			kq;
+	int64		kk;
+	int64	   *ids;
+	float	   *dists;
+	int64	   *counts;
+	VsPairResult *res;
+	bool	   *checked;
+	int			done;
+	int			next;
+	instr_time	overlapped;		/* working on answers while the search went on */
+} ExactRound;
+
+/* Works on the answers of todo entries [r->done, upto): their rows' checks, then each query's
+ * hits, until no unseen row can beat its k-th. */
+static void
+round_answers(ExactRound *r, int upto)
+{
+	VsBatch    *bc = r->bc;
+	int			t0 = r->done;
+	int64		kk = r->kk;
+
+	if (upto <= t0)
+		return;
+	check_round(bc, r->st, r->todo + t0, upto - t0, r->kq, r->ids + (Size) t0 * kk,
+				r->dists + (Size) t0 * kk, r->counts + t0, kk, r->res + (Size) t0 * kk,
+				r->checked + (Size) t0 * kk);
+	for (int t = t0; t < upto; t++)
+	{
+		int			q = r->todo[t];
+		ExactQuery *s = &r->st[q];
+		VsBatchAnswer *a = &bc->answers[q];
+		int64		count = Min(r->counts[t], kk);
+
+		for (int64 j = 0; j < count && !s->done; j++)
+		{
+			Size		pos = (Size) t * kk + j;
+			int64		id = r->ids[pos];
+			float		d = r->dists[pos];
+			double		value;
+
+			if (id < 0)
+				continue;
+			if (s->have_last && vs_cmp_engine_order(d, id, s->last_dist, s->last_id) <= 0)
+				continue;	/* seen in an earlier round */
+			s->have_last = true;
+			s->last_dist = d;
+			s->last_id = id;
+
+			/* no row from here on can beat the k-th best (rows in engine order: NaN last) */
+			value = vs_rank_value(bc->ref.metric, d);
+			if (a->n == r->kq &&
+				(isnan(a->hits[0].distance) ? isnan(value) : value > a->hits[0].distance))
+			{
+				s->done = true;
+				break;
+			}
+			if (!r->checked[pos])
+				vs_check_pair(&bc->reader, id, q, &r->res[pos]);
+			if (r->res[pos].visible)
+			{
+				VsHit		hit;
+
+				hit.distance = value;
+				hit.tid = r->res[pos].tid;
+				heap_offer(a, r->kq, &hit);
+			}
+		}
+		if (count < kk)
+			s->done = true;		/* the index is exhausted */
+		if (!s->done)
+			r->todo[r->next++] = q;
+	}
+	r->done = upto;
+}
+
+/* The search's progress callback (vs_search_knn_overlapped): the answers of [0, upto) are in. */
+static void
+round_progress(void *arg, int upto)
+{
+	ExactRound *r = (ExactRound *) arg;
+	instr_time	t0,
+				t1;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	round_answers(r, upto);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(r->overlapped, t1, t0);
+}
+
 void
 vs_batch_knn_exact(VsBatch *bc, int kq)
 {
@@ -450,87 +548,45 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 	while (ntodo > 0)
 	{
 		VsQueries	queries;
-		int64	   *ids;
-		float	   *dists;
-		int64	   *counts;
-		VsPairResult *res;
-		bool	   *checked;
+		ExactRound	r;
 		bool		subset;
-		int			next = 0;
 
 		if ((double) ntodo * kk > 2.0 * VS_BATCH_MAX_RESULTS)
 			vs_batch_too_many(2 * (int64) VS_BATCH_MAX_RESULTS);
 		subset = ntodo != bc->nq;
 		queries = vs_batch_queries(bc, subset ? todo : NULL, ntodo);
-		ids = palloc_extended(sizeof(int64) * ntodo * kk, MCXT_ALLOC_HUGE);
-		dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
-		counts = palloc(sizeof(int64) * ntodo);
+		memset(&r, 0, sizeof(r));
+		r.bc = bc;
+		r.st = st;
+		r.todo = todo;
+		r.kq = kq;
+		r.kk = kk;
+		r.ids = palloc_extended(sizeof(int64) * ntodo * kk, MCXT_ALLOC_HUGE);
+		r.dists = palloc_extended(sizeof(float) * ntodo * kk, MCXT_ALLOC_HUGE);
+		r.counts = palloc(sizeof(int64) * ntodo);
+		r.res = palloc_extended(sizeof(VsPairResult) * ntodo * kk, MCXT_ALLOC_HUGE);
+		r.checked = palloc_extended(sizeof(bool) * ntodo * kk, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 
+		/* a large batch's rows are checked while the worker computes its later requests */
 		INSTR_TIME_SET_CURRENT(t0);
-		vs_search_knn_queries(&bc->ref, NULL, &queries, (int) kk, ids, dists, counts);
+		vs_search_knn_overlapped(&bc->ref, NULL, &queries, (int) kk, r.ids, r.dists, r.counts,
+								 round_progress, &r);
 		INSTR_TIME_SET_CURRENT(t1);
 		INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
-		res = palloc_extended(sizeof(VsPairResult) * ntodo * kk, MCXT_ALLOC_HUGE);
-		checked = palloc_extended(sizeof(bool) * ntodo * kk, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-		check_round(bc, st, todo, ntodo, kq, ids, dists, counts, kk, res, checked);
-
-		for (int t = 0; t < ntodo; t++)
-		{
-			int			q = todo[t];
-			ExactQuery *s = &st[q];
-			VsBatchAnswer *a = &bc->answers[q];
-			int64		count = Min(counts[t], kk);
-
-			for (int64 j = 0; j < count && !s->done; j++)
-			{
-				Size		pos = (Size) t * kk + j;
-				int64		id = ids[pos];
-				float		d = dists[pos];
-				double		value;
-
-				if (id < 0)
-					continue;
-				if (s->have_last && vs_cmp_engine_order(d, id, s->last_dist, s->last_id) <= 0)
-					continue;	/* seen in an earlier round */
-				s->have_last = true;
-				s->last_dist = d;
-				s->last_id = id;
-
-				/* no row from here on can beat the k-th best (rows in engine order: NaN last) */
-				value = vs_rank_value(bc->ref.metric, d);
-				if (a->n == kq &&
-					(isnan(a->hits[0].distance) ? isnan(value) : value > a->hits[0].distance))
-				{
-					s->done = true;
-					break;
-				}
-				if (!checked[pos])
-					vs_check_pair(&bc->reader, id, q, &res[pos]);
-				if (res[pos].visible)
-				{
-					VsHit		hit;
-
-					hit.distance = value;
-					hit.tid = res[pos].tid;
-					heap_offer(a, kq, &hit);
-				}
-			}
-			if (count < kk)
-				s->done = true; /* the index is exhausted */
-			if (!s->done)
-				todo[next++] = q;
-		}
-		ntodo = next;
+		INSTR_TIME_SUBTRACT(bc->search_time, r.overlapped);
+		INSTR_TIME_ADD(bc->heap_time, r.overlapped);
+		round_answers(&r, ntodo);
+		ntodo = r.next;
 		INSTR_TIME_SET_CURRENT(t0);
 		INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);
 		bc->rounds++;
 		if (subset)
 			free_queries(&queries);
-		pfree(ids);
-		pfree(dists);
-		pfree(counts);
-		pfree(res);
-		pfree(checked);
+		pfree(r.ids);
+		pfree(r.dists);
+		pfree(r.counts);
+		pfree(r.res);
+		pfree(r.checked);
 
 		/* widen: x4, or just past the row count, which finishes every query */
 		if (ntodo > 0 && kk == INT_MAX)

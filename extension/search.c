@@ -292,6 +292,14 @@ void
 vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 					  const VsQueries *queries, int k, int64 *ids, float *distances, int64 *counts)
 {
+	vs_search_knn_overlapped(ref, params, queries, k, ids, distances, counts, NULL, NULL);
+}
+
+void
+vs_search_knn_overlapped(const VsIndexRef *ref, const VsKindParams *params,
+						 const VsQueries *queries, int k, int64 *ids, float *distances,
+						 int64 *counts, VsKnnProgress progress, void *arg)
+{
 	const VsIndexKind *kind = vs_ref_kind(ref);
 	Size		nq = queries->nq;
 	int			retries = 0;
@@ -306,7 +314,7 @@ vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 			counts[q] = 0;
 		return;
 	}
-	if (vs_worker_knn(ref, params, queries, k, ids, distances, counts))
+	if (vs_worker_knn_overlapped(ref, params, queries, k, ids, distances, counts, progress, arg))
 		return;
 
 	if (never_held_a_vector(ref, queries))

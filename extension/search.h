@@ -218,6 +218,19 @@ extern void vs_search_knn(const VsIndexRef *ref, const VsKindParams *params, con
 extern void vs_search_knn_queries(const VsIndexRef *ref, const VsKindParams *params,
 								  const VsQueries *queries, int k, int64 *ids, float *distances,
 								  int64 *counts);
+
+/*
+ * kNN whose answers the caller works on while the search goes on: when the worker answers a large
+ * batch in several requests, progress(arg, upto) runs while each request after the first
+ * computes, with the answers of queries [0, upto) final in the caller's arrays; the caller works
+ * on the rest after the call returns.  Otherwise it is vs_search_knn_queries (no progress call).
+ * progress must not search.
+ */
+typedef void (*VsKnnProgress) (void *arg, int upto);
+extern void vs_search_knn_overlapped(const VsIndexRef *ref, const VsKindParams *params,
+									 const VsQueries *queries, int k, int64 *ids,
+									 float *distances, int64 *counts, VsKnnProgress progress,
+									 void *arg);
 extern void vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 									const VsQueries *queries, double radius,
 									VsRangeConsumer consume, void *arg);

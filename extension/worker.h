@@ -16,6 +16,12 @@
 extern bool vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params,
 						  const VsQueries *queries, int k, int64 *ids, float *distances,
 						  int64 *counts);
+/* The same, a large batch in several requests with progress called between them
+ * (vs_search_knn_overlapped). */
+extern bool vs_worker_knn_overlapped(const VsIndexRef *ref, const VsKindParams *params,
+									 const VsQueries *queries, int k, int64 *ids,
+									 float *distances, int64 *counts, VsKnnProgress progress,
+									 void *arg);
 /*
  * Range: the answer goes to consume in chunks as it streams in (search.h, VsRangeChunk).  When it
  * returns false, *from queries were answered and handed on whole, and the caller searches the

@@ -341,6 +341,9 @@ typedef struct VsCall
 	Size		answer_len;		/* build: the answer's length */
 	bool		keep_segment;	/* build: keep a large segment for the build's next step */
 	const VsRequestPatch *patch;	/* test entry point: bytes over the header, or NULL */
+	VsKnnProgress progress;		/* kNN: the caller's work while this request computes, or NULL */
+	void	   *progress_arg;
+	int			progress_upto;	/* queries whose answers are final before this request */
 } VsCall;
 
 Size
@@ -535,8 +538,13 @@ worker_call(const VsIndexRef *ref, const VsCall *call, const VsQueries *queries,
 	PG_TRY();
 	{
 		uint64		consumed = 0;
-		uint64		last_heartbeat = pg_atomic_read_u64(&s->heartbeat);
+		uint64		last_heartbeat;
 		TimestampTz last_progress = submitted;
+
+		/* the caller works on earlier answers while the worker computes this request */
+		if (call->progress != NULL)
+			call->progress(call->progress_arg, call->progress_upto);
+		last_heartbeat = pg_atomic_read_u64(&s->heartbeat);
 
 		for (;;)
 		{
@@ -848,10 +856,17 @@ slice_queries(const VsIndexRef *ref, const VsQueries *queries, int q0, int n)
 	return s;
 }
 
+/*
+ * A batch answered with a progress callback goes as requests of at most a quarter of it (at
+ * least VS_OVERLAP_MIN_QUERIES queries), so that the caller checks the rows of one while the
+ * worker computes the next.
+ */
+#define VS_OVERLAP_MIN_QUERIES	1024
+
 static bool
 knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsRequestPatch *patch,
 		 const VsQueries *queries, int k, uint32 maxk, int64 *ids, float *distances,
-		 int64 *counts)
+		 int64 *counts, VsKnnProgress progress, void *progress_arg)
 {
 	char		reason[300];
 	VsCall		call;
@@ -872,11 +887,17 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsRequestPatch
 	call.params = params;
 	call.patch = patch;
 	slice = Min(queries_per_request(ref, nq), queries_per_segment(ref, queries, k));
+	if (progress != NULL)
+		slice = Min(slice, Max(VS_OVERLAP_MIN_QUERIES, (nq + 3) / 4));
 	for (int q0 = 0; q0 < nq; q0 += slice)
 	{
 		int			n = Min(slice, nq - q0);
 		VsQueries	part = slice_queries(ref, queries, q0, n);
 		VsSink		sink;
+
+		call.progress = q0 > 0 ? progress : NULL;
+		call.progress_arg = progress_arg;
+		call.progress_upto = q0;
 
 		memset(&sink, 0, sizeof(sink));
 		sink.op = VS_OP_KNN;
@@ -904,7 +925,17 @@ bool
 vs_worker_knn(const VsIndexRef *ref, const VsKindParams *params, const VsQueries *queries, int k,
 			  int64 *ids, float *distances, int64 *counts)
 {
-	return knn_call(ref, params, NULL, queries, k, vs_ref_kind(ref)->max_k, ids, distances, counts);
+	return knn_call(ref, params, NULL, queries, k, vs_ref_kind(ref)->max_k, ids, distances, counts,
+					NULL, NULL);
+}
+
+bool
+vs_worker_knn_overlapped(const VsIndexRef *ref, const VsKindParams *params,
+						 const VsQueries *queries, int k, int64 *ids, float *distances,
+						 int64 *counts, VsKnnProgress progress, void *arg)
+{
+	return knn_call(ref, params, NULL, queries, k, vs_ref_kind(ref)->max_k, ids, distances, counts,
+					progress, arg);
 }
 
 bool
@@ -913,7 +944,7 @@ vs_worker_raw_knn(const VsIndexRef *ref, const VsKindParams *params, const VsReq
 {
 	VsQueries	qs = vs_vector_queries(query, 1);
 
-	return knn_call(ref, params, patch, &qs, k, PG_UINT32_MAX, ids, distances, counts);
+	return knn_call(ref, params, patch, &qs, k, PG_UINT32_MAX, ids, distances, counts, NULL, NULL);
 }
 
 /*
