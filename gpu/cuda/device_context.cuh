@@ -207,6 +207,9 @@ struct DeviceContext
     // Most queries of a TF32 context's kNN batch that may take the fp32 GEMM at once (knn.cu:
     // only above kFp32MinDim dimensions); VSEARCH_CUDA_FP32_BATCH (benchmarks).
     size_t fp32_gemm_batch = 64;
+    // Fewest queries of a GEMM-path batch that take the fused kernel (fused_filter.cu); below it
+    // cuBLAS and the tile; VSEARCH_CUDA_FUSED_BATCH (tests, benchmarks).
+    size_t fused_batch = 256;
     // Most queries of a range batch the direct path takes.
     int range_small_batch() const { return small_batch >= 0 ? small_batch : 32; }
     size_t smem_optin = 48 << 10;

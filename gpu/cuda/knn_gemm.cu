@@ -4,7 +4,9 @@
 // and a sort of the survivors, impl/filter_select.cu; column tiles: WarpTopK, one warp per row
 // segment, thresholds carried across segments), the exact re-rank of the candidates with
 // certification against the GEMM error bound; two streams alternate query tiles.  The full
-// distance matrix never exists: only one tile per stream.
+// distance matrix never exists: only one tile per stream.  Large batches of short rows (TF32 or
+// binary16 products) skip the tile: the sample's keys, then one kernel that multiplies and
+// filters (impl/fused_filter.cu), then the same sort and re-rank.
 #include "cuda/pipelines.cuh"
 
 #include "cuda/utils/select.cuh"
@@ -49,15 +51,29 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
     bool split = tn >= 4 * L1;
     size_t P1 = std::max<size_t>(1, std::min(P, L1 / std::max<size_t>(1024, 4 * kp)));
     // Whole rows: sampled threshold, filter, sort (filter_select.cu); else warp selectors.
-    const FilterPlan fp = filter && tn == n ? plan_filter(static_cast<int>(kp),
-                                                          static_cast<uint32_t>(tn), 1024,
-                                                          kFilterSortMax)
-                                            : FilterPlan{};
+    const FilterPlan whole = filter ? plan_filter(static_cast<int>(kp), static_cast<uint32_t>(n),
+                                                  1024, kFilterSortMax)
+                                    : FilterPlan{};
+    // A large batch of TF32 or binary16 products takes the fused kernel: no tile in memory (so
+    // also where a tile of whole rows would not fit), the sample's keys and the survivors only.
+    const bool half = c.half();
+    const bool fused = whole.on && nb >= dev.fused_batch &&
+                       (half || dev.cfg.gemm_precision == VS_GEMM_TF32) &&
+                       fused_filter_fits(static_cast<int>(c.dim()), half);
+    const FilterPlan fp = fused || tn == n ? whole : FilterPlan{};
+    const size_t S = fp.on ? size_t{32} * fp.chunks : 0;
+    if (fused)
+    {
+        tq = budget / ((S + fp.cap + kp + 4) * 8);
+        tq = std::max<size_t>(1, std::min({tq, size_t{2048}, nb}));
+        if (tq >= 128)
+            tq = tq / 128 * 128;
+    }
 
     struct Slot
     {
         DeviceArray<float> tile;
-        DeviceArray<uint64_t> state, partial, thr, cand;
+        DeviceArray<uint64_t> state, partial, thr, cand, keys;
         DeviceArray<uint32_t> count;
         TileOut out;
         size_t q0 = 0, qn = 0;
@@ -66,7 +82,10 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
     for (int i = 0; i < 2 && static_cast<size_t>(i) * tq < nb; i++)
     {
         Slot &s = slots[i];
-        s.tile = DeviceArray<float>(*dev.pool, tq * ld, dev.main);
+        if (fused)
+            s.keys = DeviceArray<uint64_t>(*dev.pool, tq * S, dev.main);
+        else
+            s.tile = DeviceArray<float>(*dev.pool, tq * ld, dev.main);
         s.state = DeviceArray<uint64_t>(*dev.pool, tq * kp, dev.main);
         if (fp.on)
         {
@@ -98,7 +117,43 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
         }
         check_cancel(dev.cfg);
         const size_t qn = std::min(tq, nb - q0);
-        for (size_t c0 = 0; c0 < n; c0 += tn)
+        if (fused)
+        {
+            const size_t d = c.dim();
+            FusedArgs f{};
+            f.x = half ? static_cast<const void *>(Q.xh + q0 * d)
+                       : static_cast<const void *>(Q.x + q0 * d);
+            f.y = half ? static_cast<const void *>(c.x_f16()) : static_cast<const void *>(c.x_f32());
+            f.d = static_cast<int>(d);
+            f.qn = static_cast<int>(qn);
+            f.n = static_cast<uint32_t>(n);
+            f.mode = mode;
+            f.xsq = Q.sq + q0;
+            f.xinv = Q.inv + q0;
+            f.ysq = c.sq.get();
+            f.yinv = c.inv.get();
+            f.cols = static_cast<uint32_t>(S);
+            f.chunks = fp.chunks;
+            f.keys = s.keys.get();
+            launch_fused(f, half, st);
+            prof.mark("sample", st);
+            launch_threshold(s.keys.get(), f.qn, static_cast<int>(S), fp.rank, s.thr.get(),
+                             s.count.get(), s.cand.get(), fp.cap, st);
+            prof.mark("threshold", st);
+            f.cols = static_cast<uint32_t>(n);
+            f.chunks = 0;
+            f.keys = nullptr;
+            f.thr = s.thr.get();
+            f.count = s.count.get();
+            f.cand = s.cand.get();
+            f.cap = fp.cap;
+            launch_fused(f, half, st);
+            prof.mark("fused", st);
+            launch_sort_candidates(s.count.get(), s.cand.get(), fp.cap, static_cast<int>(kp),
+                                   f.qn, s.state.get(), st);
+            prof.mark("sort", st);
+        }
+        for (size_t c0 = 0; c0 < n && !fused; c0 += tn)
         {
             const size_t cn = std::min(tn, n - c0);
             gemm(dev, si, c, c0, cn, Q, q0, qn, s.tile.get(), ld);

@@ -220,6 +220,30 @@ TEST_P(EngineHalf, AfterRemovesStillTheTwin)
     check_against_twin(ctx.get(), kc, kept, half.get(), twin.get(), q);
 }
 
+// The fused GEMM and filter kernel over binary16 rows (and TF32 over the twin's floats) for every
+// batch size; d = 36 is not a multiple of 8, so there the binary16 rows take the cuBLAS tile.
+TEST(EngineHalfCuda, FusedFilterMatchesTheTwin)
+{
+    setenv("VSEARCH_CUDA_FUSED_BATCH", "1", 1);
+    setenv("VSEARCH_CUDA_SMALL_BATCH", "0", 1);
+    std::string why;
+    vt::ContextPtr ctx = vt::make_context("cuda", &why);
+    unsetenv("VSEARCH_CUDA_FUSED_BATCH");
+    unsetenv("VSEARCH_CUDA_SMALL_BATCH");
+    if (!ctx)
+        GTEST_SKIP() << why;
+    for (const HalfCase &c : {HalfCase{"n4099_d128_b5", 4099, 128, 5, {1, 10}, 0.05, 43},
+                              HalfCase{"n20011_d24_b300", 20011, 24, 300, {10, 100}, 0.05, 48},
+                              HalfCase{"n5003_d36_b40", 5003, 36, 40, {10}, 0.05, 49}})
+    {
+        vt::Data D = half_data(c);
+        vt::DatasetPtr half = upload_half(ctx.get(), D);
+        vt::DatasetPtr twin = vt::upload(ctx.get(), D);
+        std::vector<float> q = half_queries(D, c.nq, c.seed);
+        check_against_twin(ctx.get(), c, D, half.get(), twin.get(), q);
+    }
+}
+
 std::string param_name(const ::testing::TestParamInfo<Param> &info)
 {
     return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;

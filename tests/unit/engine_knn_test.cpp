@@ -389,6 +389,50 @@ TEST(EngineKnnFilter, RepeatedSmallBatchesOfTiedData)
     }
 }
 
+// The fused GEMM and filter kernel (fused_filter.cu) for every batch size: dimensions that are
+// and are not multiples of its 32-float stages, batches of one, part of and several of its
+// 128-query tiles, sets not a multiple of its 128-row tiles.
+TEST(EngineCudaOnly, FusedFilterMatchesReference)
+{
+    setenv("VSEARCH_CUDA_FUSED_BATCH", "1", 1);
+    setenv("VSEARCH_CUDA_SMALL_BATCH", "0", 1);
+    std::string why;
+    vt::ContextPtr ctx = vt::make_context("cuda", &why);
+    unsetenv("VSEARCH_CUDA_FUSED_BATCH");
+    unsetenv("VSEARCH_CUDA_SMALL_BATCH");
+    if (!ctx)
+        GTEST_SKIP() << why;
+    struct Shape
+    {
+        size_t n, d, nq;
+    };
+    for (Shape sh : {Shape{4099, 4, 37}, Shape{20011, 100, 300}, Shape{5003, 128, 129},
+                     Shape{8191, 124, 1}})
+    {
+        vt::Data D = vt::make_data(sh.n, sh.d, 600 + sh.d, 0.02);
+        vt::DatasetPtr ds = vt::upload(ctx.get(), D);
+        std::vector<float> q = vt::make_queries(D, sh.nq, 600 + sh.d);
+        for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE})
+            for (size_t k : {size_t{1}, size_t{10}, size_t{100}})
+            {
+                std::vector<int64_t> ids(sh.nq * k, vt::kPoisonId), counts(sh.nq, -7);
+                std::vector<float> dists(sh.nq * k, vt::poison_float());
+                ASSERT_EQ(vs_knn(ctx.get(), ds.get(), q.data(), sh.nq, k, m, nullptr, ids.data(),
+                                 dists.data(), counts.data()),
+                          VS_OK)
+                    << vs_last_error(ctx.get());
+                for (size_t i = 0; i < sh.nq; i++)
+                {
+                    auto r = vt::check_knn(D, vt::ref_sorted(D, &q[i * sh.d], m), k, &ids[i * k],
+                                           &dists[i * k], counts[i]);
+                    ASSERT_TRUE(r) << "n=" << sh.n << " d=" << sh.d << " nq=" << sh.nq << " "
+                                   << vt::metric_name(m) << " k=" << k << " query " << i << ": "
+                                   << r.message();
+                }
+            }
+    }
+}
+
 // Forces the CUDA backend's tiny tiles (several dataset tiles per query tile for kNN, several
 // column chunks for range) and a zero small-batch threshold (GEMM path for 2 queries).
 TEST(EngineCudaOnly, SmallTilesMatchReference)

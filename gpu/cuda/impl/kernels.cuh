@@ -138,6 +138,33 @@ void launch_threshold(const uint64_t *keys, int nq, int S, int rank, uint64_t *t
 void launch_threshold_lists(const uint64_t *keys, int nq, int ld, int S, int rank, uint64_t *thr,
                             uint32_t *count, cudaStream_t s);
 
+// The GEMM and the filter in one kernel (fused_filter.cu): tensor-core products of qn queries
+// against the dataset's rows, each turned into its approximate key in registers.  With keys set
+// (the sample), columns are the runs of 32 rows of plan_filter's sample and every key goes to
+// keys[q * cols + c]; else columns are the rows and the keys below thr[q] are appended to
+// cand + q * cap (count[q] of them, the first cap kept), as the filter pass of a tile would.
+struct FusedArgs
+{
+    const void *x; // qn x d queries: floats (TF32 products), or binary16 for a binary16 dataset
+    const void *y; // n x d rows, the same type
+    int d, qn;
+    uint32_t n;    // rows in the dataset
+    uint32_t cols; // tile columns: 32 x chunks (sample) or n
+    int chunks;    // > 0: the sample's runs
+    int mode;
+    const float *xsq, *xinv; // per query
+    const float *ysq, *yinv; // per dataset row
+    uint64_t *keys;          // sample: qn x cols
+    const uint64_t *thr;     // filter: per query
+    uint32_t *count;
+    uint64_t *cand;
+    int cap;
+};
+// Whether rows of d elements take the fused kernel: read in 16-byte pieces, and short enough that
+// it beats cuBLAS and the tile (measured crossover: fused_filter.cu).
+bool fused_filter_fits(int d, bool half);
+void launch_fused(const FusedArgs &a, bool half, cudaStream_t s);
+
 // state[q] (kp sorted keys, or empty if !state_valid) merged with P sorted lists per query.
 void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,
                         int kp, int bcap, cudaStream_t s);
