@@ -537,6 +537,8 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 
 	for (int q = 0; q < bc->nq; q++)
 		todo[q] = q;
+	/* a row wanted by queries of several slices or rounds is read once */
+	bc->reader.remember = true;
 
 	/*
 	 * A little beyond k, to see that the next row cannot beat the k-th and for a few dead rows.

@@ -16,7 +16,10 @@
  * When no distance is needed (an exact index's search gave them) a row on a page the visibility
  * map marks all-visible is visible to every MVCC snapshot, as for an index-only scan: the check
  * reads only its line pointer (the version's tid, past a HOT redirect), under the pin and without
- * the page's lock or tuple.  Not under SERIALIZABLE, whose predicate locks need the tuple.
+ * the page's lock or tuple.  Not under SERIALIZABLE, whose predicate locks need the tuple.  Such
+ * a reader may also remember each row's answer (VsRowReader.remember): a kNN batch checks its
+ * queries' rows slice by slice while the worker searches (batch.c), and a row wanted by queries
+ * of several slices is still read once.
  *
  * Tried and measured, then left out: the same reads split among parallel workers (a parallel
  * context sharing the leader's snapshot).  On an H100 host (16 cores, shared_buffers = 8GB, 1M x
@@ -69,6 +72,9 @@ vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim, v
 	r->use_vm = r->direct && queries == NULL && IsMVCCSnapshot(r->snapshot) &&
 		!IsolationIsSerializable();
 	r->vmbuf = InvalidBuffer;
+	r->remember = false;
+	r->seen = NULL;
+	r->nseen = 0;
 }
 
 void
@@ -77,6 +83,10 @@ vs_row_reader_end(VsRowReader *r)
 	if (BufferIsValid(r->vmbuf))
 		ReleaseBuffer(r->vmbuf);
 	r->vmbuf = InvalidBuffer;
+	if (r->seen)
+		pfree(r->seen);
+	r->seen = NULL;
+	r->nseen = 0;
 	table_index_fetch_end(r->fetch);
 	ExecDropSingleTupleTableSlot(r->slot);
 	FreeExecutorState(r->estate);
@@ -387,22 +397,10 @@ check_sorted_direct(VsRowReader *r, const VsPair *sorted, Size n, VsPairResult *
 	}
 }
 
-void
-vs_check_pairs(VsRowReader *r, VsPair *pairs, Size n, VsPairResult *out)
+/* Checks pairs sorted by id, row by row, through the table AM's index fetch. */
+static void
+check_sorted_fetch(VsRowReader *r, const VsPair *sorted, Size n, VsPairResult *out)
 {
-	VsPair	   *tmp,
-			   *sorted;
-
-	if (n == 0)
-		return;
-	tmp = palloc_extended(sizeof(VsPair) * n, MCXT_ALLOC_HUGE);
-	sorted = sort_pairs(pairs, tmp, n);
-	if (r->direct)
-	{
-		check_sorted_direct(r, sorted, n, out);
-		pfree(tmp);
-		return;
-	}
 	for (Size i = 0; i < n;)
 	{
 		ItemPointerData tid;
@@ -419,5 +417,98 @@ vs_check_pairs(VsRowReader *r, VsPair *pairs, Size n, VsPairResult *out)
 		row_release(r);
 		i = j;
 	}
+}
+
+/*
+ * What a remembering reader found for a row: within one snapshot a row's visible version does not
+ * change (pruning keeps line pointer numbers), so a later pass (the next slice of a batch's
+ * queries: batch.c) need not read it again.
+ */
+typedef struct VsSeenRow
+{
+	int64		id;
+	ItemPointerData tid;
+	bool		visible;
+} VsSeenRow;
+
+/* Answers the pairs of rows checked before from r->seen and moves the others, in order, to the
+ * front of sorted; returns how many are left. */
+static Size
+answer_seen(VsRowReader *r, VsPair *sorted, Size n, VsPairResult *out)
+{
+	Size		c = 0,
+				left = 0;
+
+	for (Size i = 0; i < n; i++)
+	{
+		while (c < r->nseen && r->seen[c].id < sorted[i].id)
+			c++;
+		if (c < r->nseen && r->seen[c].id == sorted[i].id)
+			check_against(r, r->seen[c].visible, NULL, &r->seen[c].tid, sorted[i].query,
+						  &out[sorted[i].slot]);
+		else
+			sorted[left++] = sorted[i];
+	}
+	return left;
+}
+
+/* Merges the rows of sorted[0, n), just checked, into r->seen. */
+static void
+remember_rows(VsRowReader *r, const VsPair *sorted, Size n, const VsPairResult *out)
+{
+	Size		nnew = 0,
+				a = 0,
+				m = 0;
+	VsSeenRow  *merged;
+
+	for (Size i = 0; i < n; i++)
+		if (i == 0 || sorted[i].id != sorted[i - 1].id)
+			nnew++;
+	if (nnew == 0)
+		return;
+	merged = palloc_extended(sizeof(VsSeenRow) * (r->nseen + nnew), MCXT_ALLOC_HUGE);
+	for (Size i = 0; i < n; i++)
+	{
+		const VsPairResult *o = &out[sorted[i].slot];
+
+		if (i > 0 && sorted[i].id == sorted[i - 1].id)
+			continue;
+		while (a < r->nseen && r->seen[a].id < sorted[i].id)
+			merged[m++] = r->seen[a++];
+		merged[m].id = sorted[i].id;
+		merged[m].visible = o->visible;
+		if (o->visible)
+			merged[m].tid = o->tid;
+		else
+			ItemPointerSetInvalid(&merged[m].tid);
+		m++;
+	}
+	while (a < r->nseen)
+		merged[m++] = r->seen[a++];
+	if (r->seen)
+		pfree(r->seen);
+	r->seen = merged;
+	r->nseen = m;
+}
+
+void
+vs_check_pairs(VsRowReader *r, VsPair *pairs, Size n, VsPairResult *out)
+{
+	VsPair	   *tmp,
+			   *sorted;
+	bool		remember = r->remember && r->queries == NULL;
+
+	if (n == 0)
+		return;
+	tmp = palloc_extended(sizeof(VsPair) * n, MCXT_ALLOC_HUGE);
+	sorted = sort_pairs(pairs, tmp, n);
+	if (remember)
+		n = answer_seen(r, sorted, n, out);
+	if (r->direct)
+		check_sorted_direct(r, sorted, n, out);
+	else
+		check_sorted_fetch(r, sorted, n, out);
+	if (remember)
+		remember_rows(r, sorted, n, out);
 	pfree(tmp);
 }

@@ -36,6 +36,15 @@ typedef struct VsRowReader
 	Buffer		vmbuf;			/* the visibility map page last read (use_vm) */
 	int64		rows_read;		/* heap rows looked up so far */
 	int64		rows_all_visible;	/* of which on all-visible pages (use_vm) */
+
+	/*
+	 * remember: keep what each row's check found for later passes (set by the caller; without
+	 * queries only, where a row's answer is the same for every query): the rows checked so far,
+	 * sorted by id
+	 */
+	bool		remember;
+	struct VsSeenRow *seen;
+	Size		nseen;
 } VsRowReader;
 
 /* One (query, row) pair to check: the row of index entry id against query number query; the
@@ -64,8 +73,9 @@ extern void vs_row_reader_end(VsRowReader *r);
  * distance (NaN for a reader without queries, which reads no vector). */
 extern bool vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out);
 
-/* Checks n pairs (any order), reading each distinct row once, in heap order; the pairs array is
- * scratch space (left in no particular order). */
+/* Checks n pairs (any order), reading each distinct row once, in heap order (and, for a reader
+ * that remembers, not again in a later call); the pairs array is scratch space (left in no
+ * particular order). */
 extern void vs_check_pairs(VsRowReader *r, VsPair *pairs, Size n, VsPairResult *out);
 
 #endif
