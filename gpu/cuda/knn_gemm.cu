@@ -123,7 +123,8 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
             FusedArgs f{};
             f.x = half ? static_cast<const void *>(Q.xh + q0 * d)
                        : static_cast<const void *>(Q.x + q0 * d);
-            f.y = half ? static_cast<const void *>(c.x_f16()) : static_cast<const void *>(c.x_f32());
+            f.y = half ? static_cast<const void *>(c.x_f16())
+                       : static_cast<const void *>(c.x_f32());
             f.d = static_cast<int>(d);
             f.qn = static_cast<int>(qn);
             f.n = static_cast<uint32_t>(n);

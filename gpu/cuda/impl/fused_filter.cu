@@ -28,9 +28,11 @@ constexpr int kStages = 3;
 constexpr int kThreads = 256;
 constexpr size_t kSmemBytes = static_cast<size_t>(kStages) * (kBQ + kBN) * kLdw * 4;
 
+// c += a b for one 16 x 8 tile: k = 8 TF32 values (float bits, the low mantissa bits ignored) or
+// k = 16 binary16 values (two a register).
 template <bool Half>
-__device__ __forceinline__ void mma(float &c0, float &c1, float &c2, float &c3, uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1)
+__device__ __forceinline__ void mma(float &c0, float &c1, float &c2, float &c3, uint32_t a0,
+                                    uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
 {
     if constexpr (Half)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
@@ -239,9 +241,9 @@ template <bool Half> __global__ void __launch_bounds__(kThreads, 2) fused_kernel
                 for (int mi = 0; mi < 4; mi++)
                 {
                     const int qr = wq * 64 + mi * 16 + g;
-                    const uint4 lo = *reinterpret_cast<const uint4 *>(sq + qr * kLdw + 8 * t + 4 * h);
-                    const uint4 hi =
-                        *reinterpret_cast<const uint4 *>(sq + (qr + 8) * kLdw + 8 * t + 4 * h);
+                    const uint32_t *at = sq + qr * kLdw + 8 * t + 4 * h;
+                    const uint4 lo = *reinterpret_cast<const uint4 *>(at);
+                    const uint4 hi = *reinterpret_cast<const uint4 *>(at + 8 * kLdw);
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++)
                     {
