@@ -369,20 +369,6 @@ range_result_free(VsRangeResult *res)
 		pfree(res->distances);
 }
 
-/* Queries [q0, q0 + n) of a set (strings keep the set's characters: offsets are not rebased). */
-static VsQueries
-query_slice(const VsIndexRef *ref, const VsQueries *queries, int q0, int n)
-{
-	VsQueries	s = *queries;
-
-	s.nq = n;
-	if (s.vectors != NULL)
-		s.vectors += (Size) q0 * ref->dim;
-	else
-		s.offsets += q0;
-	return s;
-}
-
 /* One engine call of a range search in this backend, its answer whole in out. */
 static void
 backend_range_call(const VsIndexRef *ref, const VsIndexKind *kind, const VsKindParams *params,
@@ -461,7 +447,7 @@ vs_search_range_queries(const VsIndexRef *ref, const VsKindParams *params,
 	while (q < nq)
 	{
 		int			n = Min(group, nq - q);
-		VsQueries	part = query_slice(ref, queries, q, n);
+		VsQueries	part = vs_queries_slice(queries, ref->dim, q, n);
 		VsRangeResult out;
 
 		backend_range_call(ref, kind, params, &part, radius, &out);

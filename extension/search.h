@@ -78,6 +78,23 @@ vs_vector_queries(const float *vectors, Size nq)
 	return q;
 }
 
+/*
+ * Queries [q0, q0 + n) of a set of dim-dimensional vectors or of strings (strings keep the set's
+ * characters: offsets are not rebased).
+ */
+static inline VsQueries
+vs_queries_slice(const VsQueries *queries, uint32 dim, int q0, int n)
+{
+	VsQueries	s = *queries;
+
+	s.nq = n;
+	if (s.vectors != NULL)
+		s.vectors += (Size) q0 * dim;
+	else
+		s.offsets += q0;
+	return s;
+}
+
 /* Range results of one engine call: CSR in the caller's memory context. */
 typedef struct VsRangeResult
 {

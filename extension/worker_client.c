@@ -842,20 +842,6 @@ queries_per_segment(const VsIndexRef *ref, const VsQueries *queries, int k)
 	return (int) Min((Size) queries->nq, Max(Max(whole, capped), 1));
 }
 
-/* Queries [q0, q0 + n) of a set (strings keep the set's characters: offsets are not rebased). */
-static VsQueries
-slice_queries(const VsIndexRef *ref, const VsQueries *queries, int q0, int n)
-{
-	VsQueries	s = *queries;
-
-	s.nq = n;
-	if (s.vectors != NULL)
-		s.vectors += (Size) q0 * ref->dim;
-	else
-		s.offsets += q0;
-	return s;
-}
-
 /*
  * A batch answered with a progress callback goes as requests of at most a quarter of it (at
  * least VS_OVERLAP_MIN_QUERIES queries), so that the caller checks the rows of one while the
@@ -892,7 +878,7 @@ knn_call(const VsIndexRef *ref, const VsKindParams *params, const VsRequestPatch
 	for (int q0 = 0; q0 < nq; q0 += slice)
 	{
 		int			n = Min(slice, nq - q0);
-		VsQueries	part = slice_queries(ref, queries, q0, n);
+		VsQueries	part = vs_queries_slice(queries, ref->dim, q0, n);
 		VsSink		sink;
 
 		call.progress = q0 > 0 ? progress : NULL;
@@ -977,7 +963,7 @@ vs_worker_range(const VsIndexRef *ref, const VsKindParams *params, const VsQueri
 	slice = queries_per_request(ref, nq);
 	for (int q0 = 0; q0 < nq; q0 += slice)
 	{
-		VsQueries	part = slice_queries(ref, queries, q0, Min(slice, nq - q0));
+		VsQueries	part = vs_queries_slice(queries, ref->dim, q0, Min(slice, nq - q0));
 		VsSink		sink;
 
 		memset(&sink, 0, sizeof(sink));
