@@ -224,14 +224,8 @@ TEST_P(EngineHalf, AfterRemovesStillTheTwin)
 // batch size; d = 36 is not a multiple of 8, so there the binary16 rows take the cuBLAS tile.
 TEST(EngineHalfCuda, FusedFilterMatchesTheTwin)
 {
-    setenv("VSEARCH_CUDA_FUSED_BATCH", "1", 1);
-    setenv("VSEARCH_CUDA_SMALL_BATCH", "0", 1);
-    std::string why;
-    vt::ContextPtr ctx = vt::make_context("cuda", &why);
-    unsetenv("VSEARCH_CUDA_FUSED_BATCH");
-    unsetenv("VSEARCH_CUDA_SMALL_BATCH");
-    if (!ctx)
-        GTEST_SKIP() << why;
+    VT_CONTEXT_WITH_ENV_OR_SKIP(ctx, "cuda", {"VSEARCH_CUDA_FUSED_BATCH", "1"},
+                                {"VSEARCH_CUDA_SMALL_BATCH", "0"});
     for (const HalfCase &c : {HalfCase{"n4099_d128_b5", 4099, 128, 5, {1, 10}, 0.05, 43},
                               HalfCase{"n20011_d24_b300", 20011, 24, 300, {10, 100}, 0.05, 48},
                               HalfCase{"n5003_d36_b40", 5003, 36, 40, {10}, 0.05, 49}})

@@ -394,14 +394,8 @@ TEST(EngineKnnFilter, RepeatedSmallBatchesOfTiedData)
 // 128-query tiles, sets not a multiple of its 128-row tiles.
 TEST(EngineCudaOnly, FusedFilterMatchesReference)
 {
-    setenv("VSEARCH_CUDA_FUSED_BATCH", "1", 1);
-    setenv("VSEARCH_CUDA_SMALL_BATCH", "0", 1);
-    std::string why;
-    vt::ContextPtr ctx = vt::make_context("cuda", &why);
-    unsetenv("VSEARCH_CUDA_FUSED_BATCH");
-    unsetenv("VSEARCH_CUDA_SMALL_BATCH");
-    if (!ctx)
-        GTEST_SKIP() << why;
+    VT_CONTEXT_WITH_ENV_OR_SKIP(ctx, "cuda", {"VSEARCH_CUDA_FUSED_BATCH", "1"},
+                                {"VSEARCH_CUDA_SMALL_BATCH", "0"});
     struct Shape
     {
         size_t n, d, nq;
@@ -437,14 +431,8 @@ TEST(EngineCudaOnly, FusedFilterMatchesReference)
 // column chunks for range) and a zero small-batch threshold (GEMM path for 2 queries).
 TEST(EngineCudaOnly, SmallTilesMatchReference)
 {
-    setenv("VSEARCH_CUDA_TILE_BYTES", "262144", 1);
-    setenv("VSEARCH_CUDA_SMALL_BATCH", "0", 1);
-    std::string why;
-    vt::ContextPtr ctx = vt::make_context("cuda", &why);
-    unsetenv("VSEARCH_CUDA_TILE_BYTES");
-    unsetenv("VSEARCH_CUDA_SMALL_BATCH");
-    if (!ctx)
-        GTEST_SKIP() << why;
+    VT_CONTEXT_WITH_ENV_OR_SKIP(ctx, "cuda", {"VSEARCH_CUDA_TILE_BYTES", "262144"},
+                                {"VSEARCH_CUDA_SMALL_BATCH", "0"});
     const size_t n = 20011, d = 32, nq = 70;
     vt::Data D = vt::make_data(n, d, 515, 0.02);
     vt::DatasetPtr ds = vt::upload(ctx.get(), D);

@@ -9,7 +9,6 @@
 #include "engine/host_common.h"
 
 #include <cmath>
-#include <cstdlib>
 
 namespace {
 
@@ -21,12 +20,8 @@ vt::ContextPtr backend_context(const std::string &name, std::string *why)
 {
     if (name != "cuda_small")
         return vt::make_context(name, why);
-    setenv("VSEARCH_CUDA_RANGE_CAP", "256", 1);
-    setenv("VSEARCH_CUDA_TILE_BYTES", "16384", 1);
-    vt::ContextPtr ctx = vt::make_context("cuda", why);
-    unsetenv("VSEARCH_CUDA_RANGE_CAP");
-    unsetenv("VSEARCH_CUDA_TILE_BYTES");
-    return ctx;
+    return vt::make_context_with_env(
+        "cuda", {{"VSEARCH_CUDA_RANGE_CAP", "256"}, {"VSEARCH_CUDA_TILE_BYTES", "16384"}}, why);
 }
 
 #define RANGE_CONTEXT_OR_SKIP(var, name)                                                          \

@@ -13,12 +13,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vt {
@@ -68,6 +71,45 @@ inline ContextPtr make_context(const std::string &backend, std::string *why = nu
 #define VT_CONTEXT_OR_SKIP(var, backend)                                                          \
     std::string var##_why;                                                                        \
     vt::ContextPtr var = vt::make_context(backend, &var##_why);                                   \
+    if (!var)                                                                                     \
+        GTEST_SKIP() << backend << " backend unavailable: " << var##_why;
+
+// An environment variable's value while a context is made: the CUDA backend reads its tuning
+// variables (VSEARCH_CUDA_TILE_BYTES, VSEARCH_CUDA_SMALL_BATCH, ...) when a context is created.
+struct EnvSetting
+{
+    const char *name;
+    const char *value;
+};
+
+// A context on the named backend made with the settings in the environment; afterwards each
+// variable is as it was before (set to its old value, or unset), so the test program's other
+// contexts keep their defaults.
+inline ContextPtr make_context_with_env(const std::string &backend,
+                                        std::initializer_list<EnvSetting> settings,
+                                        std::string *why = nullptr)
+{
+    std::vector<std::pair<const char *, std::optional<std::string>>> before;
+    for (const EnvSetting &s : settings)
+    {
+        const char *old = std::getenv(s.name);
+        before.emplace_back(s.name, old ? std::optional<std::string>(old) : std::nullopt);
+        setenv(s.name, s.value, 1);
+    }
+    ContextPtr ctx = make_context(backend, why);
+    // newest first, so a variable named twice ends as it was before the first
+    for (auto it = before.rbegin(); it != before.rend(); ++it)
+        if (it->second)
+            setenv(it->first, it->second->c_str(), 1);
+        else
+            unsetenv(it->first);
+    return ctx;
+}
+
+// VT_CONTEXT_OR_SKIP with settings: VT_CONTEXT_WITH_ENV_OR_SKIP(ctx, "cuda", {"NAME", "value"}, ...).
+#define VT_CONTEXT_WITH_ENV_OR_SKIP(var, backend, ...)                                            \
+    std::string var##_why;                                                                        \
+    vt::ContextPtr var = vt::make_context_with_env(backend, {__VA_ARGS__}, &var##_why);           \
     if (!var)                                                                                     \
         GTEST_SKIP() << backend << " backend unavailable: " << var##_why;
 
