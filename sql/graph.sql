@@ -193,6 +193,19 @@ SHOW vsearch.graph_expand;
 SET vsearch.graph_expand = 0;
 SET vsearch.graph_expand = 5;
 SET vsearch.graph_expand = 'two';
+-- the estimate counts the beam's extra distances of wider steps (graphcost.c): a scan's startup
+-- cost grows with graph_expand
+CREATE FUNCTION pg_temp.scan_startup_cost(expand int) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE plan json;
+BEGIN
+  PERFORM set_config('vsearch.graph_expand', expand::text, true);
+  PERFORM set_config('enable_seqscan', 'off', true);
+  EXECUTE 'EXPLAIN (FORMAT JSON) SELECT id FROM g ORDER BY v <-> ''[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]'' LIMIT 10'
+    INTO plan;
+  RETURN (plan -> 0 -> 'Plan' ->> 'Startup Cost')::float8;
+END $$;
+SELECT pg_temp.scan_startup_cost(1) < pg_temp.scan_startup_cost(2)
+   AND pg_temp.scan_startup_cost(2) < pg_temp.scan_startup_cost(4) AS cost_grows_with_expand;
 SET vsearch.graph_expand = 2;
 SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, r.used
   FROM unnest(ARRAY['<->', '<#>', '<=>']) op,
