@@ -145,19 +145,20 @@ SELECT pg_temp.same(
      ORDER BY v <=> %L, id) s', :'c', :'c'));
 RESET enable_seqscan;
 
--- Batch kNN: the rows of ORDER BY ... LIMIT k through the index
+-- Batch kNN: the rows of ORDER BY ... LIMIT k through the index (g_gr_l2, the first n queries)
+CREATE FUNCTION pg_temp.batch_as_scan(n int, k int) RETURNS text LANGUAGE sql AS $$
+  SELECT pg_temp.same(
+    format('SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid)
+       FROM gq WHERE qid <= %s), %s) b JOIN g ON g.ctid = b.row_ctid', n, k),
+    format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g ORDER BY v <-> q.v LIMIT %s) x
+       WHERE q.qid <= %s', k, n))
+$$;
 SET enable_seqscan = off;
-SELECT pg_temp.same(
-  'SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid) FROM gq WHERE qid <= 10), 5) b
-     JOIN g ON g.ctid = b.row_ctid',
-  'SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g ORDER BY v <-> q.v LIMIT 5) x WHERE q.qid <= 10');
+SELECT pg_temp.batch_as_scan(10, 5);
 -- a narrow beam and a large k: rounds 4x as wide, then the pass over every node (k = all rows),
 -- each query's rows distinct across its rounds
 SET vsearch.graph_ef = 2;
-SELECT pg_temp.same(
-  'SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid) FROM gq WHERE qid <= 3), 60) b
-     JOIN g ON g.ctid = b.row_ctid',
-  'SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g ORDER BY v <-> q.v LIMIT 60) x WHERE q.qid <= 3');
+SELECT pg_temp.batch_as_scan(3, 60);
 SELECT pg_temp.same(
   'SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid) FROM gq WHERE qid <= 2), 5000) b
      JOIN g ON g.ctid = b.row_ctid',
@@ -217,10 +218,7 @@ SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, 
        pg_temp.recall(format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g
          WHERE v IS NOT NULL ORDER BY v %s q.v LIMIT 10) x', op)) r;
 SET enable_seqscan = off;
-SELECT pg_temp.same(
-  'SELECT b.query, g.id FROM vsearch_knn_batch(''g_gr_l2'', (SELECT array_agg(v ORDER BY qid) FROM gq WHERE qid <= 10), 5) b
-     JOIN g ON g.ctid = b.row_ctid',
-  'SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g ORDER BY v <-> q.v LIMIT 5) x WHERE q.qid <= 10');
+SELECT pg_temp.batch_as_scan(10, 5);
 SET vsearch.graph_ef = 3;
 SELECT count(*) >= 10 AS expand_changes_rows FROM (SELECT * FROM first_build EXCEPT ALL
   SELECT q.qid, x.id, x.rn FROM gq q, LATERAL (SELECT id, row_number() OVER () rn
