@@ -666,9 +666,10 @@ vs_batch_knn_answer(ReturnSetInfo *rsinfo, VsBatch *bc, int k)
 	bc->answers = palloc0(sizeof(VsBatchAnswer) * bc->nq);
 	for (int q = 0; q < bc->nq; q++)
 		bc->answers[q].hits = palloc(sizeof(VsHit) * kq);
-	/* an exact index's search gives the distances: the rows' visibility is all to read */
+	/* a search that gives the operator's distances leaves the rows' visibility to read */
 	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric,
-						vs_ref_kind(&bc->ref)->exact ? NULL : bc->queries);
+						vs_ref_kind(&bc->ref)->exact || vs_ref_kind(&bc->ref)->exact_distances
+						? NULL : bc->queries);
 	vs_ref_kind(&bc->ref)->batch_knn(bc, kq);
 	vs_row_reader_end(&bc->reader);
 

@@ -13,10 +13,11 @@
  * ahead, prefetching their line pointers and tuples into the CPU cache while it works on the
  * current row: of the ~8 cache misses a row costs, those on the page then overlap with others.
  *
- * When no distance is needed (an exact index's search gave them) a row on a page the visibility
- * map marks all-visible is visible to every MVCC snapshot, as for an index-only scan: the check
- * reads only its line pointer (the version's tid, past a HOT redirect), under the pin and without
- * the page's lock or tuple.  Not under SERIALIZABLE, whose predicate locks need the tuple.  Such
+ * When no distance is needed (the index's search gave them: the exact kinds, vs_graph) a row on a
+ * page the visibility map marks all-visible is visible to every MVCC snapshot, as for an
+ * index-only scan: the check (vs_check_pairs, and vs_check_pair one row at a time) reads only its
+ * line pointer (the version's tid, past a HOT redirect), under the pin and without the page's lock
+ * or tuple.  Not under SERIALIZABLE, whose predicate locks need the tuple.  Such
  * a reader may also remember each row's answer (VsRowReader.remember): a kNN batch checks its
  * queries' rows slice by slice while the worker searches (batch.c), and a row wanted by queries
  * of several slices is still read once.
@@ -148,13 +149,54 @@ check_against(VsRowReader *r, bool visible, const float *vec, ItemPointer tid, i
 	}
 }
 
+/*
+ * The version of the row at offset off of an all-visible page, pinned: its line pointer, or the
+ * one a HOT redirect leads to.  Read without the page's lock: while it is pinned no line pointer
+ * an index entry leads to can change (pruning needs a cleanup lock; inserts only add ones).
+ */
+static bool
+all_visible_version(Page page, OffsetNumber off, ItemPointer tid)
+{
+	OffsetNumber maxoff = PageGetMaxOffsetNumber(page);
+	ItemId		lp;
+
+	if (off < FirstOffsetNumber || off > maxoff)
+		return false;
+	lp = PageGetItemId(page, off);
+	if (ItemIdIsRedirected(lp))
+	{
+		off = ItemIdGetRedirect(lp);
+		if (off < FirstOffsetNumber || off > maxoff)
+			return false;
+		lp = PageGetItemId(page, off);
+	}
+	if (!ItemIdIsNormal(lp))
+		return false;
+	ItemPointerSetOffsetNumber(tid, off);
+	return true;
+}
+
 bool
 vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out)
 {
 	ItemPointerData tid;
 	const float *vec = NULL;
-	bool		visible = row_fetch(r, id, &tid, &vec);
+	bool		visible;
 
+	vs_id_to_tid(id, &tid);
+	/* as an index-only scan: the visibility map first, then only the line pointer */
+	if (r->use_vm && VM_ALL_VISIBLE(r->heap, ItemPointerGetBlockNumber(&tid), &r->vmbuf))
+	{
+		Buffer		buf = ReadBuffer(r->heap, ItemPointerGetBlockNumber(&tid));
+
+		r->rows_read++;
+		r->rows_all_visible++;
+		visible = all_visible_version(BufferGetPage(buf), ItemPointerGetOffsetNumber(&tid), &tid);
+		ReleaseBuffer(buf);
+		check_against(r, visible, NULL, &tid, query, out);
+		return out->visible;
+	}
+	visible = row_fetch(r, id, &tid, &vec);
 	check_against(r, visible, vec, &tid, query, out);
 	row_release(r);
 	return out->visible;
@@ -272,32 +314,6 @@ prefetch_tuple(const RowRun *u)
 		prefetch_range((const char *) page + ItemIdGetOffset(lp), ItemIdGetLength(lp));
 }
 
-/*
- * The version of the row at offset off of an all-visible page, pinned: its line pointer, or the
- * one a HOT redirect leads to.  Read without the page's lock: while it is pinned no line pointer
- * an index entry leads to can change (pruning needs a cleanup lock; inserts only add ones).
- */
-static bool
-all_visible_version(Page page, OffsetNumber off, ItemPointer tid)
-{
-	OffsetNumber maxoff = PageGetMaxOffsetNumber(page);
-	ItemId		lp;
-
-	if (off < FirstOffsetNumber || off > maxoff)
-		return false;
-	lp = PageGetItemId(page, off);
-	if (ItemIdIsRedirected(lp))
-	{
-		off = ItemIdGetRedirect(lp);
-		if (off < FirstOffsetNumber || off > maxoff)
-			return false;
-		lp = PageGetItemId(page, off);
-	}
-	if (!ItemIdIsNormal(lp))
-		return false;
-	ItemPointerSetOffsetNumber(tid, off);
-	return true;
-}
 
 /* Checks the pairs of run u against its row, read from its pinned page; releases the pin.
  * prev_block: the page of the run checked before. */

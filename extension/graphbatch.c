@@ -92,7 +92,8 @@ take(VsBatch *bc, VsGraphReader *r, int q, int k, VsGraphHit *hits, int nh, Seen
 		seen_mark(seen, n);
 		if (!vs_check_pair(&bc->reader, hits[i].id, q, &res))
 			continue;
-		a->hits[a->n].distance = res.distance;
+		/* the node's vector is the row's indexed value: its exact distance is the operator's */
+		a->hits[a->n].distance = vs_rank_value(bc->ref.metric, hits[i].d);
 		a->hits[a->n].tid = res.tid;
 		a->n++;
 	}

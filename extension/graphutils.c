@@ -316,6 +316,7 @@ const VsIndexKind vs_graph_kind = {
 	.knn = vs_graph_knn_object,
 	.range = NULL,				/* range quals are a pass over the pages in the backend */
 	.exact = false,
+	.exact_distances = true,	/* the beam's rows are measured exactly (graphsearch.c) */
 	.range_candidates = vs_graph_range_candidates,
 	.batch_knn = vs_graph_batch_knn,
 	.max_k = VS_GRAPH_MAX_WORKER_EF,	/* k of a search is its beam width */

@@ -125,6 +125,13 @@ typedef struct VsIndexKind
 	bool		exact;
 
 	/*
+	 * The distances of the rows a kNN search returns are the SQL operator's own values (in rank
+	 * units), even where which rows it finds is approximate (vs_graph measures its beam's rows
+	 * exactly): vsearch_knn_batch then checks only the rows' visibility.  Implied by exact.
+	 */
+	bool		exact_distances;
+
+	/*
 	 * Rows that may lie within radius of each query under the SQL operator, with the kind's
 	 * current settings: range quals of a scan, and vsearch_range_batch.  They go to consume in
 	 * chunks (search.h, VsRangeChunk) as they are found, so that the backend never holds the
