@@ -17,9 +17,9 @@
  * like an index scan does (following HOT chains); row_ctid is the visible version's ctid, so
  * `JOIN items t ON t.ctid = b.row_ctid` finds it in the same statement.  Dead rows are skipped
  * and the search widened until k visible rows are found or the index is exhausted.  The distances
- * of an exact index are its search's (the operator's own values: search.h), so only the rows'
- * visibility is read; an approximate index's candidates get the operator's distance from the heap
- * row.  How a kNN batch searches is the index kind's (indexkind.h, batch_knn); vs_batch_knn_exact
+ * of an exact index, and of vs_graph's kNN searches, are its search's (the operator's own values:
+ * search.h; indexkind.h, exact_distances), so only the rows' visibility is read; an approximate
+ * index's candidates get the operator's distance from the heap row.  How a kNN batch searches is the index kind's (indexkind.h, batch_knn); vs_batch_knn_exact
  * below serves kinds with exact searches: it goes on until no unseen row can beat the k-th, so
  * ties aside the rows are exactly the per-query ones.
  *

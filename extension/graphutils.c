@@ -253,9 +253,9 @@ starts_set_add(uint32 *set, uint32 node)
 
 /*
  * The entry and the seeds, each once, in the metapage's order; returns how many (0 when the index
- * has no live node).  Every scan, insert and batch call asks, so duplicates are found through a
- * hash set: comparing each seed with the ones before it took ~0.35 ms per call at 1 118 seeds,
- * twice per scan (docs/WORKER.md, "vs_graph").
+ * has no live node).  Every scan (twice: its reference and its start list), insert and batch call
+ * asks, so duplicates are found through a hash set: comparing each seed with the ones before it
+ * took ~0.25 ms of a scan's ~0.3 ms in the backend at 1 118 seeds (docs/WORKER.md, "vs_graph").
  */
 int
 vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts)
