@@ -153,6 +153,18 @@ CREATE FUNCTION pg_temp.batch_as_scan(n int, k int) RETURNS text LANGUAGE sql AS
     format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g ORDER BY v <-> q.v LIMIT %s) x
        WHERE q.qid <= %s', k, n))
 $$;
+-- The batch reads no vector from the rows (the search's distances are the operator's exact
+-- values): each equals the operator on the row it names, under every metric
+CREATE FUNCTION pg_temp.batch_distances(idx text, op text, k int) RETURNS text LANGUAGE sql AS $$
+  SELECT pg_temp.same(
+    format('SELECT b.query, b.row_ctid, b.distance FROM vsearch_knn_batch(%L, (SELECT
+       array_agg(v ORDER BY qid) FROM gq WHERE qid <= 10), %s) b', idx, k),
+    format('SELECT b.query, b.row_ctid, g.v %s q.v FROM vsearch_knn_batch(%L, (SELECT
+       array_agg(v ORDER BY qid) FROM gq WHERE qid <= 10), %s) b JOIN g ON g.ctid = b.row_ctid
+       JOIN gq q ON q.qid = b.query', op, idx, k))
+$$;
+SELECT idx, pg_temp.batch_distances(idx, op, 10)
+  FROM (VALUES ('g_gr_l2', '<->'), ('g_gr_ip', '<#>'), ('g_gr_cos', '<=>')) x(idx, op);
 SET enable_seqscan = off;
 SELECT pg_temp.batch_as_scan(10, 5);
 -- a narrow beam and a large k: rounds 4x as wide, then the pass over every node (k = all rows),
@@ -239,6 +251,9 @@ SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, 
 -- VACUUM: half the rows go; their nodes are unlinked and the lists repaired; recall floors
 DELETE FROM g WHERE id % 2 = 0;
 VACUUM g;
+-- the batch's rows on all-visible pages now (their line pointers alone are read)
+SELECT idx, pg_temp.batch_distances(idx, op, 10)
+  FROM (VALUES ('g_gr_l2', '<->'), ('g_gr_ip', '<#>'), ('g_gr_cos', '<=>')) x(idx, op);
 SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, r.used
   FROM unnest(ARRAY['<->', '<#>', '<=>']) op,
        pg_temp.recall(format('SELECT q.qid, x.id FROM gq q, LATERAL (SELECT id FROM g
@@ -306,6 +321,9 @@ SET enable_seqscan = off;
 SELECT id FROM gu ORDER BY v <-> '[10,-10]' LIMIT 3;
 SELECT id FROM gu ORDER BY (v + '[1,1]'::vector) <-> '[10,-10]' LIMIT 3;
 RESET enable_seqscan;
+SELECT b.distance = (gu.v + '[1,1]'::vector) <-> '[10,-10]' AS batch_distance_is_operators, count(*)
+  FROM vsearch_knn_batch('gu_gr_expr', ARRAY['[10,-10]'::vector], 3) b
+  JOIN gu ON gu.ctid = b.row_ctid GROUP BY 1;
 DROP TABLE gu;
 
 -- VACUUM after deleting most rows: the repaired lists leave some live rows that no walk from the
