@@ -361,14 +361,29 @@ next_round(IndexScanDesc scan)
 		CHECK_FOR_INTERRUPTS();
 		if (lists > 0 && so->offset < lists)
 		{
-			k = so->stage_k == 0 ? so->rerank : so->stage_k * VS_IVFPQ_GROWTH;
-			k = Min(k, entries + 1);
-			k = Min(k, (int64) INT_MAX);
-			ids = palloc_extended(sizeof(int64) * Max(k, 1), MCXT_ALLOC_HUGE);
-			dists = palloc_extended(sizeof(float) * Max(k, 1), MCXT_ALLOC_HUGE);
-			vs_ivfpq_search_candidates(&so->base.ref, so->queries[0], 1, so->offset, so->probes,
-									   (int) k, exact, ids, dists, &count);
-			count = Min(count, k);
+			/*
+			 * The round asks for `want` entries, first for no more than the index held when the
+			 * scan began (+1 to see the window end), then for more while that bound is what cut
+			 * it: concurrent inserts (and dead entries not yet vacuumed) can make the window hold
+			 * more, and an entry left out of this round would come after its rows, out of order.
+			 */
+			int64		want = so->stage_k == 0 ? so->rerank : so->stage_k * VS_IVFPQ_GROWTH;
+
+			want = Min(want, (int64) INT_MAX);
+			k = Min(want, entries + 1);
+			for (;;)
+			{
+				ids = palloc_extended(sizeof(int64) * Max(k, 1), MCXT_ALLOC_HUGE);
+				dists = palloc_extended(sizeof(float) * Max(k, 1), MCXT_ALLOC_HUGE);
+				vs_ivfpq_search_candidates(&so->base.ref, so->queries[0], 1, so->offset,
+										   so->probes, (int) k, exact, ids, dists, &count);
+				count = Min(count, k);
+				if (count < k || k >= want)
+					break;
+				pfree(ids);
+				pfree(dists);
+				k = Min(want, k * VS_IVFPQ_GROWTH);
+			}
 			window_done = count < k;
 		}
 		if (so->first_round)
