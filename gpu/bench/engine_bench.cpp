@@ -336,14 +336,7 @@ std::vector<Row> ivfpq_bench(vs_context *ctx, size_t n, size_t d, size_t nq, Ivf
 
     // Exact top 10 for recall.
     const size_t k = 10, kc = 40;
-    std::vector<int64_t> truth(nq * k);
-    {
-        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
-        std::vector<float> td(nq * k);
-        check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, nullptr, truth.data(), td.data(), nullptr),
-              ctx, "knn");
-        vs_dataset_destroy(ctx, ds);
-    }
+    const std::vector<int64_t> truth = exact_top_k(ctx, x.data(), n, q.data(), nq, d, k);
     const size_t kmax = 400;
     std::vector<int64_t> oid(nq * kc), rid(nq * kmax);
     std::vector<float> od(nq * kc), rd(nq * kmax);

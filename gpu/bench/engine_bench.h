@@ -63,6 +63,19 @@ inline vs_dataset *resident_dataset(vs_context *ctx, const float *x, size_t n, s
     return ds;
 }
 
+// The exact k nearest rows of x (n x d) to each of nq queries (L2, row numbers), for recall.
+inline std::vector<int64_t> exact_top_k(vs_context *ctx, const float *x, size_t n, const float *q,
+                                        size_t nq, size_t d, size_t k)
+{
+    std::vector<int64_t> ids(nq * k);
+    std::vector<float> dists(nq * k);
+    vs_dataset *ds = resident_dataset(ctx, x, n, d);
+    check(vs_knn(ctx, ds, q, nq, k, VS_METRIC_L2, nullptr, ids.data(), dists.data(), nullptr), ctx,
+          "knn");
+    vs_dataset_destroy(ctx, ds);
+    return ids;
+}
+
 struct Row
 {
     std::string name;

@@ -125,14 +125,7 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
     std::vector<uint32_t> nbrs = bench_graph(ctx, x, n, d, degree);
     std::printf("graph: %zu nodes, degree %zu, built from the exact kNN in %.2f s (untimed)\n", n,
                 degree, now() - t0);
-    std::vector<int64_t> truth(nq * k);
-    {
-        vs_dataset *ds = resident_dataset(ctx, x.data(), n, d);
-        std::vector<float> td(nq * k);
-        check(vs_knn(ctx, ds, q.data(), nq, k, VS_METRIC_L2, nullptr, truth.data(), td.data(), nullptr),
-              ctx, "knn");
-        vs_dataset_destroy(ctx, ds);
-    }
+    const std::vector<int64_t> truth = exact_top_k(ctx, x.data(), n, q.data(), nq, d, k);
     vs_graph_arrays a{};
     a.n = n;
     a.dim = d;
