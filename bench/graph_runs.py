@@ -145,7 +145,7 @@ class GraphRuns:
         g = self.plan["graph"]
         B = min(g["batch_q"], ds["nq"])
         path, S, dev, via = self.graph_settings()
-        ds["clients"] = g["clients"]
+        ds["clients"] = [int(c) for c in self.args.clients.split(",")] if self.args.clients else g["clients"]
         sql = not self.args.no_graph_sql
         if sql:
             try:
@@ -160,10 +160,11 @@ class GraphRuns:
                 self.run_hnswlib(ds, meta, base, B, gt_ids, gt_dist)
             except Exception as e:
                 self.fail(f"{ds['name']} hnswlib", e)
-        try:
-            self.graph_ivfpq(ds, base, S, dev, via, B, gt_ids, gt_dist)
-        except Exception as e:
-            self.fail(f"{ds['name']} vs_ivfpq (graph plan)", e)
+        if not self.args.no_graph_ivfpq:
+            try:
+                self.graph_ivfpq(ds, base, S, dev, via, B, gt_ids, gt_dist)
+            except Exception as e:
+                self.fail(f"{ds['name']} vs_ivfpq (graph plan)", e)
         if sql:
             self.graph_single(ds, path, base, graph, sweep, gt_ids, gt_dist)
 
@@ -354,7 +355,8 @@ class GraphRuns:
     def graph_single(self, ds, path, base, graph, sweep, gt_ids, gt_dist):
         from harness import PATHS
         g, t = self.plan["graph"], ds["table"]
-        ok = sorted(ef for ef, rec in sweep.items() if rec >= 0.95)
+        # a width below k takes a second, wider round per query: not what a user would set
+        ok = sorted(ef for ef, rec in sweep.items() if rec >= 0.95 and ef >= self.plan["k"])
         if not ok:
             self.notes.append(f"{ds['name']}: no swept graph_ef reached recall 0.95: no vs_graph single queries")
             return
@@ -370,10 +372,14 @@ class GraphRuns:
         gpath = "graph-" + path
         if gpath not in PATHS:
             return
-        self.run_path(ds, gpath, base, {"build_s": graph["build_s"], "bpv": graph["bpv"]},
-                      {gpath: min(g["recall_q"], ds["nq"])}, {}, gt_ids, gt_dist, None,
-                      settings={"vsearch.graph_ef": ef, "vsearch.graph_expand": x},
-                      extra={"ef": ef, "expand": x})
+        for lanes in self.lanes_sweep(gpath):
+            extra = {"ef": ef, "expand": x}
+            if lanes is not None:
+                self.set_worker_lanes(lanes)
+                extra["worker_lanes"] = lanes
+            self.run_path(ds, gpath, base, {"build_s": graph["build_s"], "bpv": graph["bpv"]},
+                          {gpath: min(g["recall_q"], ds["nq"])}, {}, gt_ids, gt_dist, None,
+                          settings={"vsearch.graph_ef": ef, "vsearch.graph_expand": x}, extra=extra)
 
 
 def params(d):

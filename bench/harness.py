@@ -1427,6 +1427,8 @@ def main(argv):
                     "single queries use")
     ap.add_argument("--graph-options", help="--graph: the vs_graph index's WITH options, e.g. degree=64")
     ap.add_argument("--no-hnswlib", action="store_true", help="--graph: no hnswlib baseline")
+    ap.add_argument("--no-graph-ivfpq", action="store_true",
+                    help="--graph: no vs_ivfpq build and sweep beside the graph (--no-ivfpq leaves them)")
     ap.add_argument("--no-graph-sql", action="store_true",
                     help="--graph: no single queries through SQL (vs_flat and vs_graph pgbench runs)")
     a = ap.parse_args(argv)

@@ -14,7 +14,7 @@
 #include "graph.h"
 
 int			vs_graph_ef = 40;
-int			vs_graph_expand = 1;
+int			vs_graph_expand = 2;
 
 static relopt_kind graph_relopt_kind;
 
@@ -57,7 +57,7 @@ graph_init(void)
 							"is made of) for a few more distances, and a slightly different "
 							"answer.  The worker's search and the backend's expand alike.",
 							&vs_graph_expand,
-							1,
+							2,
 							1, VS_GRAPH_MAX_EXPAND,
 							PGC_USERSET,
 							0,

@@ -196,7 +196,7 @@ SELECT r.recall >= 0.95 AS recall_ok, r.used FROM pg_temp.recall('SELECT q.qid, 
   LATERAL (SELECT id FROM g WHERE v IS NOT NULL ORDER BY v <#> q.v LIMIT 10) x') r;
 RESET vsearch.graph_ef;
 
--- vsearch.graph_expand: the nodes a search expands per step, 1 (the default) .. 4.  Every value
+-- vsearch.graph_expand: the nodes a search expands per step, 1 .. 4 (default 2).  Every value
 -- keeps the recall floors (measured L2 / IP / cosine at graph_ef 40: 0.986 / 0.962 / 0.990 at 1,
 -- 0.986 / 0.970 / 0.990 at 2, 0.986 / 0.998 / 0.996 at 4; at graph_ef 10: 0.960 / 0.882 / 0.986,
 -- 0.980 / 0.932 / 0.988, 0.984 / 0.996 / 0.996), the batch function's rows stay the scan's, and
@@ -232,7 +232,11 @@ SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, 
 SET enable_seqscan = off;
 SELECT pg_temp.batch_as_scan(10, 5);
 SET vsearch.graph_ef = 3;
-SELECT count(*) >= 10 AS expand_changes_rows FROM (SELECT * FROM first_build EXCEPT ALL
+SET vsearch.graph_expand = 1;
+CREATE TEMP TABLE expand1_rows AS SELECT q.qid, x.id, x.rn FROM gq q, LATERAL (SELECT id,
+  row_number() OVER () rn FROM (SELECT id FROM g ORDER BY v <-> q.v LIMIT 10) s) x;
+SET vsearch.graph_expand = 4;
+SELECT count(*) >= 10 AS expand_changes_rows FROM (SELECT * FROM expand1_rows EXCEPT ALL
   SELECT q.qid, x.id, x.rn FROM gq q, LATERAL (SELECT id, row_number() OVER () rn
     FROM (SELECT id FROM g ORDER BY v <-> q.v LIMIT 10) s) x) d;
 RESET vsearch.graph_ef;
