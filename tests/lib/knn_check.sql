@@ -1,5 +1,6 @@
 -- kNN answers checked against a sequential scan of the same snapshot, for the concurrency tests
--- (tests/ivfpq_concurrency, tests/flat_concurrency), run by psql in the test database.
+-- (tests/ivfpq_concurrency, tests/flat_concurrency, tests/worker/concurrency), run by psql in the
+-- test database.
 --
 -- Two right answers to ORDER BY d LIMIT k may differ: when more rows lie at the k-th distance
 -- than the LIMIT has room for, SQL keeps any of them.  An index scan keeps those it returns first
@@ -12,7 +13,7 @@
 
 -- Why answer a (ids and distances, sorted by distance then id) is not reference b, or NULL when
 -- it is right.
-CREATE FUNCTION knn_diff(a_ids int[], a_ds float8[], b_ids int[], b_ds float8[]) RETURNS text
+CREATE FUNCTION knn_diff(a_ids bigint[], a_ds float8[], b_ids bigint[], b_ds float8[]) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   n int := coalesce(cardinality(a_ids), 0);
@@ -35,7 +36,7 @@ BEGIN
 END $$;
 
 -- "id:distance" of the rows of answer a that answer b lacks.
-CREATE FUNCTION knn_only_in(a_ids int[], a_ds float8[], b_ids int[]) RETURNS text
+CREATE FUNCTION knn_only_in(a_ids bigint[], a_ds float8[], b_ids bigint[]) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
   SELECT coalesce(string_agg(i || ':' || d, ' ' ORDER BY d, i), '-')
     FROM unnest(a_ids, a_ds) u(i, d) WHERE NOT i = ANY (coalesce(b_ids, '{}'))
@@ -44,7 +45,7 @@ $$;
 -- Raises an error that says what differs when answer a (of `what`) is not reference b; logs (at
 -- LOG, "knn_check: tied rows") a right answer whose rows at the last distance differ from b's.
 -- tab: the table whose rows are named, for their ctid and xmin in the error; plan: shown too.
-CREATE FUNCTION knn_check(what text, a_ids int[], a_ds float8[], b_ids int[], b_ds float8[],
+CREATE FUNCTION knn_check(what text, a_ids bigint[], a_ds float8[], b_ids bigint[], b_ds float8[],
                           tab regclass, plan text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -85,7 +86,7 @@ CREATE FUNCTION check_knn(query text, tab regclass) RETURNS void LANGUAGE plpgsq
 DECLARE
   agg text := format('SELECT array_agg(id ORDER BY d, id), array_agg(d::float8 ORDER BY d, id)
                         FROM (%s) s', query);
-  a_ids int[]; a_ds float8[]; b_ids int[]; b_ds float8[];
+  a_ids bigint[]; a_ds float8[]; b_ids bigint[]; b_ds float8[];
   plan text;
   line text;
 BEGIN
