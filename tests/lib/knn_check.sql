@@ -4,12 +4,13 @@
 --
 -- Two right answers to ORDER BY d LIMIT k may differ: when more rows lie at the k-th distance
 -- than the LIMIT has room for, SQL keeps any of them.  An index scan keeps those it returns first
--- (vsearch's scans: the smallest ctids), a sequential scan's top-N sort those its bounded heap
--- happens to keep, which depends on the order the rows come in and so on where concurrent writes
--- put them.  Distances are float4 values: two rows of random 16-dimensional vectors tie now and
--- then (tests/ivfpq_concurrency measured it), so comparing the ids alone fails without any wrong
--- answer.  An answer is right when its distances are the reference's and its rows nearer than the
--- last distance are the reference's; the rows at the last distance may be any of the rows there.
+-- (vs_ivfpq: the smallest ctids), a sequential scan's top-N sort those its bounded heap happens to
+-- keep, which depends on the order the rows come in and so on where concurrent writes put them.
+-- Distances are float4 values, so rows of random 16-dimensional vectors tie now and then
+-- (docs/RELIABILITY.md, "The rare wrong answer of tests/ivfpq_concurrency"), and comparing the ids
+-- alone fails without any wrong answer.  An answer is right when its distances are the
+-- reference's and its rows nearer than the last distance are the reference's; the rows at the
+-- last distance may be any of the rows there.
 
 -- Why answer a (ids and distances, sorted by distance then id) is not reference b, or NULL when
 -- it is right.
