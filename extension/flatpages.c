@@ -3,12 +3,16 @@
  *
  * Nothing is copied: the pages are pinned and share-locked a run at a time, and the engine's row
  * scan (vsearch/rowscan.h) reads their items in place (binary16 rows, an index of a halfvec
- * column, are widened a run at a time into one buffer of the scan: F16C where the CPU has it) (a batch's queries on its threads,
- * vsearch.cpu_threads, while this thread holds the locks) and keeps the best rows across runs.  A new session's
- * first search therefore costs what its later ones do, and a backend's memory does not grow with
- * the index: the pages are the buffer pool's, shared by every backend.  (Before, each backend read
- * the whole index into an engine dataset of its own on its first search: docs/BENCHMARKS.md, "CPU
- * path: vs_flat in place".)
+ * column, are widened a run at a time into one buffer of the scan: F16C where the CPU has it) and
+ * keeps the best rows across runs.  A batch's runs are long and its queries split over threads
+ * (vsearch.cpu_threads) while this thread holds the locks; a single query's runs are short, each
+ * read while the next one's headers are fetched into the caches, so that the scan streams at
+ * close to the memory's speed (docs/BENCHMARKS.md, "CPU path: vs_flat streaming").  A new
+ * session's first search costs about what its later ones do (its buffers are found in one sweep
+ * over the buffer headers: recentpages.h), and a backend's memory does not grow with the index:
+ * the pages are the buffer pool's, shared by every backend.  (Before, each backend read the whole
+ * index into an engine dataset of its own on its first search: docs/BENCHMARKS.md, "CPU path:
+ * vs_flat in place".)
  *
  * Concurrent changes: the metapage is read first, and rows visible to the scan's snapshot were
  * committed before it, so they lie on pages up to its last_block; inserts only append, and VACUUM
@@ -31,12 +35,21 @@
 #include "vsearch/rowscan.h"
 
 /*
- * Pages held (pinned and share-locked) at once: 1 MB of rows, enough that splitting a batch's
- * work over threads pays for the hand-over, few enough to stay under the LWLocks a backend may hold
- * (MAX_SIMUL_LWLOCKS, 200; a search holds no other) and to keep a writer waiting on one of them
- * only for a fraction of a millisecond.
+ * Pages held (pinned and share-locked) at once by a batch's scan (VS_FLAT_BATCH_QUERIES queries
+ * or more): 1 MB of rows, enough that splitting its work over threads pays for the hand-over, few
+ * enough to stay under the LWLocks a backend may hold (MAX_SIMUL_LWLOCKS, 200; a search holds no
+ * other) and to keep a writer waiting on one of them only for a fraction of a millisecond.
  */
 #define VS_FLAT_RUN_PAGES 128
+#define VS_FLAT_BATCH_QUERIES 8
+/*
+ * Pages held at once by a scan of fewer queries, whose work is not split: while it reads one run,
+ * the next run's buffer headers and page heads are fetched into the caches, so that its pins,
+ * locks and item counts do not wait on memory one page after the other (their atomic operations
+ * let no later load start early).  A few pins also stay in the backend's array of private
+ * reference counts (8 entries; more go to a hash table).
+ */
+#define VS_FLAT_STREAM_PAGES 4
 
 bool
 vs_flat_stays_resident(double pages)
@@ -44,9 +57,26 @@ vs_flat_stays_resident(double pages)
 	return pages <= NBuffers / 2.0;
 }
 
+/*
+ * Starts fetching into the caches what reading page blkno touches first: its buffer header, its
+ * page header and the head of each item (the rows themselves stream: the row scan fetches each
+ * row's first lines ahead of it).  Fetching whole pages ahead was slower.
+ */
+static void
+prefetch_page(const VsRecentPages *rp, BlockNumber blkno, int per_page, Size item_size)
+{
+	const char *page = vs_recent_prefetch(rp, blkno);
+
+	if (page == NULL)
+		return;
+	__builtin_prefetch(page);
+	for (int i = 0; i < per_page; i++)
+		__builtin_prefetch(page + MAXALIGN(SizeOfPageHeaderData) + i * item_size);
+}
+
 /* Feeds every item of the index to scan, a run of pages at a time. */
 static void
-scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
+scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 {
 	Relation	rel = vs_index_open_for_read(ref);
 	BufferAccessStrategy bas = NULL;
@@ -60,6 +90,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 	int			per_page;
 	Size		item_size;
 	uint32		words;
+	int			run_pages;
 
 	buf = vs_index_read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, NULL);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -82,9 +113,10 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 	words = vs_flat_row_words(meta.dim, meta.storage);
 	per_page = VsFlatItemsPerPage(words);
 	item_size = VS_FLAT_ITEM_SIZE(words);
-	ids = palloc(sizeof(int64) * per_page * VS_FLAT_RUN_PAGES);
+	run_pages = nq >= VS_FLAT_BATCH_QUERIES ? VS_FLAT_RUN_PAGES : VS_FLAT_STREAM_PAGES;
+	ids = palloc(sizeof(int64) * per_page * run_pages);
 	if (meta.storage == VS_FLAT_STORE_F16)
-		widened = palloc(sizeof(float) * meta.dim * per_page * VS_FLAT_RUN_PAGES);
+		widened = palloc(sizeof(float) * meta.dim * per_page * run_pages);
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO; blkno <= meta.last_block;)
 	{
 		int			npages = 0;
@@ -93,7 +125,10 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 		int			st;
 
 		CHECK_FOR_INTERRUPTS();
-		for (; blkno <= meta.last_block && npages < VS_FLAT_RUN_PAGES; blkno++)
+		if (run_pages == VS_FLAT_STREAM_PAGES)
+			for (BlockNumber b = blkno + run_pages; b < blkno + 2 * run_pages && b <= meta.last_block; b++)
+				prefetch_page(rp, b, per_page, item_size);
+		for (; blkno <= meta.last_block && npages < run_pages; blkno++)
 		{
 			Page		page;
 			int			nitems;
@@ -153,13 +188,13 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan)
 
 /* Feeds a scan just begun (status: its begin's) the pages; destroys it on an ERROR. */
 static void
-run_scan(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int status)
+run_scan(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq, int status)
 {
 	if (status != VS_OK)
 		vs_engine_error(engine, status);
 	PG_TRY();
 	{
-		scan_pages(ref, engine, scan);
+		scan_pages(ref, engine, scan, nq);
 	}
 	PG_CATCH();
 	{
@@ -188,7 +223,7 @@ vs_flat_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const VsQ
 
 	st = vs_rowscan_knn_begin(engine, ref->dim, vs_rank_metric(ref->metric),
 							  vector_queries(queries), queries->nq, k, &scan);
-	run_scan(ref, engine, scan, st);
+	run_scan(ref, engine, scan, (int) queries->nq, st);
 	st = vs_rowscan_knn_result(engine, scan, (int64_t *) ids, distances, (int64_t *) counts);
 	vs_rowscan_destroy(engine, scan);
 	if (st != VS_OK)
@@ -215,7 +250,7 @@ vs_flat_backend_range(const VsIndexRef *ref, const VsKindParams *params, const V
 	st = vs_rowscan_range_begin(engine, ref->dim, vs_rank_metric(ref->metric),
 								vector_queries(queries), nq, vs_rank_radius(ref->metric, radius),
 								&scan);
-	run_scan(ref, engine, scan, st);
+	run_scan(ref, engine, scan, nq, st);
 	memset(&result, 0, sizeof(result));
 	st = vs_rowscan_range_result(engine, scan, range_alloc, NULL, &result);
 	vs_rowscan_destroy(engine, scan);

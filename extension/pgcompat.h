@@ -6,10 +6,12 @@
 #include "storage/relfilelocator.h"
 typedef RelFileLocator VsRelFileLocator;
 #define VsRelationGetLocator(rel) ((rel)->rd_locator)
+#define VsBufTagMatchesLocator(tag, loc) BufTagMatchesRelFileLocator((tag), (loc))
 #else
 #include "storage/relfilenode.h"
 typedef RelFileNode VsRelFileLocator;
 #define VsRelationGetLocator(rel) ((rel)->rd_node)
+#define VsBufTagMatchesLocator(tag, loc) RelFileNodeEquals((tag)->rnode, *(loc))
 #endif
 
 /* Is the user the owner of the relation (or a superuser)? */

@@ -6,7 +6,8 @@
  * look-up in the buffer mapping table, whose cache misses (a table the size of the pool) took about
  * a fifth of a vs_flat search over resident pages (Fashion-MNIST: 40 ms of backend CPU time per
  * query with a look-up per page, 31 ms without).  4 bytes a page, a few indexes per backend; a
- * session's first search looks every page up.  Temporary indexes (local buffers) have none.
+ * session's first search looks every page up, or, for a large index, finds them in one sweep over
+ * the buffer headers.  Temporary indexes (local buffers) have none.
  */
 #ifndef VSEARCH_RECENTPAGES_H
 #define VSEARCH_RECENTPAGES_H
@@ -27,7 +28,11 @@ typedef struct VsRecentPages
 	Buffer	   *bufs;			/* InvalidBuffer: not seen yet */
 } VsRecentPages;
 
-/* The recent buffers of an index, for at least npages pages (a slot reused if new). */
+/*
+ * The recent buffers of an index, for at least npages pages (a slot reused if new).  A new slot
+ * of a large index (npages a few percent of shared_buffers or more: vs_flat's whole index) is
+ * filled from one sweep over the buffer headers.
+ */
 extern VsRecentPages *vs_recent_pages(const VsIndexRef *ref, BlockNumber npages);
 
 /*
@@ -36,5 +41,12 @@ extern VsRecentPages *vs_recent_pages(const VsIndexRef *ref, BlockNumber npages)
  */
 extern Buffer vs_recent_pin(VsRecentPages *rp, const VsIndexRef *ref, Relation rel,
 							BlockNumber blkno, BufferAccessStrategy bas);
+
+/*
+ * Starts fetching the buffer header of a page's recent buffer into the caches and returns where
+ * that buffer's page lies (NULL: no recent buffer), for the caller to prefetch the lines it will
+ * read: a hint only, neither pinned nor checked, never to be read through.
+ */
+extern const char *vs_recent_prefetch(const VsRecentPages *rp, BlockNumber blkno);
 
 #endif							/* VSEARCH_RECENTPAGES_H */

@@ -34,6 +34,13 @@ constexpr Key kNoBound = ~static_cast<Key>(0);
 // development machine (2 vCPUs under KVM: wake-ups between CPUs), more than one query's scan of
 // a megabyte of rows, so single queries run on one thread and batches on all.
 constexpr size_t kParallelWork = size_t(1) << 21;
+// Rows handed to a scan are usually not in the caches (pages of a buffer pool: one or a few rows
+// between page headers, where the hardware prefetcher starts anew), so the first lines of the row
+// kPrefetchAhead rows on are fetched while this one is measured (the prefetcher takes over from
+// there).  On the development machine, rows laid out as in vs_flat's pages: 1.17x a contiguous
+// scan's time without, 1.07x with.
+constexpr size_t kPrefetchAhead = 2;
+constexpr size_t kPrefetchBytes = 512;
 // Squared norms below this get exact distances (IP, cosine): the float sums' error is then no
 // longer relative to them (subnormal terms), and |x| |y| >= 1e-30 keeps the absolute part of a
 // cosine's error (d 2^-149 / (|x| |y|)) far below the bound's slack.
@@ -240,6 +247,23 @@ private:
         return NAN;
     }
 
+    // Starts fetching the head of the row kPrefetchAhead rows after row i of block b (in this
+    // block or the next of b1).
+    void prefetch_ahead(const vs_row_block *blocks, size_t b, size_t b1, size_t i) const
+    {
+        size_t j = i + kPrefetchAhead;
+        while (j >= blocks[b].n)
+        {
+            j -= blocks[b].n;
+            if (++b >= b1)
+                return;
+        }
+        const char *row = reinterpret_cast<const char *>(blocks[b].rows) + j * blocks[b].stride;
+        size_t bytes = std::min(kPrefetchBytes, d_ * sizeof(float));
+        for (size_t off = 0; off < bytes; off += 64)
+            __builtin_prefetch(row + off);
+    }
+
     void scan(const vs_row_block *blocks, size_t b0, size_t b1, int slot)
     {
         for (size_t b = b0; b < b1; b++)
@@ -249,12 +273,16 @@ private:
             for (size_t qi = 0; qi < nq_; qi++)
             {
                 const Query &q = q_[qi];
+                // the first query's pass brings the rows into the caches for the others
+                const bool ahead = qi == 0;
                 if (range_)
                 {
                     auto &out = hits_[slot][qi];
                     for (size_t i = 0; i < blk.n; i++)
                     {
                         const float *y = reinterpret_cast<const float *>(base + i * blk.stride);
+                        if (ahead)
+                            prefetch_ahead(blocks, b, b1, i);
                         double lb = lower_base(q, y);
                         if (lb > limit_)
                             continue;
@@ -268,6 +296,8 @@ private:
                 for (size_t i = 0; i < blk.n; i++)
                 {
                     const float *y = reinterpret_cast<const float *>(base + i * blk.stride);
+                    if (ahead)
+                        prefetch_ahead(blocks, b, b1, i);
                     if (top.bounded())
                     {
                         double lb = lower_base(q, y);
