@@ -18,6 +18,7 @@
 //   vsearch_blas_compare --nearest
 #include "cpu/gemm.h"
 #include "vsearch/distance.h"
+#include "vsearch/rowscan.h"
 
 #include <chrono>
 
@@ -204,6 +205,54 @@ int main(int argc, char **argv)
         std::printf("single-thread SIMD scan of %zu x %zu floats (%.0f MB): %.2f ms of CPU time, %.1f GB/s "
                     "(wall %.2f ms) (%.0f)\n",
                     n, d, bytes / 1e6, best * 1e3, bytes / best / 1e9, best_wall * 1e3, sink > 0 ? 1.0 : 0.0);
+        // The same rows laid out as vs_flat's 8 kB pages (a 24-byte page header, then items of an
+        // 8-byte head and the floats: 2 a page) and searched by one query through the engine's
+        // row scan, 4 pages an add as flatpages.c hands a single query's runs: what the scan
+        // costs without PostgreSQL's pins, locks and page reads.
+        const size_t page = 8192, head = 24, item = 8 + d * sizeof(float), per_page = 2;
+        const size_t npages = n / per_page;
+        std::vector<char> pages(npages * page);
+        std::vector<int64_t> ids(n);
+        for (size_t r = 0; r < n; r++)
+        {
+            ids[r] = static_cast<int64_t>(r);
+            std::memcpy(&pages[(r / per_page) * page + head + (r % per_page) * item + 8], &a[r * d],
+                        d * sizeof(float));
+        }
+        vs_context_options o;
+        vs_context_options_init(&o);
+        o.backend = VS_BACKEND_CPU;
+        o.num_threads = 1;
+        vs_context *ctx = nullptr;
+        char err[256] = {0};
+        if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
+        {
+            std::printf("no CPU context: %s\n", err);
+            return 1;
+        }
+        std::vector<vs_row_block> blocks(npages);
+        for (size_t p = 0; p < npages; p++)
+            blocks[p] = {reinterpret_cast<const float *>(&pages[p * page + head + 8]), item, per_page,
+                         &ids[p * per_page]};
+        std::vector<int64_t> out_ids(10);
+        std::vector<float> out_d(10);
+        best = 1e30;
+        for (int rep = 0; rep < 5; rep++)
+        {
+            double c0 = cpu_seconds();
+            vs_rowscan *scan = nullptr;
+            if (vs_rowscan_knn_begin(ctx, d, VS_METRIC_L2, &a[12345 * d], 1, 10, &scan) != VS_OK)
+                return 1;
+            for (size_t p = 0; p < npages; p += 4)
+                vs_rowscan_add(ctx, scan, &blocks[p], std::min<size_t>(4, npages - p));
+            vs_rowscan_knn_result(ctx, scan, out_ids.data(), out_d.data(), nullptr);
+            vs_rowscan_destroy(ctx, scan);
+            best = std::min(best, cpu_seconds() - c0);
+        }
+        std::printf("single-query row scan of the same rows in vs_flat's page layout: %.2f ms of CPU time "
+                    "(nearest id %lld)\n",
+                    best * 1e3, static_cast<long long>(out_ids[0]));
+        vs_context_destroy(ctx);
     }
     return 0;
 }
