@@ -37,8 +37,8 @@ constexpr size_t kParallelWork = size_t(1) << 21;
 // Rows handed to a scan are usually not in the caches (pages of a buffer pool: one or a few rows
 // between page headers, where the hardware prefetcher starts anew), so the first lines of the row
 // kPrefetchAhead rows on are fetched while this one is measured (the prefetcher takes over from
-// there).  On the development machine, rows laid out as in vs_flat's pages: 1.17x a contiguous
-// scan's time without, 1.07x with.
+// there): on the development machine a loop over rows laid out as in vs_flat's pages took 1.17x
+// a contiguous scan's time without, 1.07x with (BENCHMARKS.md, "CPU path: vs_flat streaming").
 constexpr size_t kPrefetchAhead = 2;
 constexpr size_t kPrefetchBytes = 512;
 // Squared norms below this get exact distances (IP, cosine): the float sums' error is then no
