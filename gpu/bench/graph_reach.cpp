@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -47,6 +48,13 @@ constexpr size_t kCoverSeeds = 2000;      // VS_GRAPH_MAX_SEEDS
 double now()
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU seconds of the process, all threads (on a shared machine a steadier measure of a step's
+// work than its wall time)
+double cpu_now()
+{
+    return static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
 }
 
 void check(vs_status st, vs_context *ctx, const char *what)
@@ -227,6 +235,7 @@ int main(int argc, char **argv)
                              "[--nq N] [--threads T] [--knn-cache FILE]\n", argv[0]);
         return 2;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0); // progress shows in a log
     const std::string dir = argv[1];
     size_t degree = 32, K = 0, nq_limit = SIZE_MAX;
     int threads = 0;
@@ -406,17 +415,19 @@ int main(int argc, char **argv)
     std::vector<uint32_t> g(n * degree);
     vs_graph_build_info info{};
     t0 = now();
+    double c0 = cpu_now();
     check(vs_graph_build_edges(ctx, knn.data(), n, K, degree, starts[0], g.data(), &info), ctx,
           "build_edges");
-    std::printf("build_edges: %.2f s (prune %.2f); linked %llu, unreached from the entry %llu\n",
-                now() - t0, info.prune_seconds, (unsigned long long) info.linked,
-                (unsigned long long) info.unreached);
+    std::printf("build_edges: %.2f s (prune %.2f), cpu %.2f s; linked %llu, unreached from the "
+                "entry %llu\n", now() - t0, info.prune_seconds, cpu_now() - c0,
+                (unsigned long long) info.linked, (unsigned long long) info.unreached);
 
     // the seeds completed so that the start nodes reach every island (the index's cover_starts)
     auto cover_starts = [&]() {
         std::vector<uint32_t> seeds(starts.begin() + 1, starts.end()), out(kCoverSeeds);
         uint64_t left = 0;
         t0 = now();
+        c0 = cpu_now();
         const int m = vs_graph_cover_starts(g.data(), n, degree, x.data(), d, starts.data(), 1,
                                             seeds.data(), seeds.size(), out.data(), kCoverSeeds,
                                             &left);
@@ -429,8 +440,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < m; i++)
             kept += std::find(seeds.begin(), seeds.end(), out[i]) != seeds.end();
         std::printf("cover_starts: %d seeds (%zu of the previous seeds, %zu for islands), %llu "
-                    "nodes still unreached (%.2f s)\n", m, kept, m - kept,
-                    (unsigned long long) left, now() - t0);
+                    "nodes still unreached (%.2f s, cpu %.2f s)\n", m, kept, m - kept,
+                    (unsigned long long) left, now() - t0, cpu_now() - c0);
         starts.resize(1);
         starts.insert(starts.end(), out.begin(), out.begin() + m);
     };
@@ -442,10 +453,12 @@ int main(int argc, char **argv)
         vs_graph_link_params lp{VS_METRIC_L2SQ, link_width, links, starts.data(), starts.size()};
         vs_graph_link_info li{};
         t0 = now();
+        c0 = cpu_now();
         check(vs_graph_link_unfound(ctx, g.data(), n, degree, x.data(), d, &lp, &li), ctx,
               "link_unfound");
-        std::printf("link_unfound (width %zu, links %zu): %.2f s; %llu nodes unfound, %llu edges "
-                    "added\n", link_width, links, now() - t0, (unsigned long long) li.unfound,
+        std::printf("link_unfound (width %zu, links %zu): %.2f s, cpu %.2f s; %llu nodes unfound, "
+                    "%llu edges added\n", link_width, links, now() - t0, cpu_now() - c0,
+                    (unsigned long long) li.unfound,
                     (unsigned long long) li.linked);
         // what a second pass would find: the nodes still unfound (on a copy)
         std::vector<uint32_t> g2(g);
@@ -457,6 +470,19 @@ int main(int argc, char **argv)
 
     if (cover)
         cover_starts();
+    {
+        // FNV-1a of the lists and the start nodes: two builds made the same graph when it matches
+        uint64_t h = 1469598103934665603ull;
+        auto mix = [&](const std::vector<uint32_t> &a) {
+            for (uint32_t w : a)
+                for (int b = 0; b < 4; b++)
+                    h = (h ^ ((w >> (8 * b)) & 0xFF)) * 1099511628211ull;
+        };
+        mix(g);
+        mix(starts);
+        std::printf("graph hash: %016llx\n", (unsigned long long) h);
+        std::fflush(stdout);
+    }
 
     // connectivity
     {
