@@ -10,8 +10,18 @@
 // graph as the previous blocks left it, and its links are applied afterwards on the calling
 // thread in node order, so the result depends on the arguments only (not the thread count; the
 // SIMD kernel the machine's CPU selects is part of the distance, as in the index's own scans).
+//
+// Cost: a search measures every start node (a thousand at a million rows) before it walks a few
+// hundred nodes.  Of the starts only the `width` nearest stay in its beam, and a start outside
+// them is never expanded (it is farther than the beam's worst, which only gets nearer), so the
+// search is the same when it measures just those: a thread's chunk of queries takes its products
+// with all starts as one blocked product (cpu/gemm.h) and a rigorous bound on their rounding
+// names the few starts that can be among the `width` nearest; only they are measured with the
+// search's own distance.  The walk fetches the vectors of a node's neighbours a few measurements
+// ahead.
 #include "cpu/cpu_graph.h"
 
+#include "cpu/gemm.h"
 #include "cpu/parallel.h"
 
 #include <algorithm>
@@ -25,7 +35,7 @@ namespace {
 
 constexpr uint32_t kNone = VS_GRAPH_NONE;
 constexpr size_t kBlock = 1024; // nodes searched against one state of the graph
-constexpr size_t kChunk = 16;   // searches a thread takes at a time
+constexpr size_t kChunk = 8;    // searches a thread takes at a time (and multiplies at once)
 
 struct Item
 {
@@ -38,32 +48,82 @@ inline bool nearer(const Item &a, const Item &b)
     return a.key < b.key || (a.key == b.key && a.node < b.node);
 }
 
+// The start nodes as the searches take them: in range, each once, in the given order; packed for
+// the blocked products when the metric has a bound for them (L2SQ and IP: vs_distance_f32 is then
+// a float sum, whose rounding gemm.h bounds).
+struct Starts
+{
+    std::vector<uint32_t> nodes;
+    bool blocked = false;
+    NearestKind kind = NearestKind::L2;
+    double ref_err = 0;
+    PackedRows rows;
+};
+
 // One thread's search state, reused from search to search.
 struct Searcher
 {
-    std::vector<uint8_t> visited; // n
+    std::vector<uint8_t> visited; // n; the starts stay marked (every search measures them first)
     std::vector<uint32_t> touched;
     std::vector<Item> cand, beam; // heaps: cand nearest on top, beam farthest on top
+    std::vector<uint32_t> next;   // the neighbours a step measures
+    // the blocked products of a chunk of queries with the starts, and their use
+    std::vector<float> values;
+    std::vector<double> xnorms;
+    std::vector<uint32_t> below, picked;
+    std::vector<float> smallest;
 };
+
+// The starts (positions in st.nodes, ascending) that can be among the `width` nearest of a query
+// of norm xnorm, from v, its products with the starts (dot_block): with v_j turned into
+// nearest_rows' values, each within e of the search's distance to start j (up to a term of the
+// query alone), a start whose value exceeds the width-th smallest by more than 2e is farther
+// than `width` others.  False when a value is not finite: then every start is measured.
+bool start_candidates(float *v, const Starts &st, size_t width, double xnorm, Searcher &s)
+{
+    const size_t k = st.nodes.size();
+    if (!nearest_values_finite(xnorm, st.rows.max_norm()) ||
+        nearest_candidates(v, st.rows.sqnorms(), k, st.kind, 0.0, s.below.data()) == 0)
+        return false;
+    // the width-th smallest value (a max-heap of the width smallest)
+    s.smallest.assign(v, v + width);
+    std::make_heap(s.smallest.begin(), s.smallest.end());
+    for (size_t j = width; j < k; j++)
+        if (v[j] < s.smallest.front())
+        {
+            std::pop_heap(s.smallest.begin(), s.smallest.end());
+            s.smallest.back() = v[j];
+            std::push_heap(s.smallest.begin(), s.smallest.end());
+        }
+    const double e = nearest_row_error(st.kind, st.rows.dim(), st.ref_err, xnorm, st.rows.max_norm());
+    const double limit = static_cast<double>(s.smallest.front()) + 2.0 * e;
+    s.picked.clear();
+    for (size_t j = 0; j < k; j++)
+        if (static_cast<double>(v[j]) <= limit)
+            s.picked.push_back(static_cast<uint32_t>(j));
+    return true;
+}
 
 // The beam search of graph.cpp (starts first, expand the nearest candidate, stop when it is
 // farther than the worst of a full beam) for node `self`'s vector, navigating as the index's scans
 // in the backend do, by the SIMD float distance (vs_distance_f32: a few ulps from the exact one,
 // several times cheaper); stops as soon as it measures self.  Returns true when it did; otherwise
-// `found` gets the beam, nearest first.
+// `found` gets the beam, nearest first.  start_values: self's products with the starts
+// (dot_block) when st.blocked, else null.
 bool search_for(const uint32_t *graph, size_t n, size_t degree, const float *vectors, size_t dim,
-                vs_metric metric, const uint32_t *starts, size_t nstarts, size_t width,
-                uint32_t self, Searcher &s, std::vector<uint32_t> &found)
+                vs_metric metric, const Starts &st, float *start_values, double xnorm,
+                size_t width, uint32_t self, Searcher &s, std::vector<uint32_t> &found)
 {
+    // a start is the first thing a search measures: a start finds itself
+    if (s.visited[self])
+        return true;
     const float *query = vectors + static_cast<size_t>(self) * dim;
     auto far_first = [](const Item &a, const Item &b) { return nearer(b, a); };
     auto near_first = [](const Item &a, const Item &b) { return nearer(a, b); };
     s.cand.clear();
     s.beam.clear();
     bool hit = false;
-    auto visit = [&](uint32_t v) {
-        s.visited[v] = 1;
-        s.touched.push_back(v);
+    auto measure = [&](uint32_t v) {
         const double d = vs_distance_f32(metric, query, vectors + static_cast<size_t>(v) * dim, dim);
         return Item{std::isnan(d) ? std::numeric_limits<float>::infinity() : static_cast<float>(d), v};
     };
@@ -80,14 +140,22 @@ bool search_for(const uint32_t *graph, size_t n, size_t degree, const float *vec
             s.beam.pop_back();
         }
     };
-    for (size_t i = 0; i < nstarts && !hit; i++)
-    {
-        const uint32_t v = starts[i];
-        if (v >= n || s.visited[v])
-            continue;
-        hit = v == self;
-        offer(visit(v));
-    }
+    // The starts, in their order (only the width nearest stay in the beam, whatever the order).
+    if (start_values && st.nodes.size() > width &&
+        start_candidates(start_values, st, width, xnorm, s))
+        for (uint32_t j : s.picked)
+            offer(measure(st.nodes[j]));
+    else
+        for (uint32_t v : st.nodes)
+            offer(measure(v));
+    // a vector is fetched `ahead` measurements before its turn (each is a random row)
+    constexpr size_t ahead = 4;
+    const size_t lines = (dim * sizeof(float) + 63) / 64;
+    auto prefetch = [&](uint32_t v) {
+        const char *at = reinterpret_cast<const char *>(vectors + static_cast<size_t>(v) * dim);
+        for (size_t l = 0; l < lines; l++)
+            __builtin_prefetch(at + 64 * l);
+    };
     while (!hit && !s.cand.empty())
     {
         const Item u = s.cand.front();
@@ -96,13 +164,24 @@ bool search_for(const uint32_t *graph, size_t n, size_t degree, const float *vec
         if (s.beam.size() >= width && nearer(s.beam.front(), u))
             break;
         const uint32_t *nb = graph + static_cast<size_t>(u.node) * degree;
-        for (size_t i = 0; i < degree && !hit; i++)
+        s.next.clear();
+        for (size_t i = 0; i < degree; i++)
         {
             const uint32_t v = nb[i];
             if (v == kNone || v >= n || s.visited[v])
                 continue;
-            hit = v == self;
-            offer(visit(v));
+            s.visited[v] = 1;
+            s.touched.push_back(v);
+            if (s.next.size() < ahead)
+                prefetch(v);
+            s.next.push_back(v);
+        }
+        for (size_t i = 0; i < s.next.size() && !hit; i++)
+        {
+            if (i + ahead < s.next.size())
+                prefetch(s.next[i + ahead]);
+            hit = s.next[i] == self;
+            offer(measure(s.next[i]));
         }
     }
     for (uint32_t v : s.touched)
@@ -161,10 +240,43 @@ void graph_link_unfound(uint32_t *out, size_t n, size_t degree, const float *vec
         if (graph[i] != kNone)
             indeg[graph[i]]++;
 
+    Starts st;
+    {
+        std::vector<uint8_t> seen(n, 0);
+        for (size_t i = 0; i < p.nstarts; i++)
+            if (p.starts[i] < n && !seen[p.starts[i]])
+            {
+                seen[p.starts[i]] = 1;
+                st.nodes.push_back(p.starts[i]);
+            }
+    }
+    st.blocked = (p.metric == VS_METRIC_L2SQ || p.metric == VS_METRIC_IP) &&
+                 st.nodes.size() > p.width;
+    if (st.blocked)
+    {
+        std::vector<float> rows(st.nodes.size() * dim);
+        for (size_t j = 0; j < st.nodes.size(); j++)
+            std::copy(vectors + static_cast<size_t>(st.nodes[j]) * dim,
+                      vectors + static_cast<size_t>(st.nodes[j] + 1) * dim, &rows[j * dim]);
+        st.rows.pack(rows.data(), st.nodes.size(), dim, dim);
+        st.kind = p.metric == VS_METRIC_IP ? NearestKind::IP : NearestKind::L2;
+        st.ref_err = float_sum_error(dim);
+    }
+
     Crew crew(std::max(threads, 1));
     std::vector<Searcher> searchers(static_cast<size_t>(crew.size()));
     for (Searcher &s : searchers)
+    {
         s.visited.assign(n, 0);
+        for (uint32_t v : st.nodes)
+            s.visited[v] = 1;
+        if (st.blocked)
+        {
+            s.values.resize(kChunk * st.rows.padded());
+            s.xnorms.resize(kChunk);
+            s.below.resize(st.rows.padded());
+        }
+    }
     std::vector<uint8_t> hit(kBlock);
     std::vector<std::vector<uint32_t>> found(kBlock);
     uint64_t unfound = 0, linked = 0;
@@ -176,15 +288,24 @@ void graph_link_unfound(uint32_t *out, size_t n, size_t degree, const float *vec
         std::atomic<size_t> next{b0};
         crew.run([&](int t) {
             Searcher &s = searchers[static_cast<size_t>(t)];
+            const size_t ld = st.blocked ? st.rows.padded() : 0;
             for (;;)
             {
                 const size_t c0 = next.fetch_add(kChunk);
                 if (c0 >= b1)
                     return;
-                for (size_t v = c0; v < std::min(b1, c0 + kChunk); v++)
-                    hit[v - b0] = search_for(graph, n, degree, vectors, dim, p.metric, p.starts,
-                                             p.nstarts, p.width, static_cast<uint32_t>(v), s,
-                                             found[v - b0]);
+                const size_t c1 = std::min(b1, c0 + kChunk);
+                if (st.blocked)
+                {
+                    dot_block(vectors + c0 * dim, dim, c1 - c0, st.rows, s.values.data(), ld);
+                    row_norms(vectors + c0 * dim, dim, c1 - c0, dim, s.xnorms.data());
+                }
+                for (size_t v = c0; v < c1; v++)
+                    hit[v - b0] = search_for(
+                        graph, n, degree, vectors, dim, p.metric, st,
+                        st.blocked ? s.values.data() + (v - c0) * ld : nullptr,
+                        st.blocked ? s.xnorms[v - c0] : 0.0, p.width, static_cast<uint32_t>(v), s,
+                        found[v - b0]);
             }
         });
         // the links, in node order: into each unfound node from the nearest nodes its search

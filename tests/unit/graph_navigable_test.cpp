@@ -5,7 +5,10 @@
 // by vs_graph_search from those starts, against a double-precision brute force is high where it
 // was low before.  Also: the same graph on one thread and on three, lists kept well formed (no
 // self loop, no repeat, no node left without in-edges), the argument checks, a cancel leaving the
-// graph unchanged, and the CUDA backend's refusal.
+// graph unchanged, and the CUDA backend's refusal; and the pass node for node against a plain
+// reference written here from the documented rules (every start measured by every search, under
+// each metric, with many starts, repeated and out-of-range ones, starts among the searched nodes,
+// and points far from the origin, where the engine's shortcut for the starts is least precise).
 #include "vsearch/graph.h"
 
 #include "engine_testing.h"
@@ -13,7 +16,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <set>
 #include <utility>
@@ -245,6 +250,162 @@ TEST(GraphNavigable, DeterministicAndWellFormed)
         for (size_t i = 0; i < (b.degree + 1) / 2; i++)
             if (b.graph[v * b.degree + i] != kNone)
                 EXPECT_EQ(g1[v * b.degree + i], b.graph[v * b.degree + i]);
+    }
+}
+
+// The pass by its rules, plainly: nodes in blocks of 1024; each node of a block searched for over
+// the graph as the earlier blocks left it (every start measured by vs_distance_f32, NaN as +inf;
+// expand the nearest candidate, ties by node number, until it is farther than the worst of a full
+// beam; stop when the node itself is measured); then, in node order, each node not found gets an
+// edge from the first `links` nodes of its final beam (nearest first) that take one (an empty
+// slot, the last; else the last slot of the second half whose target has another in-edge) and an
+// edge back to each.
+std::vector<uint32_t> ref_link(const std::vector<uint32_t> &graph0, size_t n, size_t degree,
+                               const std::vector<float> &x, size_t dim, vs_metric metric,
+                               const std::vector<uint32_t> &starts, size_t width, size_t links,
+                               uint64_t *unfound_out)
+{
+    std::vector<uint32_t> g = graph0;
+    using Item = std::pair<float, uint32_t>; // (distance, node): the pair's order is the search's
+    auto dist = [&](uint32_t a, uint32_t b) {
+        const double d = vs_distance_f32(metric, &x[a * dim], &x[b * dim], dim);
+        return Item{d != d ? INFINITY : static_cast<float>(d), b};
+    };
+    std::vector<int> indeg(n, 0);
+    for (uint32_t w : g)
+        if (w != kNone)
+            indeg[w]++;
+    auto take_slot = [&](uint32_t from, uint32_t to) {
+        uint32_t *list = &g[from * degree];
+        if (from == to || std::count(list, list + degree, to))
+            return false;
+        size_t slot = degree;
+        for (size_t p = degree; p-- > 0 && slot == degree;)
+            if (list[p] == kNone)
+                slot = p;
+        for (size_t p = degree; p-- > (degree + 1) / 2 && slot == degree;)
+            if (indeg[list[p]] > 1)
+                slot = p;
+        if (slot == degree)
+            return false;
+        if (list[slot] != kNone)
+            indeg[list[slot]]--;
+        list[slot] = to;
+        indeg[to]++;
+        return true;
+    };
+    uint64_t unfound = 0;
+    for (size_t b0 = 0; b0 < n; b0 += 1024)
+    {
+        const size_t b1 = std::min(n, b0 + 1024);
+        std::vector<std::vector<uint32_t>> found(b1 - b0);
+        std::vector<bool> hit(b1 - b0, false);
+        for (size_t v = b0; v < b1; v++)
+        {
+            const uint32_t self = static_cast<uint32_t>(v);
+            std::set<uint32_t> visited;
+            std::set<Item> cand, beam;
+            auto consider = [&](uint32_t w) {
+                if (w >= n || !visited.insert(w).second)
+                    return false;
+                const Item it = dist(self, w);
+                if (beam.size() < width || it < *beam.rbegin())
+                {
+                    cand.insert(it);
+                    beam.insert(it);
+                    if (beam.size() > width)
+                        beam.erase(std::prev(beam.end()));
+                }
+                return w == self;
+            };
+            bool h = false;
+            for (uint32_t s : starts)
+                h = h || consider(s);
+            while (!h && !cand.empty())
+            {
+                const Item u = *cand.begin();
+                cand.erase(cand.begin());
+                if (beam.size() >= width && *beam.rbegin() < u)
+                    break;
+                for (size_t i = 0; i < degree && !h; i++)
+                    if (g[u.second * degree + i] != kNone)
+                        h = consider(g[u.second * degree + i]);
+            }
+            hit[v - b0] = h;
+            for (const Item &it : beam)
+                found[v - b0].push_back(it.second);
+        }
+        for (size_t v = b0; v < b1; v++)
+        {
+            if (hit[v - b0])
+                continue;
+            unfound++;
+            size_t made = 0;
+            for (uint32_t w : found[v - b0])
+                if (made < links && take_slot(w, static_cast<uint32_t>(v)))
+                {
+                    made++;
+                    take_slot(static_cast<uint32_t>(v), w);
+                }
+        }
+    }
+    *unfound_out = unfound;
+    return g;
+}
+
+TEST(GraphNavigable, EqualsPlainReference)
+{
+    const Built &b = built();
+    const size_t n = b.c.n;
+    // 40 starts: repeats, one out of range, some among the first block's nodes
+    std::vector<uint32_t> starts;
+    for (uint32_t s = 0; s < 37; s++)
+        starts.push_back((s * 811) % static_cast<uint32_t>(n));
+    starts.push_back(starts[3]);
+    starts.push_back(static_cast<uint32_t>(n + 5));
+    starts.push_back(5);
+    // the same points moved far from the origin: the products with the starts lose most of
+    // their digits to the common part
+    Clustered far = b.c;
+    for (float &v : far.x)
+        v += 3000.0f;
+    // and a graph without edges, where what a search finds is its nearest starts, so every
+    // link depends on which starts the search kept (then on the edges the links add)
+    const std::vector<uint32_t> empty(n * b.degree, kNone);
+    struct Case
+    {
+        const Clustered *c;
+        const std::vector<uint32_t> *graph;
+        vs_metric metric;
+        size_t width;
+    };
+    for (const Case &k :
+         {Case{&b.c, &b.graph, VS_METRIC_L2SQ, 16}, Case{&b.c, &b.graph, VS_METRIC_L2SQ, 3},
+          Case{&b.c, &b.graph, VS_METRIC_IP, 16}, Case{&b.c, &b.graph, VS_METRIC_COSINE, 16},
+          Case{&far, &b.graph, VS_METRIC_L2SQ, 16}, Case{&far, &b.graph, VS_METRIC_L2SQ, 1},
+          Case{&b.c, &empty, VS_METRIC_L2SQ, 4}, Case{&b.c, &empty, VS_METRIC_IP, 4},
+          Case{&far, &empty, VS_METRIC_L2SQ, 2}})
+    {
+        uint64_t want_unfound = 0;
+        const std::vector<uint32_t> want = ref_link(*k.graph, n, b.degree, k.c->x, k.c->dim,
+                                                    k.metric, starts, k.width, 2, &want_unfound);
+        for (int threads : {1, 3})
+        {
+            std::vector<uint32_t> got = *k.graph;
+            vt::ContextPtr ctx = cpu_context(threads);
+            vs_graph_link_params p{k.metric, k.width, 2, starts.data(), starts.size()};
+            vs_graph_link_info info{};
+            ASSERT_EQ(vs_graph_link_unfound(ctx.get(), got.data(), n, b.degree, k.c->x.data(),
+                                            k.c->dim, &p, &info),
+                      VS_OK);
+            EXPECT_EQ(info.unfound, want_unfound) << "metric " << k.metric << ", width " << k.width;
+            EXPECT_GT(info.unfound, 0u);
+            size_t differ = 0;
+            for (size_t i = 0; i < n * b.degree; i++)
+                differ += got[i] != want[i];
+            EXPECT_EQ(differ, 0u) << "metric " << k.metric << ", width " << k.width << ", "
+                                  << threads << " threads: slots unlike the reference";
+        }
     }
 }
 
