@@ -26,19 +26,23 @@ struct PruneScratch
     std::vector<uint64_t> order; // detours << 32 | rank
 };
 
-// vs_graph_prune with the candidates' lists from nbrs_of(j) (nbr_width entries each).
+// vs_graph_prune with the candidates' lists from nbrs_of(j) (nbr_width entries each).  Its cost
+// is m x nbr_width lookups of a neighbour's neighbour among the candidates, about half of them
+// found on clustered data: the table is kept sparse (at most 1/16 full) so that a lookup almost
+// always ends at its first slot, and a hit counts without a branch.  The next candidates' lists
+// are prefetched (each is a random row of the kNN lists).
 template <typename NbrsOf>
 size_t prune_list(const uint32_t *cands, size_t m, NbrsOf nbrs_of, size_t nbr_width, size_t degree,
                   uint32_t *out, PruneScratch &s)
 {
     if (m == 0)
         return 0;
-    size_t size = 16;
-    while (size < 4 * m)
+    size_t size = 64;
+    while (size < 16 * m)
         size *= 2;
     const uint32_t mask = static_cast<uint32_t>(size - 1);
     s.keys.assign(size, kNone);
-    s.rank.resize(size);
+    s.rank.assign(size, 0);
     for (size_t i = 0; i < m; i++)
     {
         uint32_t h = (cands[i] * 2654435761u) & mask;
@@ -49,22 +53,26 @@ size_t prune_list(const uint32_t *cands, size_t m, NbrsOf nbrs_of, size_t nbr_wi
     }
     s.detours.assign(m, 0);
     const size_t width = std::min(nbr_width, m);
+    const size_t ahead = 2, lines = (width * sizeof(uint32_t) + 63) / 64;
+    for (size_t j = 0; j < std::min(ahead, m); j++)
+        for (size_t l = 0; l < lines; l++)
+            __builtin_prefetch(reinterpret_cast<const char *>(nbrs_of(j)) + 64 * l);
     for (size_t j = 0; j < m; j++)
     {
+        if (j + ahead < m)
+            for (size_t l = 0; l < lines; l++)
+                __builtin_prefetch(reinterpret_cast<const char *>(nbrs_of(j + ahead)) + 64 * l);
         const uint32_t *nb = nbrs_of(j);
+        // candidate i has a detour through j when it stands at r < i of j's list and i > j;
+        // i = 0 (not found, or the first candidate) never counts
         for (size_t r = 0; r < width; r++)
         {
             const uint32_t u = nb[r];
-            if (u == kNone)
-                continue;
             uint32_t h = (u * 2654435761u) & mask;
             while (s.keys[h] != kNone && s.keys[h] != u)
                 h = (h + 1) & mask;
-            if (s.keys[h] != u)
-                continue;
-            const size_t i = s.rank[h];
-            if (i > j && i > r)
-                s.detours[i]++;
+            const size_t i = s.keys[h] == u ? s.rank[h] : 0;
+            s.detours[i] += (i > j) & (i > r);
         }
     }
     s.order.resize(m);
@@ -89,23 +97,35 @@ void poll_cancel(const BackendConfig &cfg)
         throw Error(VS_CANCELLED, "cancelled");
 }
 
-// Marks what a walk from `from` reaches (stack: n entries).
+// Marks what a walk from `from` reaches (queue: n entries).  Breadth first, so that the lists of
+// the nodes a few places ahead in the queue can be fetched while the current one is read: a walk
+// over a large graph waits on memory for almost every list.  What it marks does not depend on
+// the order.
 void reach_from(const uint32_t *graph, size_t degree, uint32_t from, std::vector<uint8_t> &reached,
-                std::vector<uint32_t> &stack)
+                std::vector<uint32_t> &queue)
 {
     if (reached[from])
         return;
-    size_t top = 0;
+    constexpr size_t ahead = 8;
+    const size_t lines = (degree * sizeof(uint32_t) + 63) / 64;
+    size_t head = 0, tail = 0;
     reached[from] = 1;
-    stack[top++] = from;
-    while (top > 0)
+    queue[tail++] = from;
+    while (head < tail)
     {
-        const uint32_t *nb = graph + static_cast<size_t>(stack[--top]) * degree;
+        if (head + ahead < tail)
+        {
+            const char *at = reinterpret_cast<const char *>(
+                graph + static_cast<size_t>(queue[head + ahead]) * degree);
+            for (size_t l = 0; l < lines; l++)
+                __builtin_prefetch(at + 64 * l);
+        }
+        const uint32_t *nb = graph + static_cast<size_t>(queue[head++]) * degree;
         for (size_t i = 0; i < degree; i++)
             if (nb[i] != kNone && !reached[nb[i]])
             {
                 reached[nb[i]] = 1;
-                stack[top++] = nb[i];
+                queue[tail++] = nb[i];
             }
     }
 }
@@ -192,10 +212,10 @@ void graph_build_edges(const uint32_t *knn, size_t n, size_t K, size_t degree, u
         if (graph[i] != kNone)
             indeg[graph[i]]++;
     std::vector<uint8_t> reached(n, 0);
-    std::vector<uint32_t> stack(n);
+    std::vector<uint32_t> queue(n);
     uint64_t linked = 0, unreached = 0;
     if (n > 0)
-        reach_from(graph, degree, entry, reached, stack);
+        reach_from(graph, degree, entry, reached, queue);
     for (int pass = 0; pass < 4; pass++)
     {
         bool changed = false;
@@ -227,7 +247,7 @@ void graph_build_edges(const uint32_t *knn, size_t n, size_t K, size_t degree, u
                 indeg[x]++;
                 linked++;
                 changed = true;
-                reach_from(graph, degree, static_cast<uint32_t>(x), reached, stack);
+                reach_from(graph, degree, static_cast<uint32_t>(x), reached, queue);
                 break;
             }
         }
@@ -381,12 +401,12 @@ int vs_graph_cover_starts(const uint32_t *graph, size_t n, size_t degree, const 
     try
     {
         std::vector<uint8_t> reached(n, 0), taken(n, 0);
-        std::vector<uint32_t> stack(n), first, rest;
+        std::vector<uint32_t> queue(n), first, rest;
         for (size_t i = 0; i < nfixed; i++)
             if (fixed[i] < n)
             {
                 taken[fixed[i]] = 1;
-                vs::reach_from(graph, degree, fixed[i], reached, stack);
+                vs::reach_from(graph, degree, fixed[i], reached, queue);
             }
         for (size_t i = 0; i < ncands; i++)
         {
@@ -395,7 +415,7 @@ int vs_graph_cover_starts(const uint32_t *graph, size_t n, size_t degree, const 
                 continue;
             taken[c] = 1;
             (reached[c] ? rest : first).push_back(c);
-            vs::reach_from(graph, degree, c, reached, stack);
+            vs::reach_from(graph, degree, c, reached, queue);
         }
         // islands, in rounds: a part's node may not reach all of its part (the graph is directed)
         while (first.size() < max_out &&
@@ -408,7 +428,7 @@ int vs_graph_cover_starts(const uint32_t *graph, size_t n, size_t degree, const 
                 if (reached[v])
                     continue;
                 first.push_back(v);
-                vs::reach_from(graph, degree, v, reached, stack);
+                vs::reach_from(graph, degree, v, reached, queue);
             }
         }
         size_t m = 0;
@@ -420,12 +440,17 @@ int vs_graph_cover_starts(const uint32_t *graph, size_t n, size_t degree, const 
                 out[m++] = v;
         if (unreached)
         {
-            std::fill(reached.begin(), reached.end(), 0); // what the starts kept reach
-            for (size_t i = 0; i < nfixed; i++)
-                if (fixed[i] < n)
-                    vs::reach_from(graph, degree, fixed[i], reached, stack);
-            for (size_t i = 0; i < m; i++)
-                vs::reach_from(graph, degree, out[i], reached, stack);
+            // what the starts kept reach: what `reached` marks unless some of `first` were left
+            // out (the others, `rest`, were reached when taken, so their walks marked nothing)
+            if (first.size() > max_out)
+            {
+                std::fill(reached.begin(), reached.end(), 0);
+                for (size_t i = 0; i < nfixed; i++)
+                    if (fixed[i] < n)
+                        vs::reach_from(graph, degree, fixed[i], reached, queue);
+                for (size_t i = 0; i < m; i++)
+                    vs::reach_from(graph, degree, out[i], reached, queue);
+            }
             for (size_t v = 0; v < n; v++)
                 *unreached += !reached[v];
         }
