@@ -20,8 +20,7 @@ constexpr size_t kBlock = 1024; // nodes per parallel item
 // Scratch of one list's pruning, reused across lists.
 struct PruneScratch
 {
-    std::vector<uint32_t> keys; // open addressing: a candidate's node, or kNone
-    std::vector<uint32_t> rank; // its position in the list
+    std::vector<uint64_t> slots; // open addressing: rank << 32 | node, or kNone (rank 0)
     std::vector<uint32_t> detours;
     std::vector<uint64_t> order; // detours << 32 | rank
 };
@@ -29,8 +28,9 @@ struct PruneScratch
 // vs_graph_prune with the candidates' lists from nbrs_of(j) (nbr_width entries each).  Its cost
 // is m x nbr_width lookups of a neighbour's neighbour among the candidates, about half of them
 // found on clustered data: the table is kept sparse (at most 1/16 full) so that a lookup almost
-// always ends at its first slot, and a hit counts without a branch.  The next candidates' lists
-// are prefetched (each is a random row of the kNN lists).
+// always ends at its first slot, which holds the node and its rank together, and a hit counts
+// without a branch.  The candidates' lists are fetched a few candidates ahead (each is a random
+// row of the kNN lists).
 template <typename NbrsOf>
 size_t prune_list(const uint32_t *cands, size_t m, NbrsOf nbrs_of, size_t nbr_width, size_t degree,
                   uint32_t *out, PruneScratch &s)
@@ -41,38 +41,48 @@ size_t prune_list(const uint32_t *cands, size_t m, NbrsOf nbrs_of, size_t nbr_wi
     while (size < 16 * m)
         size *= 2;
     const uint32_t mask = static_cast<uint32_t>(size - 1);
-    s.keys.assign(size, kNone);
-    s.rank.assign(size, 0);
+    s.slots.assign(size, kNone);
+    uint64_t *const slots = s.slots.data();
     for (size_t i = 0; i < m; i++)
     {
         uint32_t h = (cands[i] * 2654435761u) & mask;
-        while (s.keys[h] != kNone)
+        while (static_cast<uint32_t>(slots[h]) != kNone)
             h = (h + 1) & mask;
-        s.keys[h] = cands[i];
-        s.rank[h] = static_cast<uint32_t>(i);
+        slots[h] = static_cast<uint64_t>(i) << 32 | cands[i];
     }
-    s.detours.assign(m, 0);
+    s.detours.assign(m + 8, 0);
+    uint32_t *const detours = s.detours.data();
     const size_t width = std::min(nbr_width, m);
-    const size_t ahead = 2, lines = (width * sizeof(uint32_t) + 63) / 64;
-    for (size_t j = 0; j < std::min(ahead, m); j++)
-        for (size_t l = 0; l < lines; l++)
-            __builtin_prefetch(reinterpret_cast<const char *>(nbrs_of(j)) + 64 * l);
-    for (size_t j = 0; j < m; j++)
+    // candidate j's list is read `ahead` steps after its fetch was started
+    const size_t ahead = 4, lines = (width * sizeof(uint32_t) + 63) / 64;
+    for (size_t f = 0; f < m + ahead; f++)
     {
-        if (j + ahead < m)
+        if (f < m)
+        {
+            const char *at = reinterpret_cast<const char *>(nbrs_of(f));
             for (size_t l = 0; l < lines; l++)
-                __builtin_prefetch(reinterpret_cast<const char *>(nbrs_of(j + ahead)) + 64 * l);
+                __builtin_prefetch(at + 64 * l, 0, 3);
+        }
+        if (f < ahead)
+            continue;
+        const size_t j = f - ahead;
         const uint32_t *nb = nbrs_of(j);
-        // candidate i has a detour through j when it stands at r < i of j's list and i > j;
-        // i = 0 (not found, or the first candidate) never counts
+        // candidate i has a detour through j when it stands at r < i of j's list and i > j
         for (size_t r = 0; r < width; r++)
         {
             const uint32_t u = nb[r];
             uint32_t h = (u * 2654435761u) & mask;
-            while (s.keys[h] != kNone && s.keys[h] != u)
+            uint64_t slot = slots[h];
+            while (static_cast<uint32_t>(slot) != kNone && static_cast<uint32_t>(slot) != u)
+            {
                 h = (h + 1) & mask;
-            const size_t i = s.keys[h] == u ? s.rank[h] : 0;
-            s.detours[i] += (i > j) & (i > r);
+                slot = slots[h];
+            }
+            // a miss ends at an empty slot (rank 0, so it adds 0), and adds it to one of 8 spare
+            // counters in turn: adding to one address every time chains the stores and loads
+            const size_t i = slot >> 32;
+            const bool found = static_cast<uint32_t>(slot) == u;
+            detours[found ? i : m + (r & 7)] += (i > j) & (i > r);
         }
     }
     s.order.resize(m);
