@@ -210,10 +210,6 @@ struct DeviceContext
     // Fewest queries of a GEMM-path batch that take the fused kernel (fused_filter.cu); below it
     // cuBLAS and the tile; VSEARCH_CUDA_FUSED_BATCH (tests, benchmarks).
     size_t fused_batch = 256;
-    // Fewest queries of a graph search call whose start nodes' keys come from the exact kNN over
-    // the start rows (graph_cuda.cu, top_start_keys); below it start_keys_kernel measures every
-    // pair.  VSEARCH_CUDA_GRAPH_START_KNN (tests, benchmarks).
-    size_t graph_start_knn = 256;
     // Most queries of a range batch the direct path takes.
     int range_small_batch() const { return small_batch >= 0 ? small_batch : 32; }
     size_t smem_optin = 48 << 10;

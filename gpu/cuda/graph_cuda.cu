@@ -18,16 +18,12 @@
 // measured once while it can be in the beam); the merge finds the next nodes to expand and the
 // step's counters alternate between two sets, so a step has two barriers.  The start nodes go in
 // first, a chunk at a time, the same way; more of them than a step takes are measured beforehand
-// and the search only selects among their keys: for a batch of at least graph_start_knn queries
-// only each query's ef nearest, by the engine's exact kNN over the start rows (top_start_keys),
-// else every pair's by start_keys_kernel over the whole grid.  This
+// by start_keys_kernel over the whole grid, and the search only selects among their keys.  This
 // is the reference's search: the same beam after every step, so the same ids and bit-identical
 // distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
 // VSEARCH_CUDA_GRAPH_KERNEL=team4 .. team32 forces the team size (for timings).
 #include "cuda/graph_cuda.cuh"
 
-#include "cuda/dataset.cuh"
-#include "cuda/pipelines.cuh"
 #include "cuda/utils/error.cuh"
 #include "cuda/utils/exact_team.cuh"
 #include "cuda/utils/launch.cuh"
@@ -39,10 +35,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 namespace vs::cuda {
 namespace {
@@ -422,19 +415,6 @@ __global__ void fold_live_kernel(uint32_t *nbrs, size_t total, const uint8_t *li
     }
 }
 
-// Rows nodes[i] of the graph to rows[i] and their live flags (one block a row).
-__global__ void gather_nodes_kernel(GraphView g, const uint32_t *__restrict__ nodes,
-                                    float *__restrict__ rows, uint8_t *__restrict__ live)
-{
-    const uint32_t v = nodes[blockIdx.x];
-    const float *src = g.vectors + static_cast<size_t>(v) * g.dim;
-    float *dst = rows + static_cast<size_t>(blockIdx.x) * g.dim;
-    for (int i = threadIdx.x; i < g.dim; i += blockDim.x)
-        dst[i] = src[i];
-    if (threadIdx.x == 0)
-        live[blockIdx.x] = g.live == nullptr || g.live[v] != 0;
-}
-
 class CudaGraph final : public Graph
 {
 public:
@@ -490,65 +470,11 @@ public:
                          static_cast<int>(degree_)};
     }
 
-    // The live rows of a start list as a resident dataset whose ids are the node numbers (for
-    // top_start_keys), built on the first call with that list and kept: an index's start nodes
-    // change only with a new object.
-    std::shared_ptr<const CudaDataset> start_rows(DeviceContext &dev, const uint32_t *starts,
-                                                  size_t nstarts) const
-    {
-        std::lock_guard<std::mutex> lock(start_mu_);
-        if (start_rows_ && start_list_.size() == nstarts &&
-            std::equal(starts, starts + nstarts, start_list_.begin()))
-            return start_rows_;
-        std::vector<uint32_t> nodes;
-        for (size_t i = 0; i < nstarts; i++)
-            if (starts[i] < n_)
-                nodes.push_back(starts[i]);
-        std::sort(nodes.begin(), nodes.end());
-        nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-        auto rows = std::make_shared<CudaDataset>(dim_, VS_DTYPE_F32);
-        if (!nodes.empty())
-        {
-            cudaStream_t s = dev.main;
-            const size_t m = nodes.size();
-            DeviceArray<uint32_t> d_nodes(*dev.pool, m, s);
-            DeviceArray<float> d_rows(*dev.pool, m * dim_, s);
-            DeviceArray<uint8_t> d_live(*dev.pool, m, s);
-            std::vector<float> h_rows(m * dim_);
-            std::vector<uint8_t> h_live(m);
-            VS_CUDA_CHECK(cudaMemcpyAsync(d_nodes.get(), nodes.data(), m * sizeof(uint32_t),
-                                          cudaMemcpyHostToDevice, s));
-            gather_nodes_kernel<<<static_cast<unsigned>(m), 128, 0, s>>>(view(), d_nodes.get(),
-                                                                          d_rows.get(), d_live.get());
-            VS_LAUNCH_CHECK();
-            VS_CUDA_CHECK(cudaMemcpyAsync(h_rows.data(), d_rows.get(), m * dim_ * sizeof(float),
-                                          cudaMemcpyDeviceToHost, s));
-            VS_CUDA_CHECK(cudaMemcpyAsync(h_live.data(), d_live.get(), m, cudaMemcpyDeviceToHost, s));
-            VS_CUDA_CHECK(cudaStreamSynchronize(s));
-            std::vector<int64_t> ids;
-            size_t kept = 0;
-            for (size_t i = 0; i < m; i++)
-                if (h_live[i])
-                {
-                    std::memmove(&h_rows[kept * dim_], &h_rows[i * dim_], dim_ * sizeof(float));
-                    ids.push_back(nodes[i]);
-                    kept++;
-                }
-            add_impl(dev, *rows, h_rows.data(), ids.data(), kept);
-        }
-        start_list_.assign(starts, starts + nstarts);
-        start_rows_ = rows;
-        return rows;
-    }
-
 private:
     DeviceArray<float> vectors;
     DeviceArray<uint32_t> nbrs;
     DeviceArray<uint8_t> live;
     DeviceArray<int64_t> ids;
-    mutable std::mutex start_mu_;
-    mutable std::vector<uint32_t> start_list_;
-    mutable std::shared_ptr<const CudaDataset> start_rows_;
 };
 
 const CudaGraph &as_cuda_graph(const Graph *g)
@@ -635,38 +561,6 @@ struct TeamShape
     }
 };
 
-// The keys of each query's ef nearest live start nodes, keys[q * K + i], by the engine's exact
-// kNN over the start rows (a GEMM for a large batch: start_keys_kernel's pass over every pair in
-// float64 was more than half of a batch's time).  The search's beam after its start steps is the
-// ef best start keys, and a start key not kept is never marked visited, so these K keys give the
-// same search as all of them: rows in node order make the kNN break distance ties as the keys do.
-// Returns K, or 0 where it does not apply (a distance that is not finite: NaN and +inf keys rank
-// by node, the kNN's by its own rule); the caller then measures every pair.
-size_t top_start_keys(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search_params &p,
-                      const float *queries, size_t nq, size_t ef, std::vector<uint64_t> &keys)
-{
-    const std::shared_ptr<const CudaDataset> rows = cg.start_rows(dev, p.starts, p.nstarts);
-    const size_t K = std::min(ef, rows->size());
-    if (K == 0)
-        return 0;
-    std::vector<int64_t> ids(nq * K), counts(nq);
-    std::vector<float> dists(nq * K);
-    knn_impl(dev, *rows, queries, nq, K, p.metric, ids.data(), dists.data(), counts.data());
-    keys.resize(nq * K);
-    for (size_t q = 0; q < nq; q++)
-    {
-        if (static_cast<size_t>(counts[q]) != K)
-            return 0;
-        for (size_t i = q * K; i < (q + 1) * K; i++)
-        {
-            if (!std::isfinite(dists[i]))
-                return 0;
-            keys[i] = make_key(dists[i], static_cast<uint32_t>(ids[i]));
-        }
-    }
-    return K;
-}
-
 void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search_params &p,
                   const float *queries, size_t nq, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts)
@@ -689,31 +583,20 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     // One upload (the start nodes with the first launch, each launch's queries) and one download
     // (ids, counts, distances) per launch, through pinned buffers: a pageable copy costs several
     // microseconds, which a one-query search would otherwise pay five times.
-    // more start nodes than a step takes: their keys first, for a large batch the ef nearest by
-    // the exact kNN (top_start_keys, before the staging buffers below are taken: it uses them),
-    // else every pair's by start_keys_kernel over the grid
+    // more start nodes than a step takes: their keys first, by start_keys_kernel over the grid
     const bool start_pass = p.nstarts > static_cast<size_t>(shape.fresh_cap);
-    std::vector<uint64_t> top_keys;
-    const size_t top_k = start_pass && nq >= dev.graph_start_knn
-                             ? top_start_keys(dev, cg, p, queries, nq, p.ef, top_keys)
-                             : 0;
-    const bool key_pass = start_pass && top_k == 0;
-    const size_t keys_per_query = top_k ? top_k : p.nstarts;
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
-    if (key_pass)
+    if (start_pass)
         chunk = std::min(chunk, std::max<size_t>(kStartKeyBytes / (8 * p.nstarts), 1));
-    // the upload: the start nodes (first launch only), the chunk's top keys, its queries
     const size_t starts_bytes = (p.nstarts * sizeof(uint32_t) + 15) / 16 * 16;
-    const size_t top_bytes = top_k ? chunk * top_k * sizeof(uint64_t) : 0;
-    const size_t in_bytes = starts_bytes + top_bytes + chunk * g.dim * sizeof(float);
+    const size_t in_bytes = starts_bytes + chunk * g.dim * sizeof(float);
     const size_t out_bytes = chunk * k * (sizeof(int64_t) + sizeof(float)) + chunk * sizeof(int64_t);
     DeviceArray<unsigned char> d_in(*dev.pool, in_bytes, s);
     DeviceArray<unsigned char> d_out(*dev.pool, out_bytes, s);
-    DeviceArray<uint64_t> d_keys(*dev.pool, key_pass ? chunk * p.nstarts : 1, s);
+    DeviceArray<uint64_t> d_keys(*dev.pool, start_pass ? chunk * p.nstarts : 1, s);
     const uint32_t *d_starts = reinterpret_cast<const uint32_t *>(d_in.get());
-    const uint64_t *d_top = reinterpret_cast<const uint64_t *>(d_in.get() + starts_bytes);
-    const float *d_queries = reinterpret_cast<const float *>(d_in.get() + starts_bytes + top_bytes);
+    const float *d_queries = reinterpret_cast<const float *>(d_in.get() + starts_bytes);
     int64_t *d_ids = reinterpret_cast<int64_t *>(d_out.get());
     int64_t *d_counts = d_ids + chunk * k;
     float *d_dists = reinterpret_cast<float *>(d_counts + chunk);
@@ -729,16 +612,12 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
         check_cancel(dev.cfg);
         const size_t c = std::min(chunk, nq - q0);
         const size_t first = q0 == 0 ? 0 : starts_bytes; // the starts go up once
-        if (top_k)
-            std::memcpy(h_in + starts_bytes, top_keys.data() + q0 * top_k,
-                        c * top_k * sizeof(uint64_t));
-        std::memcpy(h_in + starts_bytes + top_bytes, queries + q0 * g.dim,
-                    c * g.dim * sizeof(float));
+        std::memcpy(h_in + starts_bytes, queries + q0 * g.dim, c * g.dim * sizeof(float));
         VS_CUDA_CHECK(cudaMemcpyAsync(d_in.get() + first, h_in + first,
-                                      starts_bytes + top_bytes + c * g.dim * sizeof(float) - first,
+                                      starts_bytes - first + c * g.dim * sizeof(float),
                                       cudaMemcpyHostToDevice, s));
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
-        if (key_pass)
+        if (start_pass)
         {
             const size_t group = 32 / shape.lanes, warps = (c + group - 1) / group * p.nstarts;
             const unsigned blocks = static_cast<unsigned>(std::min<size_t>((warps + 7) / 8, 8192));
@@ -748,9 +627,8 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
             VS_LAUNCH_CHECK();
         }
         shape.kernel<<<static_cast<unsigned>(c), shape.threads, bytes, s>>>(
-            g, p.metric, d_queries, d_starts,
-            top_k ? d_top : (key_pass ? d_keys.get() : nullptr),
-            static_cast<int>(keys_per_query), ef, expand, static_cast<int>(k), TL, d_ids, d_dists,
+            g, p.metric, d_queries, d_starts, start_pass ? d_keys.get() : nullptr,
+            static_cast<int>(p.nstarts), ef, expand, static_cast<int>(k), TL, d_ids, d_dists,
             d_counts);
         VS_LAUNCH_CHECK();
         VS_CUDA_CHECK(cudaMemcpyAsync(h_out, d_out.get(), out_bytes, cudaMemcpyDeviceToHost, s));

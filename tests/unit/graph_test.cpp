@@ -517,10 +517,6 @@ vt::ContextPtr graph_context(const std::string &name, std::string *why)
 {
     if (name == "cpu" || name == "cuda")
         return vt::make_context(name, why);
-    // every batch's start keys from the exact kNN over the start rows (top_start_keys), whose
-    // default is batches of 256 queries and more
-    if (name == "cuda_startknn")
-        return vt::make_context_with_env("cuda", {{"VSEARCH_CUDA_GRAPH_START_KNN", "1"}}, why);
     const bool cuda = name == "cuda2";
     const char *two = std::getenv("VSEARCH_TEST_DEVICES");
     int devices[2] = {0, cuda && !(two && two[0] == '2') ? 0 : 1};
@@ -647,8 +643,7 @@ struct KernelChoice
 // vsearch.graph_expand's limit); every metric, beam widths 10 .. n, 120 queries (a zero query
 // among them); on CUDA also dimensions that give the team kernel teams of 8 and 16 lanes (and
 // blocks of 256 threads).  The object's answers equal the reference search's, bit for bit, with
-// each of the CUDA team sizes, and ("cuda_startknn") with every batch's start keys from the exact
-// kNN over the start rows (a zero query's NaN cosine distances take the pass over every pair).
+// each of the CUDA team sizes.
 TEST_P(GraphObject, EqualsReferenceSearch)
 {
     std::string why;
@@ -864,8 +859,7 @@ TEST_P(GraphObject, ArgumentsAndLimits)
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, GraphObject,
-                         testing::Values("cpu", "cpu2", "cuda", "cuda2", "cuda_startknn"),
+INSTANTIATE_TEST_SUITE_P(All, GraphObject, testing::Values("cpu", "cpu2", "cuda", "cuda2"),
                          [](const testing::TestParamInfo<std::string> &i) { return i.param; });
 
 } // namespace
