@@ -145,7 +145,7 @@ class GraphRuns:
         g = self.plan["graph"]
         B = min(g["batch_q"], ds["nq"])
         path, S, dev, via = self.graph_settings()
-        ds["clients"] = [int(c) for c in self.args.clients.split(",")] if self.args.clients else g["clients"]
+        ds["clients"] = self.plan["clients"] if self.args.clients else g["clients"]
         sql = not self.args.no_graph_sql
         if sql:
             try:
@@ -373,10 +373,7 @@ class GraphRuns:
         if gpath not in PATHS:
             return
         for lanes in self.lanes_sweep(gpath):
-            extra = {"ef": ef, "expand": x}
-            if lanes is not None:
-                self.set_worker_lanes(lanes)
-                extra["worker_lanes"] = lanes
+            extra = dict({"ef": ef, "expand": x}, **self.set_worker_lanes(lanes))
             self.run_path(ds, gpath, base, {"build_s": graph["build_s"], "bpv": graph["bpv"]},
                           {gpath: min(g["recall_q"], ds["nq"])}, {}, gt_ids, gt_dist, None,
                           settings={"vsearch.graph_ef": ef, "vsearch.graph_expand": x}, extra=extra)

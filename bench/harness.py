@@ -398,12 +398,16 @@ class Harness(GraphRuns):
 
     def set_worker_lanes(self, lanes):
         """Sets vsearch.worker_lanes (the worker restarts its engine: its cache is loaded again by
-        the path's first query, before anything is timed)."""
+        the path's first query, before anything is timed) unless lanes is None (one of
+        lanes_sweep's values); returns the params that name it in the results."""
+        if lanes is None:
+            return {}
         self.pg.run(f"ALTER SYSTEM SET vsearch.worker_lanes = {lanes}")
         self.pg.run("SELECT pg_reload_conf()")
         time.sleep(1.0)
         s = self.wait_worker()
         self.log(f"vsearch.worker_lanes = {lanes}: worker {s.get('worker_state')}")
+        return {"worker_lanes": lanes}
 
     def setup_db(self):
         self.pg = Pg.from_env()
@@ -487,10 +491,7 @@ class Harness(GraphRuns):
         for path in paths:
             for lanes in self.lanes_sweep(path):
                 try:
-                    extra = None
-                    if lanes is not None:
-                        self.set_worker_lanes(lanes)
-                        extra = {"worker_lanes": lanes}
+                    extra = self.set_worker_lanes(lanes)
                     self.run_path(ds, path, base, li, recall_q, batch_q, gt_ids, gt_dist, cache_load,
                                   extra=extra)
                 except Exception as e:  # keep going: other paths still give numbers
