@@ -1,6 +1,7 @@
 -- kNN answers checked against a sequential scan of the same snapshot, for the concurrency tests
--- (tests/ivfpq_concurrency, tests/flat_concurrency, tests/worker/concurrency), run by psql in the
--- test database.
+-- (tests/ivfpq_concurrency, tests/flat_concurrency, tests/worker/concurrency), tests/mixed_load
+-- and tests/crash_cycles, run by psql in the test database.  tests/lib/knn_diff applies the same
+-- rule to answers from different clusters or sessions.
 --
 -- Two right answers to ORDER BY d LIMIT k may differ: when more rows lie at the k-th distance
 -- than the LIMIT has room for, SQL keeps any of them.  An index scan keeps those it returns first

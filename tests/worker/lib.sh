@@ -8,6 +8,8 @@ ok() { echo "ok - $*"; passed=$((passed + 1)); }
 fail() { echo "FAIL - $*"; failed=$((failed + 1)); }
 # check DESCRIPTION ACTUAL EXPECTED
 check() { if [[ "$2" == "$3" ]]; then ok "$1"; else fail "$1: got '$2', expected '$3'"; fi; }
+# check_knn DESCRIPTION GOT EXPECTED: kNN answers, rows tied at the LIMIT may differ
+source "$root/tests/lib/knn.sh"
 # check_true DESCRIPTION SQL-BOOLEAN-RESULT (t/f)
 check_true() { check "$1" "$2" t; }
 finish() {
@@ -53,15 +55,16 @@ analyze $t;
 SQL
 }
 
-# knn_answers DB TABLE K SETTINGS: "qid|id,id,..." per query, the K nearest by <-> (ties by id),
-# planned under SETTINGS (e.g. "set enable_seqscan = off;").
-knn_answers() {
-  local db=$1 t=$2 k=$3 settings=$4
-  q -d "$db" -c "$settings" -c "
-    select qid, (select string_agg(id::text, ',' order by d, id)
-                   from (select id, v <-> qq.q as d from $t order by v <-> qq.q limit $k) s)
-      from ${t}_q qq order by qid"
+# knn_sql TABLE K [CONDITION [QUERIES]]: "qid|id:distance id:distance ..." per query of QUERIES
+# (default TABLE_q; those meeting CONDITION), the K nearest rows of TABLE by <->, for check_knn.
+knn_sql() {
+  echo "select qid, (select string_agg(id || ':' || d, ' ' order by d, id)
+                     from (select id, v <-> qq.q as d from $1 order by v <-> qq.q limit $2) s)
+          from ${4:-${1}_q} qq ${3:+where $3} order by qid"
 }
+# knn_answers DB TABLE K SETTINGS: knn_sql's answers, planned under SETTINGS (e.g. "set
+# enable_seqscan = off;").
+knn_answers() { q -d "$1" -c "$4" -c "$(knn_sql "$2" "$3")"; }
 INDEX_PLAN="set enable_seqscan = off; set enable_bitmapscan = off; set enable_indexscan = on;"
 SEQ_PLAN="set enable_seqscan = on; set enable_indexscan = off; set enable_bitmapscan = off;"
 
