@@ -37,11 +37,12 @@ import numpy as np
 
 import datasets as D
 import groundtruth as GT
+from sql_runs import PATHS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# Per mode: datasets (name, queries), the SQL path of the searches (a PATHS key of harness.py),
+# Per mode: datasets (name, queries), the SQL path of the searches (a PATHS key of sql_runs.py),
 # batch size B and timed repetitions, the sweeps, and the single-query runs.
 GRAPH_PLANS = {
     "gpu": {
@@ -92,7 +93,6 @@ class GraphRuns:
     def graph_settings(self):
         """(path, settings, device column, via) of the searches: the plan's worker path, or the
         backend on the CPU when the worker does not serve (noted)."""
-        from harness import PATHS
         g = self.plan["graph"]
         P = PATHS[g["path"]]
         if self.worker_ok():
@@ -353,7 +353,6 @@ class GraphRuns:
 
     # -- 6. vs_graph single queries ----------------------------------------------------------------
     def graph_single(self, ds, path, base, graph, sweep, gt_ids, gt_dist):
-        from harness import PATHS
         g, t = self.plan["graph"], ds["table"]
         # a width below k takes a second, wider round per query: not what a user would set
         ok = sorted(ef for ef, rec in sweep.items() if rec >= 0.95 and ef >= self.plan["k"])
