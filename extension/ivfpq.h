@@ -12,8 +12,18 @@
  * Layout (block 0 is the metapage; every other page carries VsIvfpqPageOpaqueData):
  *
  *   metapage        VsIvfpqMetaPageData
- *   float pages     centroids (lists x dim) then codebooks (m x 2^nbits x dim/m), each a float
- *                   array over consecutive blocks (VS_IVFPQ_FLOATS_PER_PAGE per page)
+ *   float pages     centroids, then codebooks, each an array of rows over consecutive blocks, a
+ *                   page holding whole rows only (VsIvfpqRowsPerPage; rows longer than a page,
+ *                   centroids of more than VS_IVFPQ_FLOATS_PER_PAGE dimensions, run on over
+ *                   the pages instead), so that a search reads each row in place in its buffer
+ *                   (ivfpqpages.c) in the layout the engine's kernels read:
+ *                     centroids  lists rows of dim floats
+ *                     codebooks  packed for the lookup tables: dim rows of
+ *                                VS_IVFPQ_TABLE_WIDTH(nbits) floats, row j * dim/m + t holding
+ *                                element t of sub-quantizer j's 2^nbits codewords, zero-padded
+ *                                (vs_ivfpq_create_rows, vsearch/ivfpq.h)
+ *                   (version 1 packed the floats of m x 2^nbits x dim/m codebooks densely and let
+ *                   rows straddle pages: such an index is refused with a hint to REINDEX)
  *   directory pages VsIvfpqListEntry[lists] over consecutive blocks
  *   list pages      one chain per list: struct-of-arrays entries
  *                       ItemPointerData tids[cap] | uint8 codes[cap][code_size] | float4 vec[cap][dim]
@@ -57,7 +67,7 @@
 #define VS_IVFPQ_KIND			2	/* the index kind's id (indexkind.h) */
 
 #define VS_IVFPQ_MAGIC			0x56534951	/* "VSIQ" */
-#define VS_IVFPQ_VERSION		1
+#define VS_IVFPQ_VERSION		2	/* 2: quantizer rows whole on their pages, codebooks packed */
 #define VS_IVFPQ_PAGE_ID		0xFF92
 
 #define VS_IVFPQ_METAPAGE_BLKNO	0
@@ -130,6 +140,11 @@ typedef VsIvfpqPageOpaqueData *VsIvfpqPageOpaque;
 #define VS_IVFPQ_PAGE_SPACE \
 	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(VsIvfpqPageOpaqueData)))
 #define VS_IVFPQ_FLOATS_PER_PAGE	((int) (VS_IVFPQ_PAGE_SPACE / sizeof(float)))
+/* Whole rows of rowlen floats a quantizer page holds; 0: a row is longer than a page. */
+#define VsIvfpqRowsPerPage(rowlen) \
+	((Size) (rowlen) <= (Size) VS_IVFPQ_FLOATS_PER_PAGE ? VS_IVFPQ_FLOATS_PER_PAGE / (int) (rowlen) : 0)
+/* Floats of a packed codebook row: 2^nbits rounded up to a multiple of 32 (the engine's kernels). */
+#define VS_IVFPQ_TABLE_WIDTH(nbits)	((((1 << (nbits)) + 31) / 32) * 32)
 
 /*
  * The metapage.  `generation` changes with every change of the entry set (insert, VACUUM) and
@@ -251,8 +266,6 @@ extern bytea *vs_ivfpq_options(Datum reloptions, bool validate);
 /* ivfpqsearch.c: reading an index, the engine object (indexkind.h), candidate searches */
 extern void vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (void),
 								VsIvfpqContents *out);
-extern void vs_ivfpq_read_floats(const VsIndexRef *ref, Relation rel, BlockNumber start,
-								 uint32 npages, float *dst, Size nfloats);
 extern void *vs_ivfpq_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
 						   uint64 *generation);
 extern void vs_ivfpq_destroy_object(struct vs_context *engine, void *obj);
@@ -264,6 +277,7 @@ extern int	vs_ivfpq_range_search(struct vs_context *engine, void *obj, const VsK
 								  void *alloc_arg, vs_range_result *out);
 extern bool vs_ivfpq_check_search(const struct VsRequest *req, char *why, Size whylen);
 extern float vs_ivfpq_radius_up(double radius);
+extern void vs_ivfpq_engine_params(const VsIvfpqMetaPageData *meta, vs_ivfpq_params *params);
 extern struct vs_ivfpq *vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel,
 										   const VsIvfpqMetaPageData *meta);
 

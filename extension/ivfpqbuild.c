@@ -445,17 +445,24 @@ train_quantizer(Relation index, const vs_ivfpq_params *params, const float *samp
 	}
 }
 
-/* Writes a float array over new consecutive pages; returns the first block. */
+/*
+ * Writes nrows rows of rowlen floats over new consecutive pages, whole rows to a page (rows longer
+ * than a page run on over the pages); returns the first block.
+ */
 static BlockNumber
-write_floats(Relation index, const float *x, Size n, uint32 *npages)
+write_rows(Relation index, const float *x, Size nrows, int rowlen, uint32 *npages)
 {
 	Page		page = palloc(BLCKSZ);
 	BlockNumber first = InvalidBlockNumber;
+	Size		n = nrows * (Size) rowlen;
+	int			rows_per_page = VsIvfpqRowsPerPage(rowlen);
+	Size		per_page = rows_per_page > 0 ? (Size) rows_per_page * rowlen
+		: (Size) VS_IVFPQ_FLOATS_PER_PAGE;
 
 	*npages = 0;
 	for (Size done = 0; done < n;)
 	{
-		Size		k = Min(n - done, (Size) VS_IVFPQ_FLOATS_PER_PAGE);
+		Size		k = Min(n - done, per_page);
 		BlockNumber blkno;
 
 		vs_ivfpq_init_page(page, VS_IVFPQ_FLOATS, 0, InvalidBlockNumber);
@@ -471,6 +478,27 @@ write_floats(Relation index, const float *x, Size n, uint32 *npages)
 	}
 	pfree(page);
 	return first;
+}
+
+/*
+ * The codebooks (m x 2^nbits x dim/m) packed as the lookup tables read them: dim rows of
+ * VS_IVFPQ_TABLE_WIDTH(nbits) floats, row j * dim/m + t holding element t of sub-quantizer j's
+ * codewords, zero-padded (ivfpq.h).
+ */
+static float *
+pack_codebooks(const float *codebooks, uint32 dim, uint32 m, int nbits)
+{
+	Size		ksub = (Size) 1 << nbits;
+	Size		dsub = dim / m;
+	Size		width = VS_IVFPQ_TABLE_WIDTH(nbits);
+	float	   *tables = palloc_extended(sizeof(float) * dim * width,
+									 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+
+	for (Size j = 0; j < m; j++)
+		for (Size c = 0; c < ksub; c++)
+			for (Size t = 0; t < dsub; t++)
+				tables[(j * dsub + t) * width + c] = codebooks[(j * ksub + c) * dsub + t];
+	return tables;
 }
 
 static BlockNumber
@@ -728,10 +756,12 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	if (s.trained)
 	{
-		centroid_start = write_floats(index, centroids, (Size) s.lists * s.dim, &ncentroid_pages);
-		codebook_start = write_floats(index, codebooks,
-									  (Size) m * ((Size) 1 << opts.nbits) * (s.dim / m),
-									  &ncodebook_pages);
+		float	   *tables = pack_codebooks(codebooks, s.dim, m, opts.nbits);
+
+		centroid_start = write_rows(index, centroids, s.lists, (int) s.dim, &ncentroid_pages);
+		codebook_start = write_rows(index, tables, s.dim, VS_IVFPQ_TABLE_WIDTH(opts.nbits),
+									&ncodebook_pages);
+		pfree(tables);
 		directory_start = write_directory(index, s.lb, s.lists, &ndirectory_pages);
 		if (empty_lists > 0)
 			ereport(WARNING,

@@ -2,8 +2,9 @@
  * vs_ivfpq: vsearch_index_check's walk (indexcheck.h).
  *
  * The metapage: the access method, the operator class's metric, options in range, the code size
- * of m and nbits.  A trained index: the centroid and codebook float pages hold lists x dim and
- * 2^nbits x dim finite floats over the blocks the metapage names, the directory pages one entry per
+ * of m and nbits.  A trained index: the centroid and codebook float pages hold lists rows of dim
+ * and dim packed rows of 2^nbits (zero-padded to a multiple of 32) finite floats over the blocks
+ * the metapage names, whole rows to a page, the directory pages one entry per
  * list; every list's chain runs from its `last` page through `prev` to its `first`, pages of that
  * list each holding at most the layout's capacity.  The pending chain likewise.  VACUUM leaves
  * the pages it emptied behind a list's new `last` out of the chain (never reused): every other
@@ -20,11 +21,16 @@
 #include "indexcheck.h"
 #include "ivfpq.h"
 
-/* Reads a run of consecutive float pages holding n floats in all. */
+/*
+ * Reads a run of consecutive float pages holding nrows rows of rowlen floats in all, whole rows to
+ * a page (unless a row is longer than a page), each row's floats past `used` zero (padding).
+ */
 static void
-check_floats(VsCheck *c, BlockNumber start, uint32 npages, Size n, const char *what)
+check_rows(VsCheck *c, BlockNumber start, uint32 npages, Size nrows, int rowlen, int used,
+		   const char *what)
 {
 	Size		seen = 0;
+	int			per_page = VsIvfpqRowsPerPage(rowlen);
 
 	if (npages == 0 || !BlockNumberIsValid(start))
 		vs_check_fail(c, 0, "the %s have no pages", what);
@@ -33,15 +39,24 @@ check_floats(VsCheck *c, BlockNumber start, uint32 npages, Size n, const char *w
 		Page		page = vs_check_page(c, start + i, sizeof(VsIvfpqPageOpaqueData),
 										 VS_IVFPQ_PAGE_ID);
 		VsIvfpqPageOpaque opaque = VsIvfpqPageGetOpaque(page);
+		const float *x = (const float *) PageGetContents(page);
 
 		if (opaque->flags != VS_IVFPQ_FLOATS || opaque->nitems > VS_IVFPQ_FLOATS_PER_PAGE)
 			vs_check_fail(c, start + i, "not a float page of the %s (flags %u, %u floats)",
 						  what, opaque->flags, opaque->nitems);
-		vs_check_floats(c, start + i, (const float *) PageGetContents(page), opaque->nitems, what);
+		if (per_page > 0 && (opaque->nitems % rowlen != 0 || opaque->nitems / rowlen > per_page))
+			vs_check_fail(c, start + i, "the %s page holds %u floats, not whole rows of %d",
+						  what, opaque->nitems, rowlen);
+		vs_check_floats(c, start + i, x, opaque->nitems, what);
+		if (per_page > 0)
+			for (int e = 0; e < opaque->nitems; e++)
+				if (e % rowlen >= used && x[e] != 0.0f)
+					vs_check_fail(c, start + i, "the %s' padding holds %g", what, x[e]);
 		seen += opaque->nitems;
 	}
-	if (seen != n)
-		vs_check_fail(c, start, "the %s hold %zu floats, not %zu", what, seen, n);
+	if (seen != nrows * rowlen)
+		vs_check_fail(c, start, "the %s hold %zu floats, not %zu", what, seen,
+					  (size_t) (nrows * rowlen));
 }
 
 /* Walks one chain from its newest page; returns its entries, sets *pages and *oldest. */
@@ -124,10 +139,10 @@ vs_ivfpq_check(VsCheck *c)
 
 	if (meta.trained)
 	{
-		check_floats(c, meta.centroid_start, meta.ncentroid_pages,
-					 (Size) meta.lists * meta.dim, "centroids");
-		check_floats(c, meta.codebook_start, meta.ncodebook_pages,
-					 ((Size) 1 << meta.nbits) * meta.dim, "codebooks");
+		check_rows(c, meta.centroid_start, meta.ncentroid_pages, meta.lists, (int) meta.dim,
+				   (int) meta.dim, "centroids");
+		check_rows(c, meta.codebook_start, meta.ncodebook_pages, meta.dim,
+				   VS_IVFPQ_TABLE_WIDTH(meta.nbits), 1 << meta.nbits, "codebooks");
 		if (meta.ndirectory_pages !=
 			(meta.lists + VS_IVFPQ_DIR_PER_PAGE - 1) / VS_IVFPQ_DIR_PER_PAGE)
 			vs_check_fail(c, 0, "%u directory pages for %u lists", meta.ndirectory_pages,

@@ -3,9 +3,10 @@
  * backend_knn / backend_range), the pending entries and the stored vectors of scans, all read in
  * place.
  *
- * Nothing of the index but its quantizer is kept between searches: the quantizer (centroids and
- * codebooks, a few MB; vs_ivfpq_quantizer, cached by build) ranks the lists of each query and
- * gives the engine's list scan (vsearch/ivfpq.h) its tables; the entries of the probed lists are
+ * Nothing of the index is kept between searches: the quantizer (centroids and codebooks, whose
+ * pages hold them in the layout the engine reads) is read in place in its pinned buffers for each
+ * search (search_quantizer below), ranks the lists of each query and gives the engine's list scan
+ * (vsearch/ivfpq.h) its tables; the entries of the probed lists are
  * read from their pages for each search and handed to the scan a list at a time (ids decoded from
  * the heap tids and the codes copied from each page under its share lock, one page at a time, as
  * a list may be longer than the buffer locks a backend may hold), each entry tagged with where it
@@ -221,17 +222,134 @@ feed_lists(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *meta,
 	pfree(heads);
 }
 
-/* The quantizer and the metapage of a trained index as the scan of ref sees it; NULL: untrained. */
-static vs_ivfpq *
-trained_quantizer(const VsIndexRef *ref, Relation rel, VsIvfpqMetaPageData *meta)
+/*
+ * The quantizer of one search.  The centroid and codebook pages hold their rows whole, in the
+ * layout the engine's kernels read (ivfpq.h), so the search's engine object reads them in place
+ * in their buffers (vs_ivfpq_create_rows), pinned until the scan is done: nothing is copied, and a
+ * new session's first search costs its later ones' work (docs/BENCHMARKS.md, "CPU path: the
+ * vs_ivfpq quantizer in place").  Those pages never change after the build (REINDEX writes a new
+ * relfilenode), so the pin alone keeps them valid; no content lock is held.  Where they cannot be
+ * read so, the backend's cached copy serves (vs_ivfpq_quantizer): a temporary index (local
+ * buffers, of which a backend has few), centroids longer than a page, or a quantizer of more
+ * than 1/32 of shared buffers, which one search should not keep pinned.
+ */
+typedef struct SearchQuantizer
 {
+	vs_ivfpq   *ivf;			/* NULL: the index has no quantizer */
+	bool		in_place;		/* ivf reads bufs: destroy it, then release them */
+	int			nbufs;
+	Buffer	   *bufs;
+} SearchQuantizer;
+
+#define VS_IVFPQ_PIN_RATIO		32	/* most quantizer pages pinned: 1/32 of shared buffers */
+
+/* Pins npages float pages from start, holding nrows rows of rowlen floats; rows[i]: row i. */
+static void
+pin_rows(const VsIndexRef *ref, VsRecentPages *rp, BlockNumber start, uint32 npages,
+		 Size nrows, int rowlen, const float **rows, SearchQuantizer *sq)
+{
+	int			per_page = VsIvfpqRowsPerPage(rowlen);
+	Size		done = 0;
+
+	for (uint32 p = 0; p < npages; p++)
+	{
+		Buffer		buf = vs_recent_pin(rp, ref, NULL, start + p, NULL);
+		Page		page = BufferGetPage(buf);
+		int			nitems;
+
+		sq->bufs[sq->nbufs++] = buf;
+		nitems = PageIsNew(page) ? -1 : VsIvfpqPageGetOpaque(page)->nitems;
+		if (nitems < 0 || !(VsIvfpqPageGetOpaque(page)->flags & VS_IVFPQ_FLOATS) ||
+			nitems % rowlen != 0 || nitems / rowlen > per_page ||
+			done + nitems / rowlen > nrows)
+			ereport(ERROR,
+					(errcode(ERRCODE_INDEX_CORRUPTED),
+					 errmsg("vs_ivfpq index %u: block %u is not a quantizer page of rows of %d floats",
+							ref->indexrelid, start + p, rowlen),
+					 errhint("REINDEX the index.")));
+		for (int r = 0; r < nitems / rowlen; r++)
+			rows[done++] = (const float *) PageGetContents(page) + (Size) r * rowlen;
+	}
+	if (done != nrows)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("vs_ivfpq index %u: quantizer pages hold %zu of %zu rows",
+						ref->indexrelid, (size_t) done, (size_t) nrows),
+				 errhint("REINDEX the index.")));
+}
+
+/* Releases what search_quantizer took; safe to call twice. */
+static void
+release_quantizer(SearchQuantizer *sq)
+{
+	if (sq->in_place && sq->ivf != NULL)
+		vs_ivfpq_destroy(vs_backend_engine(), sq->ivf);
+	sq->ivf = NULL;
+	for (int i = 0; i < sq->nbufs; i++)
+		ReleaseBuffer(sq->bufs[i]);
+	sq->nbufs = 0;
+	if (sq->bufs != NULL)
+		pfree(sq->bufs);
+	sq->bufs = NULL;
+}
+
+/*
+ * The quantizer and the metapage of the index as the scan of ref sees it (sq->ivf NULL:
+ * untrained); release_quantizer gives it back, also on an ERROR.
+ */
+static void
+search_quantizer(const VsIndexRef *ref, Relation rel, VsIvfpqMetaPageData *meta,
+				 SearchQuantizer *sq)
+{
+	vs_ivfpq_params params;
+	uint32		npages;
+	const float **centroid_rows;
+	const float **table_rows;
+	int			st;
+
+	memset(sq, 0, sizeof(*sq));
 	read_meta(ref, rel, meta);
 	if (!meta->trained || meta->lists == 0 || meta->dim == 0)
-		return NULL;
+		return;
 	if (meta->dim != ref->dim || meta->metric != (uint32) ref->metric)
 		elog(ERROR, "vs_ivfpq index %u changed from dimension %u and metric %u to %u and %u",
 			 ref->indexrelid, ref->dim, (uint32) ref->metric, meta->dim, meta->metric);
-	return vs_ivfpq_quantizer(ref, rel, meta);
+	npages = meta->ncentroid_pages + meta->ncodebook_pages;
+	if (rel != NULL || VsIvfpqRowsPerPage(meta->dim) == 0 ||
+		npages > (uint32) (NBuffers / VS_IVFPQ_PIN_RATIO))
+	{
+		sq->ivf = vs_ivfpq_quantizer(ref, rel, meta);
+		return;
+	}
+	vs_ivfpq_engine_params(meta, &params);
+	if (vs_ivfpq_table_width(&params) != (Size) VS_IVFPQ_TABLE_WIDTH(meta->nbits))
+		elog(ERROR, "vs_ivfpq: the engine reads codebook rows of %zu floats, the pages hold %d",
+			 vs_ivfpq_table_width(&params), VS_IVFPQ_TABLE_WIDTH(meta->nbits));
+	sq->bufs = palloc(sizeof(Buffer) * npages);
+	centroid_rows = palloc(sizeof(float *) * meta->lists);
+	table_rows = palloc(sizeof(float *) * meta->dim);
+	PG_TRY();
+	{
+		VsRecentPages *rp = vs_recent_pages(ref, 1);
+
+		pin_rows(ref, rp, meta->centroid_start, meta->ncentroid_pages, meta->lists,
+				 (int) meta->dim, centroid_rows, sq);
+		pin_rows(ref, rp, meta->codebook_start, meta->ncodebook_pages, meta->dim,
+				 VS_IVFPQ_TABLE_WIDTH(meta->nbits), table_rows, sq);
+		st = vs_ivfpq_create_rows(vs_backend_engine(), &params, centroid_rows, table_rows,
+								  &sq->ivf);
+		if (st != VS_OK)
+			vs_engine_error(vs_backend_engine(), st);
+		sq->in_place = true;
+	}
+	PG_CATCH();
+	{
+		release_quantizer(sq);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pfree(centroid_rows);
+	pfree(table_rows);
 }
 
 /* vs_ivfpq's queries are vectors (its kind takes no strings: the worker and the scans check). */
@@ -541,14 +659,14 @@ vs_ivfpq_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const Vs
 	Relation	rel = vs_index_open_for_read(ref);
 	VsIvfpqSearchParams p;
 	VsIvfpqMetaPageData meta;
-	vs_ivfpq   *ivf;
+	SearchQuantizer sq;
 	vs_ivfpq_scan *scan = NULL;
 	uint64	   *tags;
 	int			st;
 
 	memcpy(&p, params, sizeof(p));
-	ivf = trained_quantizer(ref, rel, &meta);
-	if (ivf == NULL)
+	search_quantizer(ref, rel, &meta, &sq);
+	if (sq.ivf == NULL)
 	{
 		/* no quantizer: its pending rows are the caller's (vs_ivfpq_pending_ids) */
 		for (int i = 0; i < nq; i++)
@@ -561,14 +679,22 @@ vs_ivfpq_backend_knn(const VsIndexRef *ref, const VsKindParams *params, const Vs
 		vs_index_close_for_read(rel);
 		return;
 	}
-	st = vs_ivfpq_scan_knn_begin(engine, ivf, q, nq, p.probe_offset, p.nprobe, k, &scan);
-	run_scan(ref, rel, &meta, engine, scan, st);
 	tags = palloc_extended(sizeof(uint64) * Max((Size) nq * k, 1), MCXT_ALLOC_HUGE);
-	st = vs_ivfpq_scan_knn_result(engine, scan, (int64_t *) ids, distances, (uint64_t *) tags,
-								  (int64_t *) counts);
-	vs_ivfpq_scan_destroy(engine, scan);
-	if (st != VS_OK)
-		vs_engine_error(engine, st);
+	PG_TRY();
+	{
+		st = vs_ivfpq_scan_knn_begin(engine, sq.ivf, q, nq, p.probe_offset, p.nprobe, k, &scan);
+		run_scan(ref, rel, &meta, engine, scan, st);
+		st = vs_ivfpq_scan_knn_result(engine, scan, (int64_t *) ids, distances,
+									  (uint64_t *) tags, (int64_t *) counts);
+		vs_ivfpq_scan_destroy(engine, scan);
+		if (st != VS_OK)
+			vs_engine_error(engine, st);
+	}
+	PG_FINALLY();
+	{
+		release_quantizer(&sq);
+	}
+	PG_END_TRY();
 	if (p.exact && meta.store_vectors)
 		rerank_stored(ref, rel, &meta, q, nq, k, ids, distances, tags, counts);
 	pfree(tags);
@@ -592,15 +718,15 @@ vs_ivfpq_backend_range(const VsIndexRef *ref, const VsKindParams *params, const 
 	Relation	rel = vs_index_open_for_read(ref);
 	VsIvfpqSearchParams p;
 	VsIvfpqMetaPageData meta;
-	vs_ivfpq   *ivf;
+	SearchQuantizer sq;
 	vs_ivfpq_scan *scan = NULL;
 	vs_range_result result;
 	int			st;
 
 	memcpy(&p, params, sizeof(p));
 	out->nq = nq;
-	ivf = trained_quantizer(ref, rel, &meta);
-	if (ivf == NULL)
+	search_quantizer(ref, rel, &meta, &sq);
+	if (sq.ivf == NULL)
 	{
 		out->total = 0;
 		out->offsets = palloc0(sizeof(int64) * (nq + 1));
@@ -609,14 +735,22 @@ vs_ivfpq_backend_range(const VsIndexRef *ref, const VsKindParams *params, const 
 		vs_index_close_for_read(rel);
 		return;
 	}
-	st = vs_ivfpq_scan_range_begin(engine, ivf, q, nq, p.probe_offset, p.nprobe,
-								   vs_ivfpq_radius_up(radius), &scan);
-	run_scan(ref, rel, &meta, engine, scan, st);
 	memset(&result, 0, sizeof(result));
-	st = vs_ivfpq_scan_range_result(engine, scan, range_alloc, NULL, &result);
-	vs_ivfpq_scan_destroy(engine, scan);
-	if (st != VS_OK)
-		vs_engine_error(engine, st);
+	PG_TRY();
+	{
+		st = vs_ivfpq_scan_range_begin(engine, sq.ivf, q, nq, p.probe_offset, p.nprobe,
+									   vs_ivfpq_radius_up(radius), &scan);
+		run_scan(ref, rel, &meta, engine, scan, st);
+		st = vs_ivfpq_scan_range_result(engine, scan, range_alloc, NULL, &result);
+		vs_ivfpq_scan_destroy(engine, scan);
+		if (st != VS_OK)
+			vs_engine_error(engine, st);
+	}
+	PG_FINALLY();
+	{
+		release_quantizer(&sq);
+	}
+	PG_END_TRY();
 	out->total = (int64) result.total;
 	out->offsets = (int64 *) result.offsets;
 	out->ids = (int64 *) result.ids;

@@ -65,6 +65,25 @@ read_floats(const VsIndexRef *ref, Relation rel, BufferAccessStrategy bas, Block
 				 errhint("REINDEX the index.")));
 }
 
+/* The codebooks (m x 2^nbits x dim/m) from their pages, where they are packed (ivfpq.h). */
+static void
+read_codebooks(const VsIndexRef *ref, Relation rel, BufferAccessStrategy bas,
+			   const VsIvfpqMetaPageData *meta, float *codebooks)
+{
+	Size		ksub = (Size) 1 << meta->nbits;
+	Size		dsub = meta->dim / meta->m;
+	Size		width = VS_IVFPQ_TABLE_WIDTH(meta->nbits);
+	float	   *tables = palloc_extended(sizeof(float) * meta->dim * width, MCXT_ALLOC_HUGE);
+
+	read_floats(ref, rel, bas, meta->codebook_start, meta->ncodebook_pages, tables,
+				(Size) meta->dim * width);
+	for (Size j = 0; j < meta->m; j++)
+		for (Size c = 0; c < ksub; c++)
+			for (Size t = 0; t < dsub; t++)
+				codebooks[(j * ksub + c) * dsub + t] = tables[(j * dsub + t) * width + c];
+	pfree(tables);
+}
+
 typedef struct EntryBuf
 {
 	int64	   *ids;
@@ -266,8 +285,7 @@ vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (
 		out->codebooks = palloc_extended(sizeof(float) * ncode, MCXT_ALLOC_HUGE);
 		read_floats(ref, rel, bas, meta->centroid_start, meta->ncentroid_pages,
 						out->centroids, ncent);
-		read_floats(ref, rel, bas, meta->codebook_start, meta->ncodebook_pages,
-						out->codebooks, ncode);
+		read_codebooks(ref, rel, bas, meta, out->codebooks);
 
 		/* the directory, then every list */
 		dir = palloc(sizeof(VsIvfpqListEntry) * meta->lists);
@@ -320,20 +338,12 @@ vs_ivfpq_read_index(const VsIndexRef *ref, bool want_vectors, void (*progress) (
 	vs_index_close_for_read(rel);
 }
 
-/* A float array (centroids, codebooks) of an open index. */
-void
-vs_ivfpq_read_floats(const VsIndexRef *ref, Relation rel, BlockNumber start, uint32 npages,
-					 float *dst, Size nfloats)
-{
-	read_floats(ref, rel, NULL, start, npages, dst, nfloats);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * The engine object
  */
 
-static void
-engine_params(const VsIvfpqMetaPageData *meta, vs_ivfpq_params *params)
+void
+vs_ivfpq_engine_params(const VsIvfpqMetaPageData *meta, vs_ivfpq_params *params)
 {
 	memset(params, 0, sizeof(*params));
 	params->dim = meta->dim;
@@ -356,7 +366,7 @@ contents_object(struct vs_context *ctx, const VsIvfpqContents *contents, struct 
 	vs_status	st;
 
 	*out = NULL;
-	engine_params(&contents->meta, &params);
+	vs_ivfpq_engine_params(&contents->meta, &params);
 	st = vs_ivfpq_create(ctx, &params, contents->centroids, contents->codebooks, &ivf);
 	if (st != VS_OK)
 		return st;
@@ -731,19 +741,19 @@ vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries, doubl
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The quantizer of inserts and in-backend searches
+ * The quantizer of inserts, and of the in-backend searches that cannot read it in place
  *
  * An engine object with the index's quantizer and empty lists, in this backend's engine context:
- * it encodes inserted rows and gives the list scans of searches (ivfpqpages.c) their list ranking
- * and tables.  The quantizer only changes with a rebuild (a new build_id), so it is cached by
- * build_id; a relcache invalidation of the index drops it.  Nothing a search does between taking
- * it and finishing its scan processes invalidations (page reads take no heavyweight lock).
+ * it encodes inserted rows, and gives the list scans of the searches that do not read the
+ * quantizer pages in place (ivfpqpages.c: temporary indexes, centroids longer than a page, a
+ * quantizer too large to keep pinned) their list ranking and tables.  The quantizer only changes
+ * with a rebuild (a new build_id), so it is cached by build_id; a relcache invalidation of the
+ * index drops it.  Nothing a search does between taking it and finishing its scan processes
+ * invalidations (page reads take no heavyweight lock).
  *
  * The object is a view of the floats read from the quantizer pages (vs_ivfpq_create_view), kept
- * in a memory context of the cache entry: a backend's first search touches one copy of the
- * quantizer and the packed codebooks its tables need, not two copies and the packed centroids
- * (those are packed by the first encode).  Fresh memory costs a page fault per 4 kB, which made
- * up most of a new session's first search (docs/BENCHMARKS.md, "CPU path: vs_ivfpq in place").
+ * in a memory context of the cache entry; the codebooks' pages are unpacked into it and packed
+ * again by the engine (for the encoder's products), the centroids packed by the first encode.
  */
 
 #define VS_IVFPQ_QUANTIZERS 4
@@ -836,10 +846,9 @@ vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageDat
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "vs_ivfpq quantizer", ALLOCSET_SMALL_SIZES);
 	quantizer = MemoryContextAllocExtended(cxt, sizeof(float) * (ncent + ncode), MCXT_ALLOC_HUGE);
 	prefault(quantizer, sizeof(float) * (ncent + ncode));
-	vs_ivfpq_read_floats(ref, rel, meta->centroid_start, meta->ncentroid_pages, quantizer, ncent);
-	vs_ivfpq_read_floats(ref, rel, meta->codebook_start, meta->ncodebook_pages, quantizer + ncent,
-						 ncode);
-	engine_params(meta, &params);
+	read_floats(ref, rel, NULL, meta->centroid_start, meta->ncentroid_pages, quantizer, ncent);
+	read_codebooks(ref, rel, NULL, meta, quantizer + ncent);
+	vs_ivfpq_engine_params(meta, &params);
 	st = vs_ivfpq_create_view(vs_backend_engine(), &params, quantizer, quantizer + ncent,
 							  &entry->ivf);
 	if (st != VS_OK)

@@ -36,8 +36,25 @@ public:
     {
         params_ = p;
         const size_t ksub = size_t{1} << p.nbits, dsub = p.dim / p.m;
+        centroid_rows.resize(p.nlist);
+        for (size_t l = 0; l < p.nlist; l++)
+            centroid_rows[l] = centroids + l * p.dim;
+        std::vector<const float *> rows;
         for (size_t j = 0; j < p.m; j++)
+        {
             packed_codebooks[j].pack(&codebooks[j * ksub * dsub], ksub, dsub, dsub);
+            packed_codebooks[j].panel_rows(rows);
+            table_rows.insert(table_rows.end(), rows.begin(), rows.end());
+        }
+        table_width = packed_codebooks[0].padded();
+    }
+    // A quantizer read in place in pieces (vs_ivfpq_create_rows): searches only, no encoder.
+    CpuIvfpq(const vs_ivfpq_params &p, const float *const *c_rows, const float *const *t_rows)
+        : centroids(nullptr), codebooks(nullptr), centroid_rows(c_rows, c_rows + p.nlist),
+          table_rows(t_rows, t_rows + p.dim), table_width(ivfpq_table_width(p)), ids(p.nlist),
+          codes(p.nlist)
+    {
+        params_ = p;
     }
     size_t code_size() const { return (params_.m * params_.nbits + 7) / 8; }
     void grow(size_t n) { size_ += n; }
@@ -57,9 +74,14 @@ private:
     mutable PackedRows packed_centroids_;
 
 public:
-    const float *centroids;  // nlist x dim
-    const float *codebooks;  // m x ksub x dsub
-    std::vector<PackedRows> packed_codebooks; // per sub-quantizer, packed (gemm.h)
+    const float *centroids;  // nlist x dim (null when read in pieces)
+    const float *codebooks;  // m x ksub x dsub (null when read in pieces)
+    std::vector<PackedRows> packed_codebooks; // per sub-quantizer, packed (gemm.h; encoding)
+    std::vector<const float *> centroid_rows; // nlist: centroid l
+    // dim: row j * dsub + t is element t of sub-quantizer j's codewords, table_width floats
+    // (pq_table's rows)
+    std::vector<const float *> table_rows;
+    size_t table_width;
     std::vector<std::vector<int64_t>> ids;
     std::vector<std::vector<uint8_t>> codes; // code_size bytes per entry
 };
@@ -80,7 +102,7 @@ void rank_lists(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
     const vs_metric cm = pq_coarse_metric(p.metric);
     keys.resize(p.nlist);
     for (size_t l = 0; l < p.nlist; l++)
-        keys[l] = make_key(exact_distance_simd(cm, q, &ivf.centroids[l * p.dim], p.dim),
+        keys[l] = make_key(exact_distance_simd(cm, q, ivf.centroid_rows[l], p.dim),
                            static_cast<uint32_t>(l));
     std::partial_sort(keys.begin(), keys.begin() + (first + count), keys.end());
     keys.erase(keys.begin(), keys.begin() + first);
@@ -100,19 +122,19 @@ void build_lut(const CpuIvfpq &ivf, const float *q, size_t list, std::vector<flo
     if (!pq_inner_product(p.metric))
     {
         residual.resize(p.dim);
-        const float *c = &ivf.centroids[list * p.dim];
+        const float *c = ivf.centroid_rows[list];
         for (size_t i = 0; i < p.dim; i++)
             residual[i] = pq_sub(q[i], c[i]);
         x = residual.data();
     }
     // pq_l2 / pq_dot of every codeword, bit for bit, from the packed codebooks (gemm.h).
     const bool ip = pq_inner_product(p.metric);
-    const size_t padded = ivf.packed_codebooks[0].padded();
+    const size_t padded = ivf.table_width;
     float tmp[kGemmSinglePanel];
     for (size_t j = 0; j < p.m; j++)
     {
         float *out = padded == ksub ? &lut[j * ksub] : tmp;
-        pq_table(x + j * dsub, ivf.packed_codebooks[j], ip, out);
+        pq_table(x + j * dsub, &ivf.table_rows[j * dsub], dsub, padded, ip, out);
         if (out == tmp)
             std::memcpy(&lut[j * ksub], tmp, ksub * sizeof(float));
     }
@@ -375,6 +397,9 @@ void cpu_ivfpq_encode(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
                       const float *vectors, size_t n, int32_t *lists, uint8_t *codes)
 {
     const CpuIvfpq &ivf = as_cpu(ivf_);
+    if (!ivf.centroids)
+        throw Error(VS_UNSUPPORTED, "an ivfpq object read in pieces (vs_ivfpq_create_rows) "
+                                    "cannot encode");
     const vs_ivfpq_params &p = ivf.params();
     const size_t d = p.dim;
     const vs_metric cm = pq_coarse_metric(p.metric);
@@ -553,6 +578,18 @@ Ivfpq *make_cpu_ivfpq_view(const vs_ivfpq_params &params, const float *centroids
                           const float *codebooks)
 {
     return new CpuIvfpq(params, centroids, codebooks, true);
+}
+
+Ivfpq *make_cpu_ivfpq_rows(const vs_ivfpq_params &params, const float *const *centroid_rows,
+                          const float *const *table_rows)
+{
+    return new CpuIvfpq(params, centroid_rows, table_rows);
+}
+
+size_t ivfpq_table_width(const vs_ivfpq_params &params)
+{
+    const size_t ksub = size_t{1} << params.nbits;
+    return (ksub + kGemmColumnAlign - 1) / kGemmColumnAlign * kGemmColumnAlign;
 }
 
 std::unique_ptr<IvfpqBackend> make_cpu_ivfpq(const BackendConfig &config, int threads)

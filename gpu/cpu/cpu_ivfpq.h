@@ -19,6 +19,16 @@ std::unique_ptr<IvfpqBackend> make_cpu_ivfpq(const BackendConfig &config, int th
 Ivfpq *make_cpu_ivfpq_view(const vs_ivfpq_params &params, const float *centroids,
                           const float *codebooks);
 
+// An ivfpq object of a CPU backend whose quantizer is read in place in pieces
+// (vs_ivfpq_create_rows): centroid l at centroid_rows[l], the codebooks packed as pq_table reads
+// them, table_rows[j * dim/m + t] = element t of sub-quantizer j's codewords
+// (ivfpq_table_width(params) floats).  The pointer arrays are copied; the floats must stay put
+// until the object is destroyed.  It searches (list scans) but cannot encode.
+Ivfpq *make_cpu_ivfpq_rows(const vs_ivfpq_params &params, const float *const *centroid_rows,
+                          const float *const *table_rows);
+// The codewords of a packed codebook row: 2^nbits rounded up to a multiple of 32.
+size_t ivfpq_table_width(const vs_ivfpq_params &params);
+
 // A list scan (vsearch/ivfpq.h, vs_ivfpq_scan_*): the lists of an index the caller holds,
 // searched with the quantizer of a CPU backend's ivfpq object (its own lists are not read).
 // Throws Error; arguments are validated by the front end (engine/ivfpq_api.cpp).

@@ -47,7 +47,7 @@ struct Table
     size_t (*row_candidates)(const float *, const float *, size_t, size_t, size_t, const float *,
                              bool, float *, double, uint32_t *);
     size_t (*dot_candidates)(float *, const float *, size_t, bool, double, uint32_t *);
-    void (*pq_table)(const float *, const float *, size_t, size_t, bool, float *);
+    void (*pq_table)(const float *, const float *const *, size_t, size_t, bool, float *);
     size_t (*lane_rows)(size_t);
     void (*lane_candidates)(const float *, size_t, size_t, const float *, size_t, size_t, size_t,
                             const float *, bool, const double *, float *, float *, size_t,
@@ -179,23 +179,31 @@ size_t nearest_candidates(float *v, const float *sqnorms, size_t k, NearestKind 
     return gemm_isa::active().dot_candidates(v, sqnorms, k, kind == NearestKind::L2, slack, out);
 }
 
-void pq_table(const float *x, const PackedRows &rows, bool inner_product, float *out)
+void pq_table(const float *x, const float *const *rows, size_t d, size_t w, bool inner_product,
+              float *out)
 {
-    gemm_isa::active().pq_table(x, rows.panels(), rows.dim(), rows.width(), inner_product, out);
+    gemm_isa::active().pq_table(x, rows, d, w, inner_product, out);
 }
 
-bool pq_table_with(const char *isa, const float *x, const PackedRows &rows, bool inner_product,
-                   float *out)
+bool pq_table_with(const char *isa, const float *x, const float *const *rows, size_t d, size_t w,
+                   bool inner_product, float *out)
 {
     for (const gemm_isa::Table &t : gemm_isa::kTables)
         if (std::strcmp(t.name, isa) == 0)
         {
             if (!t.usable())
                 return false;
-            t.pq_table(x, rows.panels(), rows.dim(), rows.width(), inner_product, out);
+            t.pq_table(x, rows, d, w, inner_product, out);
             return true;
         }
     return false;
+}
+
+void PackedRows::panel_rows(std::vector<const float *> &out) const
+{
+    out.resize(d_);
+    for (size_t t = 0; t < d_; t++)
+        out[t] = panels_.data() + t * width_;
 }
 
 bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx,

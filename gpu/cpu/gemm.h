@@ -48,6 +48,8 @@ public:
     const float *sqnorms() const { return sqnorms_.data(); } // float(||row||^2); padding 0
     double max_norm() const { return max_norm_; }           // >= every row's L2 norm
     const double *norms() const { return norms_.data(); }   // >= each row's L2 norm
+    // Where element t of every row lies, for t < dim(), in a single panel (pq_table's rows).
+    void panel_rows(std::vector<const float *> &out) const;
 
 private:
     size_t n_ = 0, d_ = 0, cols_ = 0, width_ = 0;
@@ -65,13 +67,16 @@ void dot_block(const float *x, size_t ldx, size_t nx, const PackedRows &rows, fl
 bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx, const PackedRows &rows,
                     float *out, size_t ldo);
 
-// IVF-PQ lookup table of one sub-vector x against a single-panel `rows` (width() == padded(): a
-// codebook of at most 256 codewords): out[j] = pq_l2(x, row j) (or pq_dot with inner_product),
-// bit for bit (engine/ivfpq_math.h: in order, products rounded), for j < padded() (padding rows
-// are zero).  pq_table_with: a named kernel table (tests), false if not supported.
-void pq_table(const float *x, const PackedRows &rows, bool inner_product, float *out);
-bool pq_table_with(const char *isa, const float *x, const PackedRows &rows, bool inner_product,
-                   float *out);
+// IVF-PQ lookup table of one sub-vector x (d elements) against w <= 256 codewords (w a multiple
+// of 32), given as rows[t] = element t of every codeword (w floats: a single-panel PackedRows'
+// panel_rows(), or the same floats where the caller keeps them, e.g. index pages):
+// out[j] = pq_l2(x, codeword j) (or pq_dot with inner_product), bit for bit
+// (engine/ivfpq_math.h: in order, products rounded), for j < w.  pq_table_with: a named kernel
+// table (tests), false if not supported.
+void pq_table(const float *x, const float *const *rows, size_t d, size_t w, bool inner_product,
+              float *out);
+bool pq_table_with(const char *isa, const float *x, const float *const *rows, size_t d, size_t w,
+                   bool inner_product, float *out);
 
 // What the reference distance of nearest_rows approximates, and how closely:
 //   L2: ||x - r||^2 (up to a term that depends on x only); IP: -<x, r>.

@@ -254,6 +254,42 @@ vs_status vs_ivfpq_create_view(vs_context *ctx, const vs_ivfpq_params *params,
     return create_ivfpq(ctx, params, centroids, codebooks, true, out);
 }
 
+vs_status vs_ivfpq_create_rows(vs_context *ctx, const vs_ivfpq_params *params,
+                               const float *const *centroid_rows, const float *const *table_rows,
+                               vs_ivfpq **out) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!out)
+        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    if (vs_status st = check_ivfpq_params(ctx, params))
+        return st;
+    if (!centroid_rows || !table_rows)
+        return fail(ctx, VS_INVALID_ARGUMENT, "centroid_rows or table_rows is NULL");
+    for (size_t l = 0; l < params->nlist; l++)
+        if (!centroid_rows[l])
+            return fail(ctx, VS_INVALID_ARGUMENT, "centroid row " + std::to_string(l) + " is NULL");
+    for (size_t t = 0; t < params->dim; t++)
+        if (!table_rows[t])
+            return fail(ctx, VS_INVALID_ARGUMENT, "table row " + std::to_string(t) + " is NULL");
+    if (ctx->backend->kind() != VS_BACKEND_CPU)
+        return fail(ctx, VS_UNSUPPORTED, "an ivfpq object read in pieces needs a CPU context");
+    if (vs_status st = fault_point(ctx))
+        return st;
+    return create_object(ctx, out, [&](vs::Ivfpq **impl) {
+        return vs::guarded(
+            [&] { *impl = vs::make_cpu_ivfpq_rows(*params, centroid_rows, table_rows); });
+    });
+}
+
+size_t vs_ivfpq_table_width(const vs_ivfpq_params *params) noexcept
+{
+    if (!params || (params->nbits != 4 && params->nbits != 8))
+        return 0;
+    return vs::ivfpq_table_width(*params);
+}
+
 void vs_ivfpq_destroy(vs_context *ctx, vs_ivfpq *ivf) noexcept
 {
     (void)ctx;

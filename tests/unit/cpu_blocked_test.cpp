@@ -80,20 +80,34 @@ TEST(BlockedDots, EveryKernelMatchesDoubleSums)
 }
 
 // IVF-PQ tables from packed codebooks: pq_l2 and pq_dot bit for bit (in order, products
-// rounded), for every instruction set, codebooks of 16 (nbits 4, padded) and 256 codewords.
+// rounded), for every instruction set, codebooks of 16 (nbits 4, padded) and 256 codewords, the
+// packed rows read in their panel or each from a place of its own (index pages: an odd offset
+// from any vector alignment, in reverse order).
 TEST(PqTable, EveryKernelMatchesThePlainSumsBitForBit)
 {
     for (const char *isa : {"avx512", "avx2", "sse2"})
         for (size_t ksub : {16, 256})
             for (size_t d : {1, 2, 3, 4, 14, 16, 33})
+                for (bool scattered : {false, true})
             {
                 std::vector<float> cb = gaussian(ksub * d, ksub + d, 3.0f), x = gaussian(d, d, 3.0f);
                 cb[0] = x[0]; // a zero difference
                 vs::PackedRows packed(cb.data(), ksub, d, d);
-                std::vector<float> out(packed.padded(), vt::poison_float());
+                const size_t w = packed.padded();
+                std::vector<const float *> rows;
+                packed.panel_rows(rows);
+                std::vector<float> elsewhere(d * (w + 7));
+                if (scattered)
+                    for (size_t t = 0; t < d; t++)
+                    {
+                        float *r = &elsewhere[(d - 1 - t) * (w + 7) + 3];
+                        std::memcpy(r, rows[t], w * sizeof(float));
+                        rows[t] = r;
+                    }
+                std::vector<float> out(w, vt::poison_float());
                 for (bool ip : {false, true})
                 {
-                    if (!vs::pq_table_with(isa, x.data(), packed, ip, out.data()))
+                    if (!vs::pq_table_with(isa, x.data(), rows.data(), d, w, ip, out.data()))
                         break; // not supported here
                     for (size_t c = 0; c < ksub; c++)
                     {
@@ -101,7 +115,7 @@ TEST(PqTable, EveryKernelMatchesThePlainSumsBitForBit)
                                               : vs::pq_l2(x.data(), &cb[c * d], static_cast<int>(d));
                         ASSERT_EQ(std::memcmp(&out[c], &want, sizeof(float)), 0)
                             << isa << " ksub " << ksub << " d " << d << (ip ? " ip" : " l2")
-                            << " codeword " << c << ": " << out[c] << " vs " << want;
+                            << (scattered ? " scattered" : "") << " codeword " << c << ": " << out[c] << " vs " << want;
                     }
                 }
             }

@@ -864,19 +864,65 @@ void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t s
     }
 }
 
+// How a scan's quantizer object holds B's quantizer.
+enum class Held
+{
+    Copy,   // vs_ivfpq_create
+    View,   // vs_ivfpq_create_view: B's arrays read in place
+    Pieces, // vs_ivfpq_create_rows: each centroid and packed codebook row a piece of its own
+};
+
+// B's quantizer as vs_ivfpq_create_rows reads it, each row at an odd place of its own (as index
+// pages would hold them), packed here from the documented layout: row j * dsub + t holds element
+// t of sub-quantizer j's codewords, zero-padded to vs_ivfpq_table_width.
+struct Pieces
+{
+    std::vector<std::vector<float>> store;
+    std::vector<const float *> centroid_rows, table_rows;
+
+    explicit Pieces(const Built &B)
+    {
+        const size_t d = B.p.dim, dsub = d / B.p.m, ksub = size_t{1} << B.p.nbits;
+        const size_t w = vs_ivfpq_table_width(&B.p);
+        EXPECT_EQ(w % 32, 0u);
+        EXPECT_GE(w, ksub);
+        for (size_t l = 0; l < B.p.nlist; l++)
+        {
+            store.emplace_back(d + 3, -1.0f);
+            std::copy(&B.centroids[l * d], &B.centroids[(l + 1) * d], store.back().begin() + 3);
+            centroid_rows.push_back(store.back().data() + 3);
+        }
+        for (size_t j = 0; j < B.p.m; j++)
+            for (size_t t = 0; t < dsub; t++)
+            {
+                store.emplace_back(w + 1, 0.0f);
+                for (size_t c = 0; c < ksub; c++)
+                    store.back()[1 + c] = B.codebooks[(j * ksub + c) * dsub + t];
+                table_rows.push_back(store.back().data() + 1);
+            }
+    }
+};
+
 // A scan's kNN and range answers are vs_ivfpq_search's and vs_ivfpq_range's over the object
-// holding the same entries (bit for bit), and the reference's.
-// view: the scans' quantizer reads B's arrays in place (vs_ivfpq_create_view).
+// holding the same entries (bit for bit), and the reference's, with the quantizer held as `held`.
 void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queries, size_t off,
                 size_t nprobe, const std::vector<size_t> &ks, uint64_t seed, size_t max_chunk = 97,
-                bool view = false)
+                Held held = Held::Copy)
 {
     const size_t d = B.p.dim, nq = queries.size() / d;
     // the quantizer alone: the scan must not read the object's lists
     vs_ivfpq *raw = nullptr;
-    ASSERT_EQ((view ? vs_ivfpq_create_view : vs_ivfpq_create)(ctx, &B.p, B.centroids.data(),
-                                                              B.codebooks.data(), &raw),
-              VS_OK);
+    Pieces pieces(B);
+    if (held == Held::Pieces)
+        ASSERT_EQ(vs_ivfpq_create_rows(ctx, &B.p, pieces.centroid_rows.data(),
+                                       pieces.table_rows.data(), &raw),
+                  VS_OK)
+            << vs_last_error(ctx);
+    else
+        ASSERT_EQ((held == Held::View ? vs_ivfpq_create_view
+                                      : vs_ivfpq_create)(ctx, &B.p, B.centroids.data(),
+                                                         B.codebooks.data(), &raw),
+                  VS_OK);
     IvfpqPtr quantizer(raw, IvfpqDeleter{ctx});
     for (size_t k : ks)
     {
@@ -1003,7 +1049,9 @@ TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
             check_scan(ctx.get(), B, q, 3, 5, {7}, 3);
             check_scan(ctx.get(), B, q, 0, nlist + 20, {10, n + 50}, 4);
             check_scan(ctx.get(), B, q, nlist + 5, 3, {5}, 5); // past the last list
-            check_scan(ctx.get(), B, q, 0, 4, {10, 600}, 6, 97, true); // a view's quantizer
+            check_scan(ctx.get(), B, q, 0, 4, {10, 600}, 6, 97, Held::View);
+            check_scan(ctx.get(), B, q, 0, 4, {10, 600}, 7, 97, Held::Pieces);
+            check_scan(ctx.get(), B, q, 2, 9, {10}, 8, 97, Held::Pieces);
             if (HasFatalFailure())
                 return;
         }
@@ -1070,6 +1118,25 @@ TEST(EngineIvfpqScan, InvalidArguments)
     ASSERT_EQ(vs_ivfpq_scan_knn_result(ctx.get(), s, ids, dists, nullptr, counts), VS_OK);
     EXPECT_EQ(counts[0], 0);
     EXPECT_EQ(ids[0], -1);
+
+    // a quantizer read in pieces: every piece named, CPU only, and it does not encode
+    Pieces pieces(B);
+    vs_ivfpq *raw = nullptr;
+    EXPECT_EQ(vs_ivfpq_create_rows(ctx.get(), &B.p, nullptr, pieces.table_rows.data(), &raw),
+              VS_INVALID_ARGUMENT);
+    std::vector<const float *> holed = pieces.table_rows;
+    holed[5] = nullptr;
+    EXPECT_EQ(vs_ivfpq_create_rows(ctx.get(), &B.p, pieces.centroid_rows.data(), holed.data(),
+                                   &raw),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(raw, nullptr);
+    EXPECT_EQ(vs_ivfpq_table_width(nullptr), 0u);
+    ASSERT_EQ(vs_ivfpq_create_rows(ctx.get(), &B.p, pieces.centroid_rows.data(),
+                                   pieces.table_rows.data(), &raw),
+              VS_OK);
+    IvfpqPtr in_pieces(raw, IvfpqDeleter{ctx.get()});
+    int32_t list = -1;
+    EXPECT_EQ(vs_ivfpq_encode(ctx.get(), raw, q.data(), 1, &list, code), VS_UNSUPPORTED);
 }
 
 } // namespace

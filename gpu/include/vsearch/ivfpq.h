@@ -70,6 +70,20 @@ vs_status vs_ivfpq_create(vs_context *ctx, const vs_ivfpq_params *params, const 
 vs_status vs_ivfpq_create_view(vs_context *ctx, const vs_ivfpq_params *params,
                                const float *centroids, const float *codebooks,
                                vs_ivfpq **out) VS_NOEXCEPT;
+/* A CPU context's object for list scans (below) whose quantizer is read in place in pieces, e.g.
+ * index pages in a buffer cache, with no copy: centroid l at centroid_rows[l] (dim floats), and the
+ * codebooks already packed as the lookup tables read them: table_rows[j * (dim / m) + t] holds
+ * element t of sub-quantizer j's 2^nbits codewords, then zeros up to vs_ivfpq_table_width(params)
+ * floats.  The two pointer arrays (nlist and dim pointers) are copied; the floats must stay where
+ * they are, unchanged, until vs_ivfpq_destroy.  Such an object cannot encode (VS_UNSUPPORTED);
+ * its list scans' answers are bit for bit those of vs_ivfpq_create's object with the same
+ * quantizer.  Other backends: VS_UNSUPPORTED. */
+vs_status vs_ivfpq_create_rows(vs_context *ctx, const vs_ivfpq_params *params,
+                               const float *const *centroid_rows, const float *const *table_rows,
+                               vs_ivfpq **out) VS_NOEXCEPT;
+/* Floats of a packed codebook row (vs_ivfpq_create_rows): 2^nbits rounded up to a multiple of 32;
+ * 0 for invalid params. */
+size_t vs_ivfpq_table_width(const vs_ivfpq_params *params) VS_NOEXCEPT;
 void vs_ivfpq_destroy(vs_context *ctx, vs_ivfpq *ivf) VS_NOEXCEPT;
 
 /* Assigns n host vectors to lists and encodes them: lists[n] (0 .. nlist-1) and codes
