@@ -142,8 +142,9 @@ typedef VsIvfpqPageOpaqueData *VsIvfpqPageOpaque;
 #define VS_IVFPQ_FLOATS_PER_PAGE	((int) (VS_IVFPQ_PAGE_SPACE / sizeof(float)))
 /* Whole rows of rowlen floats a quantizer page holds; 0: a row is longer than a page. */
 #define VsIvfpqRowsPerPage(rowlen) \
-	((Size) (rowlen) <= (Size) VS_IVFPQ_FLOATS_PER_PAGE ? VS_IVFPQ_FLOATS_PER_PAGE / (int) (rowlen) : 0)
-/* Floats of a packed codebook row: 2^nbits rounded up to a multiple of 32 (the engine's kernels). */
+	((Size) (rowlen) <= (Size) VS_IVFPQ_FLOATS_PER_PAGE ? \
+	 VS_IVFPQ_FLOATS_PER_PAGE / (int) (rowlen) : 0)
+/* Floats of a packed codebook row: 2^nbits rounded up to a multiple of 32 (the engine's tables). */
 #define VS_IVFPQ_TABLE_WIDTH(nbits)	((((1 << (nbits)) + 31) / 32) * 32)
 
 /*

@@ -264,7 +264,7 @@ pin_rows(const VsIndexRef *ref, VsRecentPages *rp, BlockNumber start, uint32 npa
 			done + nitems / rowlen > nrows)
 			ereport(ERROR,
 					(errcode(ERRCODE_INDEX_CORRUPTED),
-					 errmsg("vs_ivfpq index %u: block %u is not a quantizer page of rows of %d floats",
+					 errmsg("vs_ivfpq index %u: block %u is not a quantizer page of %d-float rows",
 							ref->indexrelid, start + p, rowlen),
 					 errhint("REINDEX the index.")));
 		for (int r = 0; r < nitems / rowlen; r++)

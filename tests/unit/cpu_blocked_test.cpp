@@ -89,36 +89,39 @@ TEST(PqTable, EveryKernelMatchesThePlainSumsBitForBit)
         for (size_t ksub : {16, 256})
             for (size_t d : {1, 2, 3, 4, 14, 16, 33})
                 for (bool scattered : {false, true})
-            {
-                std::vector<float> cb = gaussian(ksub * d, ksub + d, 3.0f), x = gaussian(d, d, 3.0f);
-                cb[0] = x[0]; // a zero difference
-                vs::PackedRows packed(cb.data(), ksub, d, d);
-                const size_t w = packed.padded();
-                std::vector<const float *> rows;
-                packed.panel_rows(rows);
-                std::vector<float> elsewhere(d * (w + 7));
-                if (scattered)
-                    for (size_t t = 0; t < d; t++)
-                    {
-                        float *r = &elsewhere[(d - 1 - t) * (w + 7) + 3];
-                        std::memcpy(r, rows[t], w * sizeof(float));
-                        rows[t] = r;
-                    }
-                std::vector<float> out(w, vt::poison_float());
-                for (bool ip : {false, true})
                 {
-                    if (!vs::pq_table_with(isa, x.data(), rows.data(), d, w, ip, out.data()))
-                        break; // not supported here
-                    for (size_t c = 0; c < ksub; c++)
+                    std::vector<float> cb = gaussian(ksub * d, ksub + d, 3.0f),
+                                       x = gaussian(d, d, 3.0f);
+                    cb[0] = x[0]; // a zero difference
+                    vs::PackedRows packed(cb.data(), ksub, d, d);
+                    const size_t w = packed.padded();
+                    std::vector<const float *> rows;
+                    packed.panel_rows(rows);
+                    std::vector<float> elsewhere(d * (w + 7));
+                    if (scattered)
+                        for (size_t t = 0; t < d; t++)
+                        {
+                            float *r = &elsewhere[(d - 1 - t) * (w + 7) + 3];
+                            std::memcpy(r, rows[t], w * sizeof(float));
+                            rows[t] = r;
+                        }
+                    std::vector<float> out(w, vt::poison_float());
+                    for (bool ip : {false, true})
                     {
-                        const float want = ip ? vs::pq_dot(x.data(), &cb[c * d], static_cast<int>(d))
-                                              : vs::pq_l2(x.data(), &cb[c * d], static_cast<int>(d));
-                        ASSERT_EQ(std::memcmp(&out[c], &want, sizeof(float)), 0)
-                            << isa << " ksub " << ksub << " d " << d << (ip ? " ip" : " l2")
-                            << (scattered ? " scattered" : "") << " codeword " << c << ": " << out[c] << " vs " << want;
+                        if (!vs::pq_table_with(isa, x.data(), rows.data(), d, w, ip, out.data()))
+                            break; // not supported here
+                        for (size_t c = 0; c < ksub; c++)
+                        {
+                            const int di = static_cast<int>(d);
+                            const float want = ip ? vs::pq_dot(x.data(), &cb[c * d], di)
+                                                  : vs::pq_l2(x.data(), &cb[c * d], di);
+                            ASSERT_EQ(std::memcmp(&out[c], &want, sizeof(float)), 0)
+                                << isa << " ksub " << ksub << " d " << d << (ip ? " ip" : " l2")
+                                << (scattered ? " scattered" : "") << " codeword " << c << ": "
+                                << out[c] << " vs " << want;
+                        }
                     }
                 }
-            }
 }
 
 // The lane kernel of nearest_rows (rows of up to 16 elements, one per vector lane) for every
