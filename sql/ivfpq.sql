@@ -312,8 +312,38 @@ SELECT tab, pg_temp.compare(format(
   'SELECT q.qid, x.rank, x.id FROM q8 q, LATERAL (SELECT id, row_number() OVER () AS rank
      FROM (SELECT id FROM %s ORDER BY v <-> q.v LIMIT 10) s) x', tab))
 FROM unnest(ARRAY['tmp8', 'unl8']) tab ORDER BY tab;
+-- The temporary index's searches use the backend's copy of its quantizer, the unlogged one's
+-- read its pages in place: built from the same rows, they answer alike at any setting
+SET vsearch.ivfpq_probes = 1;
+SET vsearch.ivfpq_rerank = 20;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM tmp8 ORDER BY v <-> '[0,0,0,0,0,0,0,0.1]' LIMIT 10;
+EXPLAIN (COSTS OFF) SELECT id FROM unl8 ORDER BY v <-> '[0,0,0,0,0,0,0,0.1]' LIMIT 10;
+SELECT pg_temp.same(
+  'SELECT q.qid, x.rank, x.id, x.d FROM q8 q, LATERAL (SELECT id, v <-> q.v AS d,
+     row_number() OVER () AS rank FROM (SELECT id, v FROM tmp8 ORDER BY v <-> q.v LIMIT 10) s) x',
+  'SELECT q.qid, x.rank, x.id, x.d FROM q8 q, LATERAL (SELECT id, v <-> q.v AS d,
+     row_number() OVER () AS rank FROM (SELECT id, v FROM unl8 ORDER BY v <-> q.v LIMIT 10) s) x');
+RESET enable_seqscan;
 RESET vsearch.ivfpq_probes;
 RESET vsearch.ivfpq_rerank;
+
+-- Centroids longer than a page (2100 floats): their rows run on over the pages, and searches use
+-- the backend's copy of the quantizer
+SELECT setseed(0.5);
+CREATE TABLE wide (id int, v vector(2100));
+INSERT INTO wide SELECT i, array_agg(random() - 0.5 ORDER BY j)::vector
+  FROM generate_series(1, 300) i, generate_series(1, 2100) j GROUP BY i;
+CREATE INDEX wide_ivf ON wide USING vs_ivfpq (v) WITH (lists = 2, nbits = 4);
+SELECT (vsearch_index_check('wide_ivf', true))->>'entries' AS wide_entries;
+SET vsearch.ivfpq_probes = 2;
+SET vsearch.ivfpq_rerank = 5000;
+SELECT pg_temp.compare(
+  'SELECT q.id AS qid, x.rank, x.id FROM (SELECT * FROM wide WHERE id <= 3) q, LATERAL (SELECT id,
+     row_number() OVER () AS rank FROM (SELECT id FROM wide ORDER BY v <-> q.v LIMIT 10) s) x');
+RESET vsearch.ivfpq_probes;
+RESET vsearch.ivfpq_rerank;
+DROP TABLE wide;
 
 -- Settings
 SHOW vsearch.ivfpq_probes;
