@@ -331,19 +331,20 @@ RESET vsearch.ivfpq_rerank;
 -- Centroids longer than a page (2100 floats): their rows run on over the pages, and searches use
 -- the backend's copy of the quantizer
 SELECT setseed(0.5);
-CREATE TABLE wide (id int, v vector(2100));
-INSERT INTO wide SELECT i, array_agg(random() - 0.5 ORDER BY j)::vector
+CREATE TABLE ivf_long_rows (id int, v vector(2100));
+INSERT INTO ivf_long_rows SELECT i, array_agg(random() - 0.5 ORDER BY j)::vector
   FROM generate_series(1, 300) i, generate_series(1, 2100) j GROUP BY i;
-CREATE INDEX wide_ivf ON wide USING vs_ivfpq (v) WITH (lists = 2, nbits = 4);
-SELECT (vsearch_index_check('wide_ivf', true))->>'entries' AS wide_entries;
+CREATE INDEX long_rows_ivf ON ivf_long_rows USING vs_ivfpq (v) WITH (lists = 2, nbits = 4);
+SELECT (vsearch_index_check('long_rows_ivf', true))->>'entries' AS long_rows_entries;
 SET vsearch.ivfpq_probes = 2;
 SET vsearch.ivfpq_rerank = 5000;
 SELECT pg_temp.compare(
-  'SELECT q.id AS qid, x.rank, x.id FROM (SELECT * FROM wide WHERE id <= 3) q, LATERAL (SELECT id,
-     row_number() OVER () AS rank FROM (SELECT id FROM wide ORDER BY v <-> q.v LIMIT 10) s) x');
+  'SELECT q.id AS qid, x.rank, x.id FROM (SELECT * FROM ivf_long_rows WHERE id <= 3) q,
+     LATERAL (SELECT id, row_number() OVER () AS rank
+       FROM (SELECT id FROM ivf_long_rows ORDER BY v <-> q.v LIMIT 10) s) x');
 RESET vsearch.ivfpq_probes;
 RESET vsearch.ivfpq_rerank;
-DROP TABLE wide;
+DROP TABLE ivf_long_rows;
 
 -- Settings
 SHOW vsearch.ivfpq_probes;
