@@ -221,11 +221,14 @@ typedef struct VsGraphHit
 #define VS_GRAPH_HIT_UNREAD		(-1)
 #define VS_GRAPH_HIT_GONE		(-2)
 
+struct VsRecentPages;
+
 /* Reads nodes of an index through the buffer manager, keeping the last page pinned. */
 typedef struct VsGraphReader
 {
 	VsIndexRef	ref;
 	Relation	rel;			/* read through the relcache (NULL: by the ref's locator) */
+	struct VsRecentPages *recent;	/* pages pinned through their recent buffers, or NULL */
 	uint32		dim;
 	uint32		degree;
 	int			per_page;
@@ -251,6 +254,7 @@ extern void vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint
 extern VsGraphMetaPage vs_graph_page_meta(Page page);
 extern void vs_graph_read_meta(Relation index, VsGraphMetaPageData *meta);
 extern int	vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts);
+extern uint32 *vs_graph_ref_starts(Relation index, const VsIndexRef *ref, int *nstarts);
 extern void vs_graph_page_set_items(Page page, uint32 dim, uint32 degree, int nitems);
 extern void vs_graph_check_dim(int dim, uint32 degree);
 extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree);
@@ -266,7 +270,9 @@ extern bytea *vs_graph_options(Datum reloptions, bool validate);
 /* graphsearch.c: reading nodes, beam search, pruning */
 extern void vs_graph_reader_init(VsGraphReader *r, const VsIndexRef *ref, Relation rel,
 								 uint32 dim, uint32 degree, uint64 nnodes);
+extern void vs_graph_reader_use_recent(VsGraphReader *r);
 extern void vs_graph_reader_end(VsGraphReader *r);
+extern void vs_graph_prefetch_node(const VsGraphReader *r, uint32 node);
 extern bool vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *out, float *x,
 							   uint32 *nbrs);
 extern float vs_graph_distance(vs_metric metric, const float *a, const float *b, uint32 dim);

@@ -261,6 +261,9 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 				VsGraphHit *h = out + (Size) q * ef;
 				int			n = 0;
 
+				if (!unread_ids)
+					for (int64 i = 0; i < found[q]; i++)
+						vs_graph_prefetch_node(r, (uint32) ids[(Size) q * ef + i]);
 				for (int64 i = 0; i < found[q]; i++)
 				{
 					int64		node = ids[(Size) q * ef + i];

@@ -37,6 +37,18 @@ typedef struct Cand
 	double	   *d;				/* norderbys operator distances */
 } Cand;
 
+/*
+ * The nodes a scan has returned: open addressing over node numbers (empty slots
+ * VS_GRAPH_NO_NODE, never a node), at most half full.  A bitmap over every node cost a scan
+ * nnodes / 8 bytes zeroed (125 kB at 1M rows) to return its first 10 rows.
+ */
+typedef struct NodeSet
+{
+	uint32	   *slots;			/* NULL: empty */
+	int			bits;			/* log2 of the slots */
+	uint64		count;
+} NodeSet;
+
 typedef struct GraphScanOpaqueData
 {
 	VsScanBase	base;			/* cxt, started, done, ref */
@@ -46,11 +58,11 @@ typedef struct GraphScanOpaqueData
 	int			norderbys;
 	int64		ef;				/* width of the last round (0: none yet) */
 	bool		last_round;
-	uint8	   *seen;			/* by node number */
+	NodeSet		seen;			/* nodes returned by the rounds before the last */
 	uint64		nnodes;
 	VsGraphReader reader;
 	bool		reader_open;
-	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
+	uint32	   *starts;
 	int			nstarts;
 	float	   *x;
 
@@ -90,6 +102,64 @@ vs_graph_endscan(IndexScanDesc scan)
 {
 	release_reader((GraphScanOpaque) scan->opaque);
 	vs_scan_end(scan);
+}
+
+static inline uint32
+nodeset_slot(const NodeSet *s, uint32 node)
+{
+	return (uint32) ((node * UINT64CONST(0x9E3779B97F4A7C15)) >> (64 - s->bits));
+}
+
+static bool
+nodeset_has(const NodeSet *s, uint32 node)
+{
+	uint32		mask;
+
+	if (s->slots == NULL)
+		return false;
+	mask = ((uint32) 1 << s->bits) - 1;
+	for (uint32 i = nodeset_slot(s, node);; i = (i + 1) & mask)
+	{
+		if (s->slots[i] == node)
+			return true;
+		if (s->slots[i] == VS_GRAPH_NO_NODE)
+			return false;
+	}
+}
+
+static void
+nodeset_insert(NodeSet *s, uint32 node)
+{
+	uint32		mask = ((uint32) 1 << s->bits) - 1;
+	uint32		i = nodeset_slot(s, node);
+
+	while (s->slots[i] != VS_GRAPH_NO_NODE)
+		i = (i + 1) & mask;
+	s->slots[i] = node;
+	s->count++;
+}
+
+/* Room for n more nodes (in the current memory context); rehashes into a larger table. */
+static void
+nodeset_reserve(NodeSet *s, uint64 n)
+{
+	uint32	   *old = s->slots;
+	uint64		oldsize = old ? (uint64) 1 << s->bits : 0;
+	int			bits = Max(s->bits, 6);
+
+	while (((uint64) 1 << bits) < 2 * (s->count + n))
+		bits++;
+	if (old != NULL && bits == s->bits)
+		return;
+	s->slots = palloc_extended(sizeof(uint32) * ((Size) 1 << bits), MCXT_ALLOC_HUGE);
+	memset(s->slots, 0xFF, sizeof(uint32) * ((Size) 1 << bits));
+	s->bits = bits;
+	s->count = 0;
+	for (uint64 i = 0; i < oldsize; i++)
+		if (old[i] != VS_GRAPH_NO_NODE)
+			nodeset_insert(s, old[i]);
+	if (old)
+		pfree(old);
 }
 
 /* float8 order of the SQL operators: NaN after every number. */
@@ -164,7 +234,10 @@ sort_cands(GraphScanOpaque so)
 	so->pos = 0;
 }
 
-/* A pass over every node: the live ones not seen yet (within the range quals), sorted. */
+/*
+ * A pass over every node: the live ones not returned yet (within the range quals), sorted.  It is
+ * a scan's last round, so what it returns is not added to the set.
+ */
 static void
 sweep(GraphScanOpaque so)
 {
@@ -178,12 +251,11 @@ sweep(GraphScanOpaque so)
 
 		if ((n & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-		if (so->seen[n / 8] & (1 << (n % 8)))
+		if (nodeset_has(&so->seen, (uint32) n))
 			continue;
 		if (!vs_graph_read_node(&so->reader, (uint32) n, &nc, so->x, NULL) ||
 			!(nc.flags & VS_GRAPH_NODE_LIVE))
 			continue;
-		so->seen[n / 8] |= 1 << (n % 8);
 		if (so->keys.nranges > 0 && !in_ranges(so, so->x))
 			continue;
 		add_cand(so, &cap, vs_tid_to_id(&nc.tid), so->x);
@@ -207,17 +279,12 @@ scan_start(IndexScanDesc scan)
 	so->ordered = so->keys.norderbys > 0;
 	so->norderbys = so->keys.norderbys;
 	so->nnodes = VsGraphRefNodes(&so->base.ref);
-	so->seen = palloc_extended((Size) (so->nnodes + 7) / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	so->x = palloc(sizeof(float) * so->base.ref.dim);
 	vs_graph_reader_init(&so->reader, &so->base.ref, scan->indexRelation, so->base.ref.dim,
 						 VsGraphRefDegree(&so->base.ref), so->nnodes);
+	vs_graph_reader_use_recent(&so->reader);
 	so->reader_open = true;
-	{
-		VsGraphMetaPageData meta;
-
-		vs_graph_read_meta(scan->indexRelation, &meta);
-		so->nstarts = vs_graph_starts(&meta, so->starts);
-	}
+	so->starts = vs_graph_ref_starts(scan->indexRelation, &so->base.ref, &so->nstarts);
 
 	if (so->keys.nranges > 0 && so->ordered)
 	{
@@ -267,14 +334,15 @@ next_round(IndexScanDesc scan)
 			vs_graph_search_hits(&so->reader, so->base.ref.metric, so->starts, so->nstarts,
 								 so->keys.queries[0], 1, (int) ef, vs_graph_expand, false, hits,
 								 &nh);
+			nodeset_reserve(&so->seen, (uint64) nh);
 			for (int i = 0; i < nh; i++)
 			{
 				uint32		n = hits[i].node;
 				VsGraphNodeCopy nc;
 
-				if (so->seen[n / 8] & (1 << (n % 8)))
+				if (nodeset_has(&so->seen, n))
 					continue;
-				so->seen[n / 8] |= 1 << (n % 8);
+				nodeset_insert(&so->seen, n);
 				if (so->norderbys <= 1)
 				{
 					/* the search's exact distance is the operator's value */

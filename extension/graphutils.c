@@ -275,13 +275,83 @@ vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts)
 	return n;
 }
 
+/*
+ * This backend's start list of an index (the index's rd_amcache, freed with the relcache entry):
+ * every scan needs it or its length, and it changes only with the metapage's generation.  Making
+ * it takes a copy of the metapage (8 kB) and a pass of the hash set above, twice per scan before
+ * this copy (docs/BENCHMARKS.md, "vs_graph single queries: the backend's CPU").
+ */
+typedef struct GraphStartsCache
+{
+	VsRelFileLocator locator;
+	uint64		generation;		/* 0: none yet (generations start at 1) */
+	int			nstarts;
+	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
+} GraphStartsCache;
+
+/*
+ * Reads the metapage's fields before its seeds into *meta (the seeds are not copied) and returns
+ * the start list of that metapage, made anew under the page's lock when the copy is of another
+ * generation.
+ */
+static const GraphStartsCache *
+read_meta_starts(Relation index, VsGraphMetaPageData *meta)
+{
+	GraphStartsCache *c = (GraphStartsCache *) index->rd_amcache;
+	VsRelFileLocator locator = VsRelationGetLocator(index);
+	Buffer		buf;
+	VsGraphMetaPage m;
+
+	if (c == NULL)
+	{
+		c = MemoryContextAllocZero(index->rd_indexcxt, sizeof(GraphStartsCache));
+		index->rd_amcache = c;
+	}
+	buf = ReadBuffer(index, VS_GRAPH_METAPAGE_BLKNO);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	m = vs_graph_page_meta(BufferGetPage(buf));
+	memcpy(meta, m, offsetof(VsGraphMetaPageData, seeds));
+	if (c->generation != m->generation || memcmp(&c->locator, &locator, sizeof(locator)) != 0)
+	{
+		c->generation = 0;
+		c->nstarts = vs_graph_starts(m, c->starts);
+		c->locator = locator;
+		c->generation = m->generation;
+	}
+	UnlockReleaseBuffer(buf);
+	return c;
+}
+
+/*
+ * The start list of ref's generation of the index when this backend has it, else of the current
+ * metapage; palloc'd, *nstarts entries.
+ */
+uint32 *
+vs_graph_ref_starts(Relation index, const VsIndexRef *ref, int *nstarts)
+{
+	const GraphStartsCache *c = (const GraphStartsCache *) index->rd_amcache;
+	VsRelFileLocator locator = VsRelationGetLocator(index);
+	uint32	   *starts;
+
+	if (c == NULL || c->generation != ref->generation ||
+		memcmp(&c->locator, &locator, sizeof(locator)) != 0)
+	{
+		VsGraphMetaPageData meta;
+
+		c = read_meta_starts(index, &meta);
+	}
+	*nstarts = c->nstarts;
+	starts = palloc(sizeof(uint32) * Max(c->nstarts, 1));
+	memcpy(starts, c->starts, sizeof(uint32) * c->nstarts);
+	return starts;
+}
+
 static void
 graph_read_ref(Relation index, VsIndexRef *ref)
 {
 	VsGraphMetaPageData meta;
-	uint32		starts[VS_GRAPH_MAX_SEEDS + 1];
+	const GraphStartsCache *c = read_meta_starts(index, &meta);
 
-	vs_graph_read_meta(index, &meta);
 	vs_ref_init(index, VS_GRAPH_KIND, ref);
 	ref->metric = (vs_metric) meta.metric;
 	ref->dim = meta.dim;
@@ -290,7 +360,7 @@ graph_read_ref(Relation index, VsIndexRef *ref)
 	ref->kind_info[0] = meta.degree;
 	ref->kind_info[1] = meta.entry;
 	ref->kind_info[2] = meta.nnodes;
-	ref->kind_info[3] = (uint64) vs_graph_starts(&meta, starts);
+	ref->kind_info[3] = (uint64) c->nstarts;
 }
 
 const VsIndexKind vs_graph_kind = {
