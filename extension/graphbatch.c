@@ -130,6 +130,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	nstarts = vs_graph_starts(&meta, starts);
 
 	vs_graph_reader_init(&r, &bc->ref, bc->index, dim, VsGraphRefDegree(&bc->ref), nnodes);
+	vs_graph_reader_use_recent(&r);
 	for (int q0 = 0; q0 < bc->nq; q0 += chunk)
 	{
 		int			nc = Min(chunk, bc->nq - q0);
