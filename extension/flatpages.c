@@ -108,7 +108,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	if (!vs_flat_stays_resident((double) meta.last_block + 1))
 		bas = GetAccessStrategy(BAS_BULKREAD);
 	else if (rel == NULL)
-		rp = vs_recent_pages(ref, meta.last_block + 1);
+		rp = vs_recent_pages(ref, meta.last_block + 1, true);
 
 	words = vs_flat_row_words(meta.dim, meta.storage);
 	per_page = VsFlatItemsPerPage(words);

@@ -175,7 +175,7 @@ feed_lists(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *meta,
 	if (nlists == 0)
 		return;
 	/* pages of a temporary index are local buffers: looked up in this backend's own table */
-	rp = rel == NULL ? vs_recent_pages(ref, 1) : NULL;
+	rp = rel == NULL ? vs_recent_pages(ref, 1, true) : NULL;
 	vs_ivfpq_meta_layout(meta, false, &layout);
 	heads = palloc(sizeof(BlockNumber) * nlists);
 	list_heads(ref, rel, meta, (const uint32 *) lists, nlists, heads);
@@ -330,7 +330,7 @@ search_quantizer(const VsIndexRef *ref, Relation rel, VsIvfpqMetaPageData *meta,
 	table_rows = palloc(sizeof(float *) * meta->dim);
 	PG_TRY();
 	{
-		VsRecentPages *rp = vs_recent_pages(ref, 1);
+		VsRecentPages *rp = vs_recent_pages(ref, 1, true);
 
 		pin_rows(ref, rp, meta->centroid_start, meta->ncentroid_pages, meta->lists,
 				 (int) meta->dim, centroid_rows, sq);
@@ -573,7 +573,7 @@ rerank_stored(const VsIndexRef *ref, Relation rel, const VsIvfpqMetaPageData *me
 	int64	   *moved_ids = palloc(sizeof(int64) * Max(k, 1));
 	int		   *moved_slot = palloc(sizeof(int) * Max(k, 1));
 	bool	   *found = palloc(sizeof(bool) * Max(k, 1));
-	VsRecentPages *rp = rel == NULL ? vs_recent_pages(ref, 1) : NULL;
+	VsRecentPages *rp = rel == NULL ? vs_recent_pages(ref, 1, true) : NULL;
 
 	vs_ivfpq_meta_layout(meta, false, &layout);
 	for (int q = 0; q < nq; q++)

@@ -75,7 +75,7 @@ recent_map(const VsRecentPages *rp, BlockNumber npages)
  * has at least a few percent as many pages as the pool has buffers.
  */
 static void
-recent_sweep(VsRecentPages *rp, BlockNumber npages)
+recent_sweep(VsRecentPages *rp, BlockNumber npages, bool map_all)
 {
 	if ((double) npages * VS_RECENT_SWEEP_RATIO < NBuffers)
 		return;
@@ -91,11 +91,12 @@ recent_sweep(VsRecentPages *rp, BlockNumber npages)
 			continue;
 		rp->bufs[desc->tag.blockNum] = BufferDescriptorGetBuffer(desc);
 	}
-	recent_map(rp, npages);
+	if (map_all)
+		recent_map(rp, npages);
 }
 
 VsRecentPages *
-vs_recent_pages(const VsIndexRef *ref, BlockNumber npages)
+vs_recent_pages(const VsIndexRef *ref, BlockNumber npages, bool map_all)
 {
 	VsRecentPages *rp = NULL;
 	bool		fresh = false;
@@ -123,7 +124,7 @@ vs_recent_pages(const VsIndexRef *ref, BlockNumber npages)
 	}
 	recent_grow(rp, Max(npages, 1));
 	if (fresh)
-		recent_sweep(rp, npages);
+		recent_sweep(rp, npages, map_all);
 	rp->used = ++recent_clock;
 	return rp;
 }

@@ -31,9 +31,11 @@ typedef struct VsRecentPages
 /*
  * The recent buffers of an index, for at least npages pages (a slot reused if new).  A new slot
  * of a large index (npages a few percent of shared_buffers or more: vs_flat's whole index) is
- * filled from one sweep over the buffer headers.
+ * filled from one sweep over the buffer headers; with map_all, the memory of every buffer it
+ * found is then mapped into the process too (for searches that read the whole index: a search
+ * that reads a few pages of it would pay more for the mapping than its page faults cost).
  */
-extern VsRecentPages *vs_recent_pages(const VsIndexRef *ref, BlockNumber npages);
+extern VsRecentPages *vs_recent_pages(const VsIndexRef *ref, BlockNumber npages, bool map_all);
 
 /*
  * Pins a page (not locked), through its recent buffer when rp is given (rp NULL: a plain read,
