@@ -8,8 +8,9 @@
  * All queries go to the search layer together (one GPU batch when the worker serves).  The answer
  * is what the per-query SQL would return, visible rows only:
  *   knn:   for each query, the k rows of `ORDER BY col <op> q LIMIT k` through the index (fewer if
- *          the table has fewer visible rows), nearest first: for an exact index exactly the
- *          sequential scan's rows, for an approximate one the rows its index scan returns first;
+ *          the table has fewer visible rows), nearest first: for an exact index the
+ *          sequential scan's distances and rows (any of the rows tied at the k-th distance), for
+ *          an approximate one the rows its index scan returns first;
  *   range: for each query, the rows the index finds with `col <op> q <= radius` (<<op>>
  *          semantics), nearest first;
  * where <op> is the index's metric operator, `distance` is that operator's value and `query` the
@@ -20,8 +21,10 @@
  * of an exact index, and of vs_graph's kNN searches, are its search's (the operator's own values:
  * search.h; indexkind.h, exact_distances), so only the rows' visibility is read; an approximate
  * index's candidates get the operator's distance from the heap row.  How a kNN batch searches is the index kind's (indexkind.h, batch_knn); vs_batch_knn_exact
- * below serves kinds with exact searches: it goes on until no unseen row can beat the k-th, so
- * ties aside the rows are exactly the per-query ones.
+ * below serves kinds with exact searches: it takes each query's candidates in the engine's order
+ * (distance, then id: the order an ORDER BY scan returns them in) until k of them are visible, so
+ * the rows are those the per-query ORDER BY ... LIMIT k returns through the index, whose rows at
+ * the k-th distance are any of the rows there (a sequential scan may keep others).
  *
  * The caller needs SELECT on the index's table; tables with row level security are refused (the
  * functions cannot apply its policies).
@@ -266,60 +269,12 @@ typedef struct ExactQuery
 	int64		last_id;
 } ExactQuery;
 
-/* The answer's hits as a max-heap on vs_cmp_hit: the top is the k-th best so far. */
-static void
-heap_sift_down(VsHit *h, int n, int i)
-{
-	for (;;)
-	{
-		int			l = 2 * i + 1,
-					r = l + 1,
-					m = i;
-		VsHit		t;
-
-		if (l < n && vs_cmp_hit(&h[l], &h[m]) > 0)
-			m = l;
-		if (r < n && vs_cmp_hit(&h[r], &h[m]) > 0)
-			m = r;
-		if (m == i)
-			return;
-		t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
-}
-
-static void
-heap_offer(VsBatchAnswer *a, int k, const VsHit *hit)
-{
-	if (a->n < k)
-	{
-		int			i = a->n++;
-
-		a->hits[i] = *hit;
-		while (i > 0 && vs_cmp_hit(&a->hits[(i - 1) / 2], &a->hits[i]) < 0)
-		{
-			VsHit		t = a->hits[i];
-
-			a->hits[i] = a->hits[(i - 1) / 2];
-			a->hits[(i - 1) / 2] = t;
-			i = (i - 1) / 2;
-		}
-	}
-	else if (vs_cmp_hit(hit, &a->hits[0]) < 0)
-	{
-		a->hits[0] = *hit;
-		heap_sift_down(a->hits, a->n, 0);
-	}
-}
-
 /*
  * Checks, in one pass over the heap (vs_check_pairs), the pairs a kNN pass over one round
  * of engine candidates most likely needs: per query the candidates after the last one it used, as
- * many as it still lacks, plus those within a relative 1e-5 of the last of them (near ties, where
- * the stop rule may ask for more).  The answer of candidate j of todo entry t goes to
- * res[t * kk + j], with checked[t * kk + j] set; the pass checks the others itself.
+ * many as it still lacks.  The answer of candidate j of todo entry t goes to
+ * res[t * kk + j], with checked[t * kk + j] set; the pass checks the others (after dead rows)
+ * itself.
  */
 static void
 check_round(VsBatch *bc, const ExactQuery *st, const int *todo, int ntodo, int kq,
@@ -338,23 +293,18 @@ check_round(VsBatch *bc, const ExactQuery *st, const int *todo, int ntodo, int k
 		const int64 *qids = ids + (Size) t * kk;
 		const float *qd = dists + (Size) t * kk;
 		int64		j = 0,
-					need = Max(kq - have, 1),
+					need = kq - have,
 					taken = 0;
-		float		last = 0;
 
 		if (s->have_last)
 			while (j < count && vs_cmp_engine_order(qd[j], qids[j], s->last_dist, s->last_id) <= 0)
 				j++;
-		for (; j < count; j++)
+		for (; j < count && taken < need; j++)
 		{
-			if (taken >= need && !(qd[j] <= last + fabsf(last) * 1e-5f))
-				break;
-			if (qids[j] >= 0)
-			{
-				vs_batch_add_pair(&pairs, &n, &cap, qids[j], todo[t], (Size) t * kk + j);
-				checked[(Size) t * kk + j] = true;
-			}
-			last = qd[j];
+			if (qids[j] < 0)
+				continue;
+			vs_batch_add_pair(&pairs, &n, &cap, qids[j], todo[t], (Size) t * kk + j);
+			checked[(Size) t * kk + j] = true;
 			taken++;
 		}
 	}
@@ -448,8 +398,13 @@ typedef struct ExactRound
 	instr_time	overlapped;		/* working on answers while the search went on */
 } ExactRound;
 
-/* Works on the answers of todo entries [r->done, upto): their rows' checks, then each query's
- * hits, until no unseen row can beat its k-th. */
+/*
+ * Works on the answers of todo entries [r->done, upto): their rows' checks, then each query's
+ * hits in engine order until it has k visible rows.  That order is (distance, id), so every row
+ * after the k-th visible one lies at its distance or beyond: rows tied with the k-th are
+ * interchangeable (the tie rule of docs/RELIABILITY.md), and looking at them would only make
+ * the work grow with the size of the tie.
+ */
 static void
 round_answers(ExactRound *r, int upto)
 {
@@ -474,7 +429,6 @@ round_answers(ExactRound *r, int upto)
 			Size		pos = (Size) t * kk + j;
 			int64		id = r->ids[pos];
 			float		d = r->dists[pos];
-			double		value;
 
 			if (id < 0)
 				continue;
@@ -483,24 +437,14 @@ round_answers(ExactRound *r, int upto)
 			s->have_last = true;
 			s->last_dist = d;
 			s->last_id = id;
-
-			/* no row from here on can beat the k-th best (rows in engine order: NaN last) */
-			value = vs_rank_value(bc->ref.metric, d);
-			if (a->n == r->kq &&
-				(isnan(a->hits[0].distance) ? isnan(value) : value > a->hits[0].distance))
-			{
-				s->done = true;
-				break;
-			}
 			if (!r->checked[pos])
 				vs_check_pair(&bc->reader, id, q, &r->res[pos]);
 			if (r->res[pos].visible)
 			{
-				VsHit		hit;
-
-				hit.distance = value;
-				hit.tid = r->res[pos].tid;
-				heap_offer(a, r->kq, &hit);
+				a->hits[a->n].distance = vs_rank_value(bc->ref.metric, d);
+				a->hits[a->n].tid = r->res[pos].tid;
+				if (++a->n == r->kq)
+					s->done = true;
 			}
 		}
 		if (count < kk)
@@ -541,10 +485,10 @@ vs_batch_knn_exact(VsBatch *bc, int kq)
 	bc->reader.remember = true;
 
 	/*
-	 * A little beyond k, to see that the next row cannot beat the k-th and for a few dead rows.
-	 * Not much more: on clustered data the engine's exact certification of the k-th candidate
-	 * gets dearer as k approaches its candidate list (H100, 10M x 96: k = 10 in 758 ms, k = 26 in
-	 * 1 277 ms); queries that need more go on in a wider round.
+	 * A little beyond k, for a few dead rows.  Not much more: on clustered data the engine's
+	 * exact certification of the k-th candidate gets dearer as k approaches its candidate list
+	 * (H100, 10M x 96: k = 10 in 758 ms, k = 26 in 1 277 ms); queries that meet more dead rows
+	 * go on in a wider round.
 	 */
 	kk = Min((int64) kq + Max(4, kq / 8), (int64) bc->ref.ntuples + 1);
 	while (ntodo > 0)

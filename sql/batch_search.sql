@@ -207,3 +207,114 @@ SELECT pg_temp.bvis_same();
 ROLLBACK;
 RESET enable_bitmapscan;
 RESET enable_indexscan;
+
+-- Massive exact ties: coordinates in {0, 1, 2} (81 points, ~120 rows each), so that hundreds of
+-- rows share each distance, with dead, HOT-updated and moved rows among them.  Two right answers
+-- may keep different rows of those at the k-th distance, so an answer is right when its distances
+-- are the seq scan's one for one, its rows are distinct and at the distance it gives them, and its
+-- rows nearer than the last distance are the seq scan's (tests/lib/knn_check.sql's rule).
+-- "past_k" counts the queries whose k-th distance ties with rows beyond the LIMIT.
+CREATE FUNCTION pg_temp.knn_diff(a_ids int[], a_ds float8[], b_ids int[], b_ds float8[])
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE n int := coalesce(cardinality(a_ids), 0);
+BEGIN
+  IF a_ds IS DISTINCT FROM b_ds THEN RETURN 'the distances differ'; END IF;
+  IF (SELECT count(DISTINCT x) FROM unnest(a_ids) x) <> n THEN RETURN 'a row comes twice'; END IF;
+  IF n > 0 AND (SELECT array_agg(i ORDER BY i) FROM unnest(a_ids, a_ds) u(i, d) WHERE d < a_ds[n])
+      IS DISTINCT FROM
+      (SELECT array_agg(i ORDER BY i) FROM unnest(b_ids, b_ds) u(i, d) WHERE d < b_ds[n]) THEN
+    RETURN 'the rows nearer than the last distance differ';
+  END IF;
+  RETURN NULL;
+END $$;
+-- the rule itself: a tied row in place of another is right; a farther row in place of a tied one,
+-- a nearer row missing and a row twice are wrong
+SELECT pg_temp.knn_diff('{1,2,4}', '{0,1,1}', '{1,2,3}', '{0,1,1}') AS tie,
+       pg_temp.knn_diff('{1,2,5}', '{0,1,2}', '{1,2,3}', '{0,1,1}') AS farther,
+       pg_temp.knn_diff('{9,2,3}', '{0,1,1}', '{1,2,3}', '{0,1,1}') AS nearer_missing,
+       pg_temp.knn_diff('{1,2,2}', '{0,1,1}', '{1,2,3}', '{0,1,1}') AS twice;
+-- answer: SQL of (qid, id, distance as answered, the operator's distance of that row); each query
+-- of btq against a seq scan of ORDER BY v <op> q LIMIT k
+CREATE FUNCTION pg_temp.tie_check(answer text, op text, k int) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  q record;
+  a_ids int[]; a_ds float8[]; b_ids int[]; b_ds float8[];
+  why text;
+  tied bool;
+  wrong int := 0; past_k int := 0; first_why text;
+  indexscan text := current_setting('enable_indexscan');
+  bitmapscan text := current_setting('enable_bitmapscan');
+BEGIN
+  EXECUTE 'CREATE TEMP TABLE tie_ans AS ' || answer;
+  IF EXISTS (SELECT FROM tie_ans a WHERE a.distance IS DISTINCT FROM a.row_distance) THEN
+    wrong := wrong + 1;
+    first_why := 'a distance is not its row''s';
+  END IF;
+  PERFORM set_config('enable_indexscan', 'off', true);
+  PERFORM set_config('enable_bitmapscan', 'off', true);
+  FOR q IN SELECT qid, v FROM btq ORDER BY qid LOOP
+    SELECT array_agg(id ORDER BY distance, id), array_agg(distance ORDER BY distance, id)
+      INTO a_ids, a_ds FROM tie_ans WHERE qid = q.qid;
+    EXECUTE format('SELECT array_agg(id ORDER BY d, id), array_agg(d ORDER BY d, id)
+                      FROM (SELECT id, v %s $1 AS d FROM btie ORDER BY v %s $1 LIMIT %s) s',
+                   op, op, k) INTO b_ids, b_ds USING q.v;
+    why := pg_temp.knn_diff(a_ids, a_ds, b_ids, b_ds);
+    IF why IS NOT NULL THEN
+      wrong := wrong + 1;
+      first_why := coalesce(first_why, format('query %s: %s', q.qid, why));
+    END IF;
+    EXECUTE format('SELECT count(*) > %s FROM btie WHERE v %s $1 <= $2', k, op)
+      INTO STRICT tied USING q.v, b_ds[k];
+    IF tied THEN past_k := past_k + 1; END IF;
+  END LOOP;
+  DROP TABLE tie_ans;
+  PERFORM set_config('enable_indexscan', indexscan, true);
+  PERFORM set_config('enable_bitmapscan', bitmapscan, true);
+  RETURN format('%s wrong%s, past_k %s', wrong, coalesce(' (' || first_why || ')', ''), past_k);
+END $$;
+CREATE TABLE btie (id int PRIMARY KEY, v vector(4), note text);
+INSERT INTO btie SELECT i, ARRAY[floor(random() * 3), floor(random() * 3), floor(random() * 3),
+                                  floor(random() * 3)]::vector, 'x'
+  FROM generate_series(1, 10000) i;
+CREATE INDEX btie_l2 ON btie USING vs_flat (v vector_l2_ops);
+CREATE INDEX btie_ip ON btie USING vs_flat (v vector_ip_ops);
+CREATE INDEX btie_cosine ON btie USING vs_flat (v vector_cosine_ops);
+CREATE INDEX btie_l1 ON btie USING vs_flat (v vector_l1_ops);
+DELETE FROM btie WHERE id % 7 = 0;
+UPDATE btie SET note = 'hot' WHERE id % 5 = 0;
+UPDATE btie SET v = '[1,1,1,1]' WHERE id % 11 = 0;
+ANALYZE btie;
+-- grid points (the zero vector among them: NaN cosine distances) and points between them
+CREATE TABLE btq (qid int, v vector(4));
+INSERT INTO btq SELECT g + 1, ARRAY[g % 3, g / 3 % 3, g / 9 % 3, 1]::vector FROM generate_series(0, 26) g;
+INSERT INTO btq SELECT g + 28, ARRAY[0.5 * (g % 5), 0.5 * (g / 5), 1.5, 3]::vector
+  FROM generate_series(0, 4) g;
+INSERT INTO btq VALUES (33, '[0,0,0,0]');
+SELECT metric, k, pg_temp.tie_check(
+  format('SELECT b.query AS qid, t.id, b.distance, t.v %s q.v AS row_distance
+            FROM vsearch_knn_batch(''btie_%s'', ARRAY(SELECT v FROM btq ORDER BY qid), %s) b
+            JOIN btie t ON t.ctid = b.row_ctid JOIN btq q ON q.qid = b.query', op, metric, k),
+  op, k)
+FROM (VALUES ('l2', '<->'), ('ip', '<#>'), ('cosine', '<=>'), ('l1', '<+>')) m(metric, op),
+     unnest(ARRAY[1, 10, 100]) k ORDER BY metric, k;
+-- ORDER BY ... LIMIT k through the index on the same rows
+SET enable_seqscan = off;
+SELECT metric, k, pg_temp.tie_check(
+  format('SELECT q.qid, x.id, x.d AS distance, x.d AS row_distance FROM btq q,
+            LATERAL (SELECT id, v %s q.v AS d FROM btie ORDER BY v %s q.v LIMIT %s) x',
+         op, op, k), op, k)
+FROM (VALUES ('l2', '<->'), ('ip', '<#>'), ('cosine', '<=>'), ('l1', '<+>')) m(metric, op),
+     unnest(ARRAY[1, 10, 100]) k ORDER BY metric, k;
+RESET enable_seqscan;
+EXPLAIN (COSTS OFF) SELECT id FROM btie ORDER BY v <-> '[1,1,1,1]' LIMIT 10;
+
+-- Bounded work under ties: every row lies at the same distance from the queries, a third of them
+-- dead.  The widening stops at k visible rows, so 2 001 queries over 50 001 rows take two rounds
+-- (14, then 56 candidates each), not rounds that grow past the whole table (more than 10^8
+-- candidates: refused).
+CREATE TABLE beq (id int PRIMARY KEY, v vector(2));
+INSERT INTO beq SELECT i, ARRAY[2 * (i % 2), 2 * (i / 2 % 2)]::vector FROM generate_series(0, 50000) i;
+CREATE INDEX beq_l2 ON beq USING vs_flat (v vector_l2_ops);
+DELETE FROM beq WHERE id % 3 = 0;
+SELECT count(*), count(DISTINCT (query, row_ctid)), min(distance), max(distance)
+  FROM vsearch_knn_batch('beq_l2', ARRAY(SELECT '[1,1]'::vector FROM generate_series(1, 2001)), 10);
