@@ -48,6 +48,17 @@ vs_status check_ivfpq_params(vs_context *ctx, const vs_ivfpq_params *p)
     return VS_OK;
 }
 
+// What every vs_ivfpq_create* checks first; clears *out.
+vs_status check_create(vs_context *ctx, const vs_ivfpq_params *params, vs_ivfpq **out)
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!out)
+        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    return check_ivfpq_params(ctx, params);
+}
+
 // COSINE works on unit vectors: a normalized copy (zero vectors stay zero), else the input.
 const float *unit_vectors(vs_metric metric, const float *x, size_t n, size_t d,
                           std::vector<float> &copy)
@@ -163,12 +174,7 @@ vs_status scan_begin(vs_context *ctx, const vs_ivfpq *ivf, const float *queries,
 vs_status create_ivfpq(vs_context *ctx, const vs_ivfpq_params *params, const float *centroids,
                        const float *codebooks, bool view, vs_ivfpq **out)
 {
-    if (!ctx)
-        return VS_INVALID_ARGUMENT;
-    if (!out)
-        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    if (vs_status st = check_ivfpq_params(ctx, params))
+    if (vs_status st = check_create(ctx, params, out))
         return st;
     if (!centroids || !codebooks)
         return fail(ctx, VS_INVALID_ARGUMENT, "centroids or codebooks is NULL");
@@ -258,12 +264,7 @@ vs_status vs_ivfpq_create_rows(vs_context *ctx, const vs_ivfpq_params *params,
                                const float *const *centroid_rows, const float *const *table_rows,
                                vs_ivfpq **out) noexcept
 {
-    if (!ctx)
-        return VS_INVALID_ARGUMENT;
-    if (!out)
-        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
-    *out = nullptr;
-    if (vs_status st = check_ivfpq_params(ctx, params))
+    if (vs_status st = check_create(ctx, params, out))
         return st;
     if (!centroid_rows || !table_rows)
         return fail(ctx, VS_INVALID_ARGUMENT, "centroid_rows or table_rows is NULL");
