@@ -1,5 +1,5 @@
 /*
- * The GPU worker's shared state and request format, shared by the backend side (worker_client.c),
+ * The GPU worker's shared state and request format, shared by the backend side (worker_client.h),
  * the worker process (worker_*.c, worker_proc.h), the index kinds' checks of their requests
  * (indexkind.h) and the shared-memory setup and statistics (worker_shmem.c).  docs/WORKER.md
  * describes the protocol.
@@ -273,7 +273,7 @@ vs_proc_latch(int procno)
 	return &GetPGProcByNumber(procno)->procLatch;
 }
 
-/* Installs the planner cost hook (worker_client.c), called from _PG_init while preloading. */
+/* Installs the planner cost hook (worker_client_calls.c), called from _PG_init while preloading. */
 extern void vs_worker_client_init(void);
 
 /* Shared-memory setup (worker_shmem.c), called from _PG_init while preloading. */
