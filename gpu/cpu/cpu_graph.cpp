@@ -1,8 +1,10 @@
 // Graph objects on the CPU: host copies of the arrays, searched by vs_graph_search (graph.cpp) on
-// blocks of queries handed to the backend's threads.  The answers do not depend on the thread
-// count (each query is searched on its own).
+// blocks of queries handed to the backend's threads; compressed objects add the codes and the
+// quantizer and are searched by graph_search_pq.  The answers do not depend on the thread count
+// (each query is searched on its own).
 #include "cpu/cpu_graph.h"
 
+#include "cpu/graph_search.h"
 #include "cpu/parallel.h"
 
 #include <algorithm>
@@ -25,6 +27,26 @@ public:
             live_.assign(a.live, a.live + a.n);
         if (a.ids)
             ids_.assign(a.ids, a.ids + a.n);
+        memory_.device_bytes = vectors_.size() * sizeof(float) +
+                               neighbors_.size() * sizeof(uint32_t) + live_.size() +
+                               ids_.size() * sizeof(int64_t);
+    }
+
+    // A compressed object: the codes and quantizer count as the backend's memory, the rest as
+    // host memory (vs_graph_compressed_memory's split, as the CUDA object holds it).
+    CpuGraph(const vs_graph_arrays &a, const vs_graph_pq &pq, const uint8_t *codes) : CpuGraph(a)
+    {
+        pq_metric_ = pq.metric;
+        codes_.assign(codes, codes + a.n * pq.m);
+        center_.assign(pq.center, pq.center + a.dim);
+        codebooks_.assign(pq.codebooks, pq.codebooks + VS_GRAPH_PQ_KSUB * a.dim);
+        vs_graph_compressed_memory(a.n, a.dim, a.degree, pq.m, &memory_);
+    }
+
+    bool compressed() const { return memory_.pq_m > 0; }
+    GraphPqView pq() const
+    {
+        return GraphPqView{memory_.pq_m, center_.data(), codebooks_.data(), codes_.data()};
     }
 
     vs_graph_arrays arrays() const
@@ -45,6 +67,8 @@ private:
     std::vector<uint32_t> neighbors_;
     std::vector<uint8_t> live_;
     std::vector<int64_t> ids_;
+    std::vector<uint8_t> codes_;
+    std::vector<float> center_, codebooks_;
 };
 
 const CpuGraph &as_cpu_graph(const Graph *g)
@@ -65,6 +89,12 @@ public:
         return guarded([&] { *out = new CpuGraph(arrays); });
     }
 
+    Status create_compressed(const vs_graph_arrays &arrays, const vs_graph_pq &pq,
+                             const uint8_t *codes, Graph **out) noexcept override
+    {
+        return guarded([&] { *out = new CpuGraph(arrays, pq, codes); });
+    }
+
     Status search(const Graph *g, const vs_graph_search_params &params, const float *queries,
                   size_t nq, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts) noexcept override
@@ -79,6 +109,13 @@ public:
                 const size_t q0 = b * per, q1 = std::min(nq, q0 + per);
                 if (q0 >= q1)
                     return;
+                if (cg.compressed())
+                {
+                    graph_search_pq(a, cg.pq(), params, queries + q0 * a.dim, q1 - q0, k,
+                                    out_ids + q0 * k, out_dists + q0 * k,
+                                    out_counts ? out_counts + q0 : nullptr);
+                    return;
+                }
                 int st = vs_graph_search(&a, &params, queries + q0 * a.dim, q1 - q0, k,
                                          out_ids + q0 * k, out_dists + q0 * k,
                                          out_counts ? out_counts + q0 : nullptr, nullptr);

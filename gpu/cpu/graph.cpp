@@ -1,6 +1,10 @@
 // Beam search on a proximity graph in host arrays (vsearch/graph.h): the reference of the vs_graph
 // index's search, run by the CPU backend's graph objects (cpu_graph.cpp) and matched by the CUDA
-// kernel (cuda/graph_cuda.cu).
+// kernel (cuda/graph_cuda.cu); navigated by exact distances, or by PQ estimates for compressed
+// objects (graph_search_pq).
+#include "cpu/graph_search.h"
+
+#include "engine/graph_pq.h"
 #include "vsearch/graph.h"
 
 #include <algorithm>
@@ -61,8 +65,11 @@ inline bool hit_before(const Hit &a, const Hit &b)
     return a.id < b.id;
 }
 
+// One query's search; nav(v) is node v's navigation distance (NaN allowed), the results' distances
+// are the exact ones.
+template <typename Nav>
 void search_one(const vs_graph_arrays &g, const vs_graph_search_params &p, const float *query,
-                size_t k, std::vector<uint8_t> &visited, std::vector<uint32_t> &touched,
+                size_t k, Nav &&nav, std::vector<uint8_t> &visited, std::vector<uint32_t> &touched,
                 int64_t *ids, float *dists, int64_t *count, uint64_t &ndist)
 {
     const size_t ef = std::max(p.ef, k);
@@ -72,10 +79,8 @@ void search_one(const vs_graph_arrays &g, const vs_graph_search_params &p, const
     auto visit = [&](uint32_t v) {
         visited[v] = 1;
         touched.push_back(v);
-        const float d = engine_distance(p.metric, query, g.vectors + static_cast<size_t>(v) * g.dim,
-                                        g.dim);
         ndist++;
-        return Item{key_of(d), v};
+        return Item{key_of(nav(v)), v};
     };
 
     for (size_t s = 0; s < p.nstarts; s++)
@@ -172,8 +177,15 @@ extern "C" int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_sear
         std::vector<uint32_t> touched;
         uint64_t nd = 0;
         for (size_t q = 0; q < nq; q++)
-            search_one(g, p, queries + q * g.dim, k, visited, touched, out_ids + q * k,
+        {
+            const float *query = queries + q * g.dim;
+            auto exact = [&](uint32_t v) {
+                return engine_distance(p.metric, query, g.vectors + static_cast<size_t>(v) * g.dim,
+                                       g.dim);
+            };
+            search_one(g, p, query, k, exact, visited, touched, out_ids + q * k,
                        out_distances + q * k, out_counts ? out_counts + q : nullptr, nd);
+        }
         if (ndist)
             *ndist = nd;
         return VS_OK;
@@ -187,3 +199,37 @@ extern "C" int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_sear
         return VS_INTERNAL;
     }
 }
+
+namespace vs {
+
+void graph_search_pq(const vs_graph_arrays &g, const GraphPqView &pq,
+                     const vs_graph_search_params &p, const float *queries, size_t nq, size_t k,
+                     int64_t *out_ids, float *out_distances, int64_t *out_counts)
+{
+    const bool inner = graph_pq_inner(p.metric);
+    const int dsub = static_cast<int>(g.dim / pq.m), m = static_cast<int>(pq.m);
+    std::vector<uint8_t> visited(g.n, 0);
+    std::vector<uint32_t> touched;
+    std::vector<float> x(g.dim), table(pq.m * VS_GRAPH_PQ_KSUB);
+    uint64_t nd = 0;
+    for (size_t q = 0; q < nq; q++)
+    {
+        const float *query = queries + q * g.dim;
+        const double inv = graph_pq_unit(p.metric) ? graph_pq_inv_norm(query, int(g.dim)) : 0.0;
+        for (size_t i = 0; i < g.dim; i++)
+            x[i] = graph_pq_residual(p.metric, query, inv, pq.center, static_cast<int>(i));
+        for (size_t e = 0; e < table.size(); e++)
+            table[e] = graph_pq_table_entry(inner, x.data(), pq.codebooks, dsub, static_cast<int>(e));
+        auto estimate = [&](uint32_t v) {
+            const uint8_t *code = pq.codes + static_cast<size_t>(v) * pq.m;
+            float acc = 0.0f;
+            for (int j = 0; j < m; j++)
+                acc = pq_add(acc, table[static_cast<size_t>(j) * VS_GRAPH_PQ_KSUB + code[j]]);
+            return graph_pq_key_distance(inner, acc);
+        };
+        search_one(g, p, query, k, estimate, visited, touched, out_ids + q * k,
+                   out_distances + q * k, out_counts ? out_counts + q : nullptr, nd);
+    }
+}
+
+} // namespace vs

@@ -22,11 +22,21 @@
 // is the reference's search: the same beam after every step, so the same ids and bit-identical
 // distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
 // VSEARCH_CUDA_GRAPH_KERNEL=team4 .. team32 forces the team size (for timings).
+//
+// A compressed object (graph.h, "compressed graph objects"; BANG) runs the same kernel with PQ set:
+// the device holds the codes, the quantizer and the live flags; the vectors, the neighbour rows
+// (folded as above, on the host) and the ids are in pinned host memory mapped into the device's
+// address space, read by the kernel over PCIe as it goes (a hop's row, the final beam's vectors).
+// The query's table (m x 256 floats) is built in shared memory first; a step measures each
+// neighbour by one thread (the m table entries summed in order, engine/graph_pq.h) and the start
+// nodes go in by chunks (no start_keys_kernel); the final beam is re-ranked by the exact distance
+// with 32-lane teams.
 #include "cuda/graph_cuda.cuh"
 
 #include "cuda/utils/error.cuh"
 #include "cuda/utils/exact_team.cuh"
 #include "cuda/utils/launch.cuh"
+#include "engine/graph_pq.h"
 #include "engine/host_common.h"
 
 #include <algorithm>
@@ -57,7 +67,14 @@ struct GraphView
     uint32_t n;
     int dim;
     int degree;
+    // a compressed object's (pq_m > 0): codes n x pq_m, center dim, codebooks m x 256 x dim / m
+    const uint8_t *codes;
+    const float *center;
+    const float *codebooks;
+    int pq_m;
 };
+
+constexpr int kPqLanes = 32; // the re-rank's team in a compressed object's search
 
 __device__ __forceinline__ float nan_as_inf(float d) { return d != d ? INFINITY : d; }
 
@@ -121,14 +138,16 @@ __device__ void write_results(const float *dist, const int64_t *ids, int nb, int
 }
 
 // The shared memory of one query (offsets from the dynamic buffer; 8-byte arrays first).
-// fresh_cap: the most keys a step measures (expand x degree, or a chunk of start nodes).
+// fresh_cap: the most keys a step measures (expand x degree, or a chunk of start nodes); pq_m:
+// a compressed object's code bytes (its table and the query's residual), else 0.
 struct TeamLayout
 {
     int ef, fresh_cap, dim;
     uint32_t hash_size; // a power of two >= 4 (ef + fresh_cap)
-    size_t beams, fresh, dist, hash, query, expanded, bytes;
+    size_t beams, fresh, dist, hash, query, table, residual, expanded, bytes;
 
-    TeamLayout(int ef_, int fresh_cap_, int dim_) : ef(ef_), fresh_cap(fresh_cap_), dim(dim_)
+    TeamLayout(int ef_, int fresh_cap_, int dim_, int pq_m)
+        : ef(ef_), fresh_cap(fresh_cap_), dim(dim_)
     {
         hash_size = 1;
         while (hash_size < 4u * static_cast<uint32_t>(ef + fresh_cap))
@@ -139,16 +158,39 @@ struct TeamLayout
         query = o, o += 8 * static_cast<size_t>(dim); // widened once: half the conversions
         dist = o, o += 4 * static_cast<size_t>(ef);
         hash = o, o += 4 * static_cast<size_t>(hash_size);
+        table = o, o += 4 * static_cast<size_t>(pq_m) * VS_GRAPH_PQ_KSUB;
+        residual = o, o += pq_m > 0 ? 4 * static_cast<size_t>(dim) : 0;
         expanded = o, o += 2 * static_cast<size_t>(ef); // a flag per key of either buffer
         bytes = o;
     }
 };
 
+// A compressed object's navigation distance of the node with this code: the query's table
+// entries summed in order (graph_pq.h); codes read a word at a time when rows are word aligned.
+__device__ __forceinline__ float pq_estimate(const float *table, const uint8_t *__restrict__ code,
+                                             int m, bool inner)
+{
+    float acc = 0.0f;
+    if ((m & 3) == 0)
+        for (int j = 0; j < m; j += 4)
+        {
+            const uint32_t w = __ldg(reinterpret_cast<const uint32_t *>(code + j));
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                acc = pq_add(acc, table[(j + b) * VS_GRAPH_PQ_KSUB + ((w >> (8 * b)) & 255)]);
+        }
+    else
+        for (int j = 0; j < m; j++)
+            acc = pq_add(acc, table[j * VS_GRAPH_PQ_KSUB + __ldg(code + j)]);
+    return graph_pq_key_distance(inner, acc);
+}
+
 // The search with a team of T lanes per distance (the file's head).  g.nbrs must have its free
 // slots and nodes not live folded into kEmpty (CudaGraph does it); start nodes are checked here.
 // Base: the metric's base formula (L2SQ for L2 too), a constant so that each instance keeps the
-// registers of its own formula only; metric: the output units.
-template <int T, vs_metric Base>
+// registers of its own formula only; metric: the output units.  PQ: a compressed object's search
+// (navigation by estimates, one thread per node; T is the re-rank's team).
+template <int T, vs_metric Base, bool PQ>
 __global__ void __launch_bounds__(kTeamMaxThreads)
     team_search_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
                        const uint32_t *__restrict__ starts, const uint64_t *__restrict__ start_keys,
@@ -181,6 +223,22 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
         nfresh[0] = nfresh[1] = 0;
         first_open[0] = first_open[1] = INT_MAX;
         nvisited = 0;
+    }
+    [[maybe_unused]] const bool inner = graph_pq_inner(metric);
+    [[maybe_unused]] float *pq_table = reinterpret_cast<float *>(smem + L.table);
+    if constexpr (PQ)
+    {
+        __shared__ double inv_norm; // COSINE: 1 / |q|, by one thread (the host's order)
+        if (tid == 0)
+            inv_norm = graph_pq_unit(metric) ? graph_pq_inv_norm(query, g.dim) : 0.0;
+        __syncthreads();
+        float *x = reinterpret_cast<float *>(smem + L.residual);
+        for (int i = tid; i < g.dim; i += nthreads)
+            x[i] = graph_pq_residual(metric, query, inv_norm, g.center, i);
+        __syncthreads();
+        const int dsub = g.dim / g.pq_m;
+        for (int e = tid; e < g.pq_m * VS_GRAPH_PQ_KSUB; e += nthreads)
+            pq_table[e] = graph_pq_table_entry(inner, x, g.codebooks, dsub, e);
     }
     __syncthreads();
 
@@ -221,7 +279,22 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
                     visit(table, mask, key_row(key), &nvisited))
                     fresh[atomicAdd(&nfresh[par], 1)] = key;
             }
-        for (int base = 0; keys == nullptr && base < count; base += teams)
+        if constexpr (PQ)
+            for (int i = tid; keys == nullptr && i < count; i += nthreads)
+            {
+                const uint32_t v = item(i);
+                if (v < g.n && (!check_live || g.live == nullptr || g.live[v] != 0) &&
+                    visit(table, mask, v, &nvisited))
+                {
+                    const uint64_t key = make_key(
+                        pq_estimate(pq_table, g.codes + static_cast<size_t>(v) * g.pq_m, g.pq_m,
+                                    inner),
+                        v);
+                    if (nb < ef || key < beam[nb - 1])
+                        fresh[atomicAdd(&nfresh[par], 1)] = key;
+                }
+            }
+        for (int base = 0; !PQ && keys == nullptr && base < count; base += teams)
         {
             const int i = base + team;
             uint32_t v = kEmpty;
@@ -343,7 +416,8 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
             return g.nbrs[static_cast<size_t>(node) * g.degree + (i - w * g.degree)];
         }, nullptr);
 
-    // the beam's distances (a key holds +inf for NaN: measure those again) and ids
+    // the beam's distances (a key holds +inf for NaN: measure those again; a compressed object's
+    // keys hold estimates: measure all) and ids
     const uint64_t *beam = beams + cur * ef;
     int64_t *ids = reinterpret_cast<int64_t *>(beams + (cur ^ 1) * ef);
     for (int base = 0; base < nb; base += teams)
@@ -352,7 +426,7 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
         const uint64_t key = i < nb ? beam[i] : 0;
         const uint32_t v = key_row(key);
         float d = key_dist(key);
-        const bool again = i < nb && isinf(d);
+        const bool again = i < nb && (PQ || isinf(d));
         const double b = team_exact_base<T>(
             Base, q, g.vectors + static_cast<size_t>(again ? v : 0) * g.dim, g.dim, t, again);
         if (again)
@@ -415,9 +489,84 @@ __global__ void fold_live_kernel(uint32_t *nbrs, size_t total, const uint8_t *li
     }
 }
 
+// Pinned host memory mapped into the device's address space (a compressed object's arrays).
+class MappedHost
+{
+public:
+    MappedHost() = default;
+    MappedHost(const MappedHost &) = delete;
+    MappedHost &operator=(const MappedHost &) = delete;
+    ~MappedHost()
+    {
+        if (host_)
+            cudaFreeHost(host_);
+    }
+    void *allocate(size_t bytes)
+    {
+        if (cudaHostAlloc(&host_, std::max<size_t>(bytes, 1), cudaHostAllocMapped) != cudaSuccess)
+        {
+            host_ = nullptr;
+            cudaGetLastError();
+            throw Error(VS_OUT_OF_MEMORY, "out of pinned host memory (" + std::to_string(bytes) +
+                                              " bytes for a compressed graph)");
+        }
+        VS_CUDA_CHECK(cudaHostGetDevicePointer(&device_, host_, 0));
+        return host_;
+    }
+    template <typename T> const T *device() const { return static_cast<const T *>(device_); }
+
+private:
+    void *host_ = nullptr, *device_ = nullptr;
+};
+
 class CudaGraph final : public Graph
 {
 public:
+    // A compressed object (the file's head): codes, quantizer and live flags to the device, the
+    // rest to mapped host memory, the neighbour rows folded on the way.
+    CudaGraph(DeviceContext &dev, const vs_graph_arrays &a, const vs_graph_pq &pq,
+              const uint8_t *codes_in)
+    {
+        n_ = a.n;
+        dim_ = a.dim;
+        degree_ = a.degree;
+        pq_metric_ = pq.metric;
+        pq_m_ = pq.m;
+        vs_graph_compressed_memory(a.n, a.dim, a.degree, pq.m, &memory_);
+        cudaStream_t s = dev.main;
+        const size_t n = std::max<size_t>(a.n, 1);
+        codes = DeviceArray<uint8_t>(*dev.pool, n * pq.m, s);
+        center = DeviceArray<float>(*dev.pool, a.dim, s);
+        codebooks = DeviceArray<float>(*dev.pool, VS_GRAPH_PQ_KSUB * a.dim, s);
+        VS_CUDA_CHECK(cudaMemcpyAsync(codes.get(), codes_in, a.n * pq.m, cudaMemcpyHostToDevice, s));
+        VS_CUDA_CHECK(cudaMemcpyAsync(center.get(), pq.center, a.dim * sizeof(float),
+                                      cudaMemcpyHostToDevice, s));
+        VS_CUDA_CHECK(cudaMemcpyAsync(codebooks.get(), pq.codebooks,
+                                      VS_GRAPH_PQ_KSUB * a.dim * sizeof(float),
+                                      cudaMemcpyHostToDevice, s));
+        if (a.live)
+        {
+            live = DeviceArray<uint8_t>(*dev.pool, n, s);
+            VS_CUDA_CHECK(cudaMemcpyAsync(live.get(), a.live, a.n, cudaMemcpyHostToDevice, s));
+        }
+        float *hv = static_cast<float *>(host_vectors.allocate(a.n * a.dim * sizeof(float)));
+        if (a.n > 0)
+            std::memcpy(hv, a.vectors, a.n * a.dim * sizeof(float));
+        uint32_t *hn = static_cast<uint32_t *>(host_nbrs.allocate(a.n * a.degree * sizeof(uint32_t)));
+        for (size_t i = 0; i < a.n * a.degree; i++)
+        {
+            const uint32_t v = a.neighbors[i];
+            hn[i] = v >= a.n || (a.live != nullptr && a.live[v] == 0) ? kEmpty : v;
+        }
+        if (a.ids)
+        {
+            int64_t *hi = static_cast<int64_t *>(host_ids.allocate(a.n * sizeof(int64_t)));
+            if (a.n > 0)
+                std::memcpy(hi, a.ids, a.n * sizeof(int64_t));
+        }
+        VS_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+
     CudaGraph(DeviceContext &dev, const vs_graph_arrays &a)
     {
         n_ = a.n;
@@ -457,24 +606,37 @@ public:
             VS_LAUNCH_CHECK();
         }
         VS_CUDA_CHECK(cudaStreamSynchronize(s));
+        memory_.device_bytes = vectors.bytes() + nbrs.bytes() + live.bytes() + ids.bytes();
     }
 
     GraphView view() const
     {
-        return GraphView{vectors.get(),
-                         nbrs.get(),
-                         live.size() ? live.get() : nullptr,
-                         ids.size() ? ids.get() : nullptr,
-                         static_cast<uint32_t>(n_),
-                         static_cast<int>(dim_),
-                         static_cast<int>(degree_)};
+        const bool pq = pq_m_ > 0;
+        GraphView v{};
+        v.vectors = pq ? host_vectors.device<float>() : vectors.get();
+        v.nbrs = pq ? host_nbrs.device<uint32_t>() : nbrs.get();
+        v.live = live.size() ? live.get() : nullptr;
+        v.ids = pq ? host_ids.device<int64_t>() : (ids.size() ? ids.get() : nullptr);
+        v.n = static_cast<uint32_t>(n_);
+        v.dim = static_cast<int>(dim_);
+        v.degree = static_cast<int>(degree_);
+        v.codes = codes.get();
+        v.center = center.get();
+        v.codebooks = codebooks.get();
+        v.pq_m = static_cast<int>(pq_m_);
+        return v;
     }
 
 private:
+    size_t pq_m_ = 0;
     DeviceArray<float> vectors;
     DeviceArray<uint32_t> nbrs;
     DeviceArray<uint8_t> live;
     DeviceArray<int64_t> ids;
+    // a compressed object's
+    DeviceArray<uint8_t> codes;
+    DeviceArray<float> center, codebooks;
+    MappedHost host_vectors, host_nbrs, host_ids;
 };
 
 const CudaGraph &as_cuda_graph(const Graph *g)
@@ -506,16 +668,16 @@ using TeamKernel = void (*)(GraphView, vs_metric, const float *, const uint32_t 
 using StartKernel = void (*)(GraphView, vs_metric, const float *, int, const uint32_t *, int,
                              uint64_t *);
 
-template <int T> TeamKernel team_kernel(vs_metric m)
+template <int T, bool PQ = false> TeamKernel team_kernel(vs_metric m)
 {
     switch (m)
     {
     case VS_METRIC_IP:
-        return team_search_kernel<T, VS_METRIC_IP>;
+        return team_search_kernel<T, VS_METRIC_IP, PQ>;
     case VS_METRIC_COSINE:
-        return team_search_kernel<T, VS_METRIC_COSINE>;
+        return team_search_kernel<T, VS_METRIC_COSINE, PQ>;
     default: // L2SQ, L2 (the front end admits no other)
-        return team_search_kernel<T, VS_METRIC_L2SQ>;
+        return team_search_kernel<T, VS_METRIC_L2SQ, PQ>;
     }
 }
 
@@ -534,15 +696,26 @@ template <int T> StartKernel start_kernel(vs_metric m)
 
 // The kernel for a graph, metric and expansion: T lanes per distance (at most 32 floats
 // each, at least 4 lanes), a block of 128 threads, or 256 where that gives more of a step's
-// neighbours (expand x degree) a team; start nodes in chunks of 4 per team.
+// neighbours (expand x degree) a team; start nodes in chunks of 4 per team.  A compressed
+// object's: a thread per neighbour, 32-lane teams for the re-rank, start nodes in chunks of one
+// per thread.
 struct TeamShape
 {
     int lanes, threads, fresh_cap;
     TeamKernel kernel;
     StartKernel starts; // for more start nodes than a step takes
 
-    TeamShape(int dim, int degree, int expand, vs_metric m, int forced_lanes)
+    TeamShape(int dim, int degree, int expand, vs_metric m, int forced_lanes, bool pq)
     {
+        if (pq)
+        {
+            lanes = kPqLanes;
+            threads = expand * degree > 128 ? kTeamMaxThreads : 128;
+            fresh_cap = std::max(expand * degree, threads);
+            kernel = team_kernel<kPqLanes, true>(m);
+            starts = nullptr;
+            return;
+        }
         lanes = 4;
         while (lanes < 32 && lanes * 32 < dim)
             lanes <<= 1;
@@ -570,11 +743,13 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
         throw Error(VS_UNSUPPORTED, "the GPU graph search of width " + std::to_string(p.ef) +
                                         " does not fit shared memory");
     const int ef = static_cast<int>(p.ef), expand = static_cast<int>(std::max<size_t>(p.expand, 1));
-    const TeamShape shape(g.dim, g.degree, expand, p.metric, forced_team_lanes());
-    const TeamLayout TL(ef, shape.fresh_cap, g.dim);
+    const bool pq = g.pq_m > 0;
+    const TeamShape shape(g.dim, g.degree, expand, p.metric, pq ? 0 : forced_team_lanes(), pq);
+    const TeamLayout TL(ef, shape.fresh_cap, g.dim, g.pq_m);
     const size_t bytes = TL.bytes;
     if (bytes > dev.smem_optin)
         throw Error(VS_UNSUPPORTED, "the GPU graph search of width " + std::to_string(p.ef) +
+                                        (pq ? " and code bytes " + std::to_string(g.pq_m) : "") +
                                         " needs " + std::to_string(bytes) +
                                         " bytes of shared memory; the device has " +
                                         std::to_string(dev.smem_optin));
@@ -584,7 +759,7 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     // (ids, counts, distances) per launch, through pinned buffers: a pageable copy costs several
     // microseconds, which a one-query search would otherwise pay five times.
     // more start nodes than a step takes: their keys first, by start_keys_kernel over the grid
-    const bool start_pass = p.nstarts > static_cast<size_t>(shape.fresh_cap);
+    const bool start_pass = !pq && p.nstarts > static_cast<size_t>(shape.fresh_cap);
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
     if (start_pass)
@@ -651,6 +826,12 @@ public:
     Status create(const vs_graph_arrays &arrays, Graph **out) noexcept override
     {
         return lanes_.run([&](DeviceContext &dev) { *out = new CudaGraph(dev, arrays); });
+    }
+
+    Status create_compressed(const vs_graph_arrays &arrays, const vs_graph_pq &pq,
+                             const uint8_t *codes, Graph **out) noexcept override
+    {
+        return lanes_.run([&](DeviceContext &dev) { *out = new CudaGraph(dev, arrays, pq, codes); });
     }
 
     Status search(const Graph *g, const vs_graph_search_params &params, const float *queries,

@@ -15,7 +15,8 @@
 
 namespace vs {
 
-// A graph object (graph.h): n nodes of dim floats and degree neighbour slots.
+// A graph object (graph.h): n nodes of dim floats and degree neighbour slots; a compressed one
+// (pq_m > 0) navigates by codes of pq_m bytes serving pq_metric's family.
 class Graph
 {
 public:
@@ -23,9 +24,13 @@ public:
     size_t size() const { return n_; }
     size_t dim() const { return dim_; }
     size_t degree() const { return degree_; }
+    const vs_graph_memory &memory() const { return memory_; }
+    vs_metric pq_metric() const { return pq_metric_; }
 
 protected:
     size_t n_ = 0, dim_ = 0, degree_ = 0;
+    vs_graph_memory memory_{};
+    vs_metric pq_metric_ = VS_METRIC_L2SQ;
 };
 
 // Owned by its Backend, which returns it from graph().  The front end validates the arrays and
@@ -36,6 +41,9 @@ class GraphBackend
 public:
     virtual ~GraphBackend() = default;
     virtual Status create(const vs_graph_arrays &arrays, Graph **out) noexcept = 0;
+    // vs_graph_create_compressed, arguments checked, the nodes' codes (n x pq.m) encoded.
+    virtual Status create_compressed(const vs_graph_arrays &arrays, const vs_graph_pq &pq,
+                                     const uint8_t *codes, Graph **out) noexcept = 0;
     virtual Status search(const Graph *g, const vs_graph_search_params &params,
                           const float *queries, size_t nq, size_t k, int64_t *out_ids,
                           float *out_dists, int64_t *out_counts) noexcept = 0;

@@ -297,6 +297,8 @@ public:
         n_ = inner->size();
         dim_ = inner->dim();
         degree_ = inner->degree();
+        memory_ = inner->memory();
+        pq_metric_ = inner->pq_metric();
     }
 };
 
@@ -313,6 +315,8 @@ class MultiGraphBackend final : public GraphBackend
 public:
     explicit MultiGraphBackend(MultiBackendImpl &b) : b_(b) {}
     Status create(const vs_graph_arrays &arrays, Graph **out) noexcept override;
+    Status create_compressed(const vs_graph_arrays &arrays, const vs_graph_pq &pq,
+                             const uint8_t *codes, Graph **out) noexcept override;
     Status search(const Graph *g, const vs_graph_search_params &params, const float *queries,
                   size_t nq, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts) noexcept override;
@@ -1155,19 +1159,34 @@ MultiGraph::~MultiGraph()
         owner->graph_destroyed(*this);
 }
 
-Status MultiGraphBackend::create(const vs_graph_arrays &arrays, Graph **out) noexcept
+// A graph object whole on the least used device, made there by make(device's GraphBackend, &inner).
+template <typename Make> Status create_multi_graph(MultiBackendImpl &b, Graph **out, Make &&make)
 {
     return guarded([&] {
-        size_t d = b_.least_used();
+        size_t d = b.least_used();
         std::unique_ptr<MultiGraph> m(new MultiGraph);
         m->dev = static_cast<int>(d);
-        Status st = b_.call(
-            d, [&] { return b_.devs_[d].backend->graph()->create(arrays, &m->inner); });
+        Status st = b.call(d, [&] { return make(b.devs_[d].backend->graph(), &m->inner); });
         if (!st.ok())
             throw Error(st.code, st.message);
         m->sync();
-        m->owner = &b_;
+        m->owner = &b;
         *out = m.release();
+    });
+}
+
+Status MultiGraphBackend::create(const vs_graph_arrays &arrays, Graph **out) noexcept
+{
+    return create_multi_graph(b_, out, [&](GraphBackend *gb, Graph **inner) {
+        return gb->create(arrays, inner);
+    });
+}
+
+Status MultiGraphBackend::create_compressed(const vs_graph_arrays &arrays, const vs_graph_pq &pq,
+                                            const uint8_t *codes, Graph **out) noexcept
+{
+    return create_multi_graph(b_, out, [&](GraphBackend *gb, Graph **inner) {
+        return gb->create_compressed(arrays, pq, codes, inner);
     });
 }
 

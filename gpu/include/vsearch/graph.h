@@ -104,9 +104,101 @@ size_t vs_graph_size(const vs_graph *g) VS_NOEXCEPT;
  * VS_GRAPH_GPU_MAX_EF fits with any degree up to 256 and dim up to 4096).
  */
 #define VS_GRAPH_GPU_MAX_EF 1024
+/*
+ * On a compressed object (vs_graph_create_compressed), the search described there; the CUDA
+ * backend then also holds the query's table in shared memory (m x 1 KiB): VS_UNSUPPORTED when it
+ * does not fit with the beam; VS_INVALID_ARGUMENT for a metric its codes do not serve.
+ */
 vs_status vs_graph_knn(vs_context *ctx, const vs_graph *g, const vs_graph_search_params *params,
                        const float *queries, size_t nq, size_t k, int64_t *out_ids,
                        float *out_distances, int64_t *out_counts) VS_NOEXCEPT;
+
+/* ---- compressed graph objects (graphs larger than the device's memory: BANG) ---------------
+ *
+ * A compressed object keeps on the device (CUDA) only what every hop of every query reads in
+ * bulk: one 8-bit product-quantization code of m bytes per node, the quantizer and the live
+ * flags; the adjacency rows, the full vectors and the ids stay in pinned host memory mapped into
+ * the device's address space, which the search kernel reads through PCIe as it needs them
+ * ("fetched per hop").  vs_graph_knn on it is vs_graph_search's beam search but for the
+ * navigation distance: every node the search measures (start nodes and neighbours) is ranked by
+ * its PQ estimate, then the final beam (max(ef, k) nodes) is re-ranked by the exact distance
+ * (vs_exact_distance_f32 rounded to float, as vs_graph_knn reports it) and its first k returned
+ * in (distance, id) order, NaN last.  Results are the in-memory object's in units and order; they
+ * differ from its answers where the estimate ranks nodes differently.  CPU and CUDA objects made
+ * from the same quantizer return the same ids and distances bit for bit.
+ *
+ * The quantizer (vs_ivfpq's with one list, 8 bits): a center (dim floats) and m sub-quantizers of
+ * 256 codewords of dim / m floats, m x 256 x (dim / m) floats, sub-quantizer major; a node's code
+ * is the nearest codeword of each sub-vector of x - center (vs_ivfpq_encode's codes).  The rank
+ * metric the codes serve: L2SQ, L2 and IP code the vectors, COSINE their unit vectors, and an
+ * object answers the metrics of its codes only (L2SQ / L2 / IP together, COSINE alone).  The
+ * estimate, per query: a table of m x 256 floats, entry (j, c) the squared L2 between the query's
+ * sub-vector j minus the center's and codeword c (L2SQ, L2; COSINE: of the unit query, q / |q|
+ * with |q| in double), or the inner product of the query's sub-vector j and codeword c (IP); a
+ * node's estimate is the float sum of its m entries in order j = 0 .. m-1 (engine/ivfpq_math.h's
+ * arithmetic: products rounded before they are added), negated for IP (the query's <q, center>,
+ * the same for every node, is left out).  COSINE navigates by squared L2 between unit vectors
+ * (2 - 2 cos) because the inner product of the codes ranks far worse (it leaves out the codes'
+ * norm errors: recall@10 of the estimate alone 0.35 against 0.76 on graph_pq_test's data).
+ */
+#define VS_GRAPH_PQ_KSUB 256
+
+typedef struct vs_graph_pq
+{
+    size_t m;              /* sub-quantizers: code bytes per node; divides dim */
+    vs_metric metric;      /* L2SQ, L2, IP or COSINE: what the codes serve (above) */
+    const float *center;   /* dim floats */
+    const float *codebooks; /* m x 256 x (dim / m) floats */
+} vs_graph_pq;
+
+typedef struct vs_graph_pq_train_params
+{
+    uint64_t seed;      /* the sample's and the k-means' seed */
+    size_t sample_size; /* live nodes drawn to train on; 0: VS_GRAPH_PQ_DEFAULT_SAMPLE */
+    int iterations;     /* Lloyd iterations per sub-quantizer; 0: vs_ivfpq's default */
+} vs_graph_pq_train_params;
+
+#define VS_GRAPH_PQ_DEFAULT_SAMPLE 32768
+
+/*
+ * Trains a quantizer for graph's live nodes (center: dim floats, codebooks: m x 256 x dim / m)
+ * through vs_ivfpq_train (one list, 8 bits) on the context's backend, over sample_size live nodes
+ * drawn with the seed (all of them when fewer).  Fewer than 256 live nodes are repeated in order
+ * up to 256 rows; no live node gives a zero quantizer.  Deterministic for a seed on a backend.
+ * VS_INVALID_ARGUMENT (a NULL array, m 0 or not a divisor of dim, a metric other than L2SQ, L2,
+ * IP, COSINE), VS_OUT_OF_MEMORY.
+ */
+vs_status vs_graph_pq_train(vs_context *ctx, const vs_graph_arrays *graph, size_t m,
+                            vs_metric metric, const vs_graph_pq_train_params *train,
+                            float *center, float *codebooks) VS_NOEXCEPT;
+
+/*
+ * A compressed object of the graph with this quantizer: every node's vector encoded on the
+ * context's backend (vs_ivfpq_encode, in chunks), the codes and quantizer copied to the backend,
+ * the vectors, neighbour rows and ids to pinned host memory (CUDA; plain host memory on the CPU
+ * backend).  The arrays are not needed after the call.  VS_INVALID_ARGUMENT as vs_graph_create,
+ * and for pq (NULL, m 0 or not a divisor of dim, a NULL array, a metric as vs_graph_pq_train's),
+ * VS_OUT_OF_MEMORY (host, pinned or device memory).
+ */
+vs_status vs_graph_create_compressed(vs_context *ctx, const vs_graph_arrays *graph,
+                                     const vs_graph_pq *pq, vs_graph **out) VS_NOEXCEPT;
+
+typedef struct vs_graph_memory
+{
+    size_t pq_m;         /* 0: an in-memory object (vs_graph_create), else the code bytes */
+    size_t device_bytes; /* held on the backend (device memory on CUDA) */
+    size_t host_bytes;   /* held in (pinned) host memory for the backend's searches */
+} vs_graph_memory;
+
+/* What an object holds where (device_bytes is what a cache of objects accounts). */
+void vs_graph_get_memory(const vs_graph *g, vs_graph_memory *out) VS_NOEXCEPT;
+
+/*
+ * What vs_graph_create_compressed's object of n nodes will hold (before building it): device
+ * bytes n x (m + 1) plus the quantizer, host bytes n x (4 dim + 4 degree + 8).
+ */
+void vs_graph_compressed_memory(size_t n, size_t dim, size_t degree, size_t m,
+                                vs_graph_memory *out) VS_NOEXCEPT;
 
 /* ---- building a graph (the vs_graph index's build, inserts and VACUUM) ---------------------- */
 

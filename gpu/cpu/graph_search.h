@@ -1,0 +1,31 @@
+// The CPU searches of graph objects (cpu/graph.cpp) the backend's objects call beside the C
+// reference vs_graph_search: the compressed object's, navigated by PQ estimates
+// (vsearch/graph.h, "compressed graph objects").
+#ifndef VSEARCH_CPU_GRAPH_SEARCH_H
+#define VSEARCH_CPU_GRAPH_SEARCH_H
+
+#include "vsearch/graph.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vs {
+
+// A compressed object's quantizer and codes (n x m bytes), in host memory.
+struct GraphPqView
+{
+    size_t m;
+    const float *center;    // dim
+    const float *codebooks; // m x 256 x (dim / m)
+    const uint8_t *codes;   // n x m
+};
+
+// vs_graph_search's search of nq queries navigated by the PQ estimate, the final beam re-ranked
+// by the exact distance; arguments checked by the caller.  Throws std::bad_alloc.
+void graph_search_pq(const vs_graph_arrays &g, const GraphPqView &pq,
+                     const vs_graph_search_params &p, const float *queries, size_t nq, size_t k,
+                     int64_t *out_ids, float *out_distances, int64_t *out_counts);
+
+} // namespace vs
+
+#endif
