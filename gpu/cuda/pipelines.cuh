@@ -81,14 +81,15 @@ struct QueryBatch
         return DeviceQueries{x + q0 * d,  sq + q0, inv + q0, norm + q0, n - static_cast<int>(q0),
                              qrel ? qrel + q0 : nullptr};
     }
-    std::vector<double> host_norm;
-    std::vector<double> host_qrel; // F16 datasets only
+    std::vector<double> host_norm; // with upload_queries' host_bounds only (range thresholds)
+    std::vector<double> host_qrel; // the same, F16 datasets only
 };
 
-// Uploads the queries of a search of c on dev.main; with sync, waits for the copy (callers that
-// go on with other streams need that; work on dev.main itself is ordered after it).
+// Uploads the queries of a search of c on dev.main, their norms (and binary16 roundings)
+// computed there; with sync, waits for them (callers that go on with other streams need that;
+// work on dev.main itself is ordered after it).  host_bounds: also host_norm / host_qrel.
 QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector<int> &which,
-                          const CudaDataset &c, bool sync = true);
+                          const CudaDataset &c, bool sync = true, bool host_bounds = false);
 
 // Per-tile outputs on the device (one allocation) and their pinned host copy (same layout):
 // ids (tq x k) | distances (tq x k) | counts (tq) | ok (tq).

@@ -54,7 +54,7 @@ public:
         const size_t n = c.size(), d = c.dim();
         std::vector<int> which(nq);
         std::iota(which.begin(), which.end(), 0);
-        Q_ = upload_queries(dev, hq, which, c);
+        Q_ = upload_queries(dev, hq, which, c, true, true);
         // binary16 rows: the GEMM for every batch (their direct tile is exact values, for L1)
         use_gemm_ = m != VS_METRIC_L1 &&
                     (c.half() || nq > static_cast<size_t>(dev.range_small_batch()));

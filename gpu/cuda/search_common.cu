@@ -7,18 +7,19 @@
 #include "engine/host_common.h"
 #include "vsearch/half.h"
 
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 namespace vs::cuda {
 
-// Uploads the queries on dev.main; with sync, waits for the copy (callers that go on with other
-// streams need that; work on dev.main itself is ordered after it).
 namespace {
 
-// Squared norm in double with four partial sums: one chain of dependent double adds costs ~1 us
-// per 784-float query, most of a large batch's upload.  The sum's order differs from
+// Squared norm in double with four partial sums (prepare_queries_kernel adds the same way on the
+// device; this host copy serves range's thresholds): one chain of dependent double adds costs
+// ~1 us per 784-float query.  The sum's order differs from
 // sqnorm_double's in the last bits only; the approximate values it feeds are certified against
 // bounds far wider than that, and exact distances never use it.
 double query_sqnorm(const float *x, size_t d)
@@ -57,8 +58,63 @@ double half_query(const float *x, uint16_t *xh, float *wide, size_t d, double no
 
 } // namespace
 
+// The norms of a batch of queries already on the device, and for binary16 rows the queries
+// rounded to binary16 and qrel (half_query's bound): four threads a query, thread j holding
+// query_sqnorm's partial sum s[j] (each product of two floats is exact in double, so the fused
+// multiply-adds round as the host's adds do and the norms are the host's bit for bit).  On the
+// host this took most of a large batch's upload: 1.9 ms for 2 000 x 784 binary16 queries on the
+// H100 machine's 16-core host (0.97 ms for float rows), longer than the binary16 GEMM itself.
+__global__ void prepare_queries_kernel(const float *x, int nb, int d, double *norm, float *sq,
+                                       float *inv, uint16_t *xh, double *qrel)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int q = t >> 2, j = t & 3; // a query's four threads are lanes of one warp
+    double s = 0.0, e = 0.0;
+    int special = 0;
+    if (q < nb)
+    {
+        const float *xq = x + static_cast<size_t>(q) * d;
+        const int body = d / 4 * 4;
+        for (int i = j; i < body; i += 4)
+        {
+            const double v = xq[i];
+            s += v * v;
+        }
+        if (j == 0)
+            for (int i = body; i < d; i++)
+            {
+                const double v = xq[i];
+                s += v * v;
+            }
+        if (xh)
+            for (int i = j; i < d; i += 4)
+            {
+                const __half h = __float2half_rn(xq[i]);
+                xh[static_cast<size_t>(q) * d + i] = __half_as_ushort(h);
+                special |= (__half_as_ushort(h) & 0x7c00) == 0x7c00; // vs_half_is_special
+                const double r = static_cast<double>(xq[i]) - __half2float(h); // exact
+                e += r * r;
+            }
+    }
+    // (s0 + s1) + (s2 + s3), as query_sqnorm adds them (each sum is commutative)
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    e += __shfl_xor_sync(0xffffffffu, e, 1);
+    e += __shfl_xor_sync(0xffffffffu, e, 2);
+    special |= __shfl_xor_sync(0xffffffffu, special, 1);
+    special |= __shfl_xor_sync(0xffffffffu, special, 2);
+    if (q >= nb || j != 0)
+        return;
+    const double nrm = sqrt(s);
+    norm[q] = nrm;
+    sq[q] = static_cast<float>(s);
+    inv[q] = static_cast<float>(1.0 / nrm);
+    if (xh)
+        qrel[q] = special ? INFINITY : e == 0.0 ? 0.0 : sqrt(e) / nrm * (1.0 + 0x1p-30);
+}
+
 QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector<int> &which,
-                          const CudaDataset &c, bool sync)
+                          const CudaDataset &c, bool sync, bool host_bounds)
 {
     QueryBatch b;
     const size_t d = c.dim();
@@ -67,73 +123,43 @@ QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector
     const size_t nb = which.size();
     const bool half = c.half();
     // Layout: norms (double) | x | sq | inv [| qrel (double) | xh (binary16)], each part 16-byte
-    // aligned.
+    // aligned.  Only x goes up; the rest is computed on the device.
     const size_t o_norm = 0, o_x = round_up((nb + 4) * 8, 16),
                  o_sq = o_x + round_up(std::max<size_t>(nb * d, 1) * 4, 16),
                  o_inv = o_sq + round_up((nb + 4) * 4, 16),
                  o_qrel = o_inv + round_up((nb + 4) * 4, 16),
                  o_xh = o_qrel + round_up((nb + 4) * 8, 16),
                  total = half ? o_xh + std::max<size_t>(nb * d, 1) * 2 : o_inv + (nb + 4) * 4;
+    const size_t xbytes = nb * d * sizeof(float);
     // Pinned staging up to kPinnedStagingMax (a pageable copy costs ~1 us per 784-float query);
     // a larger batch goes through pageable memory, which cudaMemcpyAsync has copied out of by the
     // time it returns, so that the pinned buffer does not grow with the largest batch ever seen.
     constexpr size_t kPinnedStagingMax = size_t{64} << 20;
     std::vector<unsigned char> pageable;
     unsigned char *h;
-    if (total <= kPinnedStagingMax)
+    if (xbytes <= kPinnedStagingMax)
     {
         // the previous upload's copy must be done before the buffer is rewritten (an event never
         // recorded counts as complete)
         VS_CUDA_CHECK(cudaEventSynchronize(dev.staging_copied));
-        h = static_cast<unsigned char *>(dev.staging.ensure(total));
+        h = static_cast<unsigned char *>(dev.staging.ensure(std::max<size_t>(xbytes, 4)));
     }
     else
     {
-        pageable.resize(total);
+        pageable.resize(xbytes);
         h = pageable.data();
     }
-    // Zero the padding only: the queries' parts are written below (a memset of the whole
-    // staging area cost as much as the copy).
-    auto zero = [&](size_t from, size_t to) {
-        if (to > from)
-            std::memset(h + from, 0, to - from);
-    };
-    zero(o_norm + nb * 8, o_x);
-    zero(o_x + nb * d * 4, o_sq);
-    zero(o_sq + nb * 4, o_inv);
-    zero(o_inv + nb * 4, half ? o_qrel : total);
-    if (half)
-    {
-        zero(o_qrel + nb * 8, o_xh);
-        zero(o_xh + nb * d * 2, total);
-    }
-    double *hn = reinterpret_cast<double *>(h + o_norm);
-    float *hx = reinterpret_cast<float *>(h + o_x), *hs = reinterpret_cast<float *>(h + o_sq),
-          *hi = reinterpret_cast<float *>(h + o_inv);
-    uint16_t *hh = reinterpret_cast<uint16_t *>(h + o_xh);
-    double *hr = reinterpret_cast<double *>(h + o_qrel);
-    b.host_norm.resize(nb);
-    if (half)
-        b.host_qrel.resize(nb);
-    // A large batch's copies, norms and binary16 roundings are split over threads (a query's work
-    // counted as four copies of it: a 2 000 x 784 batch took ~2 ms on one thread, 7 ms for
-    // binary16).
-    copy_parallel(nb, d * sizeof(float) * 4, [&](size_t b0, size_t b1) {
-        std::vector<float> wide(half ? d : 0);
+    float *hx = reinterpret_cast<float *>(h);
+    copy_parallel(nb, d * sizeof(float), [&](size_t b0, size_t b1) {
         for (size_t i = b0; i < b1; i++)
-        {
-            const float *src = hq + static_cast<size_t>(which[i]) * d;
-            std::memcpy(hx + i * d, src, d * sizeof(float));
-            const double sqn = query_sqnorm(src, d);
-            hs[i] = static_cast<float>(sqn);
-            hn[i] = b.host_norm[i] = std::sqrt(sqn);
-            hi[i] = static_cast<float>(1.0 / std::sqrt(sqn));
-            if (half)
-                hr[i] = b.host_qrel[i] = half_query(hx + i * d, hh + i * d, wide.data(), d, hn[i]);
-        }
+            std::memcpy(hx + i * d, hq + static_cast<size_t>(which[i]) * d, d * sizeof(float));
     });
     b.buf = DeviceArray<unsigned char>(*dev.pool, total, dev.main);
-    VS_CUDA_CHECK(cudaMemcpyAsync(b.buf.get(), h, total, cudaMemcpyHostToDevice, dev.main));
+    // the paddings are zero (a memset of the few MB on the device costs microseconds)
+    VS_CUDA_CHECK(cudaMemsetAsync(b.buf.get(), 0, total, dev.main));
+    if (xbytes)
+        VS_CUDA_CHECK(
+            cudaMemcpyAsync(b.buf.get() + o_x, h, xbytes, cudaMemcpyHostToDevice, dev.main));
     if (pageable.empty())
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, dev.main));
     b.norm = reinterpret_cast<double *>(b.buf.get() + o_norm);
@@ -144,6 +170,34 @@ QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector
     {
         b.qrel = reinterpret_cast<double *>(b.buf.get() + o_qrel);
         b.xh = reinterpret_cast<uint16_t *>(b.buf.get() + o_xh);
+    }
+    if (nb)
+    {
+        constexpr int kThreads = 256;
+        const int blocks = static_cast<int>((nb * 4 + kThreads - 1) / kThreads);
+        prepare_queries_kernel<<<blocks, kThreads, 0, dev.main>>>(
+            b.x, b.n, b.d, b.norm, b.sq, b.inv, b.xh, b.qrel);
+        VS_CUDA_CHECK(cudaGetLastError());
+    }
+    if (host_bounds)
+    {
+        b.host_norm.resize(nb);
+        if (half)
+            b.host_qrel.resize(nb);
+        // a query's work counted as four copies of it (2 000 x 784 binary16 queries took 7 ms on
+        // one thread)
+        copy_parallel(nb, d * sizeof(float) * 4, [&](size_t b0, size_t b1) {
+            std::vector<uint16_t> rounded(half ? d : 0);
+            std::vector<float> wide(half ? d : 0);
+            for (size_t i = b0; i < b1; i++)
+            {
+                const float *src = hq + static_cast<size_t>(which[i]) * d;
+                b.host_norm[i] = std::sqrt(query_sqnorm(src, d));
+                if (half)
+                    b.host_qrel[i] =
+                        half_query(src, rounded.data(), wide.data(), d, b.host_norm[i]);
+            }
+        });
     }
     if (sync)
         VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
