@@ -9,7 +9,7 @@
 //                        [--probes 1,2,4,8,16,32,64] [--rerank 0,50,100,200] [--ks 10,1024]
 //                        [--devices 0,1 [--placement replicated|sharded]]
 //                        [--degree 32] [--efs 16,32,64,128,256,512] [--kernels team,team8]
-//                        [--expands 1,2,4] [--half] [--threads N]
+//                        [--expands 1,2,4] [--pq-m M] [--half] [--threads N]
 //
 // --threads N: the CPU backend's threads (default 0: one per CPU).  The ivfpq train and encode
 // lines give the process CPU time beside the wall time (their thread scaling).
@@ -64,7 +64,11 @@
 // --kernels LIST (VSEARCH_CUDA_GRAPH_KERNEL values: team, team4 .. team32) the team sizes side by
 // side, the first the baseline of the others (QPS ratio, identical answers).  --expands LIST:
 // each width also with that many nodes expanded per step (vs_graph_search_params.expand), each
-// after the first with its QPS ratio to the first's at the same width.
+// after the first with its QPS ratio to the first's at the same width.  --pq-m M (a divisor of
+// the dimension): also a compressed object of the same graph (vs_graph_create_compressed: M-byte
+// PQ codes on the device, vectors and neighbour rows in pinned host memory; quantizer trained on
+// the context, untimed) searched at every width and expansion beside the in-memory one: its
+// recall@10 and QPS, and its QPS ratio to the in-memory object's first kernel.
 //
 // Writes the dataset / queries (float32, row-major) and this run's k=10 ids to DIR for the
 // PyTorch baseline (gpu/bench/torch_baseline.py), which reads them and checks agreement.
@@ -553,6 +557,7 @@ int main(int argc, char **argv)
     std::vector<std::string> kernels; // --mode graph on CUDA: VSEARCH_CUDA_GRAPH_KERNEL values
     std::vector<size_t> expands{1};   // --mode graph: nodes expanded per step
     size_t degree = 32;
+    size_t pq_m = 0; // --mode graph: a compressed object beside the in-memory one
     int threads = 0;
     std::vector<int> devices;
     vs_placement placement = VS_PLACEMENT_SHARDED;
@@ -606,6 +611,8 @@ int main(int argc, char **argv)
             threads = std::stoi(next());
         else if (a == "--expands")
             expands = parse_list(next());
+        else if (a == "--pq-m")
+            pq_m = std::stoull(next());
         else if (a == "--kernels")
             for (std::string rest = next(); !rest.empty();)
             {
@@ -684,7 +691,7 @@ int main(int argc, char **argv)
         std::printf("data: %s (%zu x %zu, %zu queries, calls of %zu)\n",
                     fvecs.empty() ? "mixture" : fvecs.c_str(), n, d, q.size() / d, batch);
         report(graph_bench(ctx, std::move(x), std::move(q), d, batch, degree, efs, expands,
-                           info.backend == VS_BACKEND_CUDA, kernels),
+                           info.backend == VS_BACKEND_CUDA, kernels, pq_m),
                out_json, info.device_name, n, d, nq);
         vs_context_destroy(ctx);
         return 0;

@@ -93,7 +93,7 @@ size_t graph_pool(size_t batch);
 std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<float> q, size_t d,
                              size_t batch, size_t degree, const std::vector<size_t> &efs,
                              const std::vector<size_t> &expands, bool on_cuda,
-                             const std::vector<std::string> &kernel_list);
+                             const std::vector<std::string> &kernel_list, size_t pq_m);
 
 } // namespace vs_bench
 

@@ -117,7 +117,7 @@ size_t graph_pool(size_t batch)
 std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<float> q, size_t d,
                              size_t batch, size_t degree, const std::vector<size_t> &efs,
                              const std::vector<size_t> &expands, bool on_cuda,
-                             const std::vector<std::string> &kernel_list)
+                             const std::vector<std::string> &kernel_list, size_t pq_m)
 {
     std::vector<Row> rows;
     const size_t n = x.size() / d, nq = q.size() / d, k = 10;
@@ -161,6 +161,33 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
     t0 = now();
     check(vs_graph_create(ctx, &a, &g), ctx, "graph_create");
     std::printf("graph_create: %.3f s\n", now() - t0);
+    vs_graph *packed = nullptr; // --pq-m: the compressed object of the same graph
+    if (pq_m > 0)
+    {
+        std::vector<float> center(d), codebooks(VS_GRAPH_PQ_KSUB * d);
+        vs_graph_pq_train_params tp{7, 0, 0};
+        t0 = now();
+        check(vs_graph_pq_train(ctx, &a, pq_m, VS_METRIC_L2, &tp, center.data(), codebooks.data()),
+              ctx, "graph_pq_train");
+        const double train_s = now() - t0;
+        const vs_graph_pq pq{pq_m, VS_METRIC_L2, center.data(), codebooks.data()};
+        t0 = now();
+        check(vs_graph_create_compressed(ctx, &a, &pq, &packed), ctx, "graph_create_compressed");
+        vs_graph_memory mem{}, full{};
+        vs_graph_get_memory(packed, &mem);
+        vs_graph_get_memory(g, &full);
+        std::printf("graph_create_compressed (pq m %zu): trained in %.2f s, created in %.2f s; "
+                    "device %.1f MB (in-memory object %.1f MB), pinned host %.1f MB\n",
+                    pq_m, train_s, now() - t0, mem.device_bytes / 1e6, full.device_bytes / 1e6,
+                    mem.host_bytes / 1e6);
+    }
+    auto recall_of = [&](const std::vector<int64_t> &ids) {
+        size_t hit = 0;
+        for (size_t i = 0; i < nq; i++)
+            for (size_t j = 0; j < k; j++)
+                hit += std::count(truth.begin() + i * k, truth.begin() + (i + 1) * k, ids[i * k + j]);
+        return double(hit) / double(nq * k);
+    };
     // On CUDA the team sizes side by side (the first is the baseline): --kernels, else the one
     // VSEARCH_CUDA_GRAPH_KERNEL names (unset: the dimension's).  Each expansion after the first
     // of --expands is also compared with the first at the same width and team size.
@@ -197,12 +224,7 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
             if (!kernel.empty())
                 setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.c_str(), 1);
             GraphRun r = graph_run(ctx, g, p, q, d, batch, k);
-            size_t hit = 0;
-            for (size_t i = 0; i < nq; i++)
-                for (size_t j = 0; j < k; j++)
-                    hit += std::count(truth.begin() + i * k, truth.begin() + (i + 1) * k,
-                                      r.ids[i * k + j]);
-            const double recall = double(hit) / double(nq * k);
+            const double recall = recall_of(r.ids);
             std::string note = "recall@10 " + std::to_string(recall).substr(0, 6);
             char buf[200];
             std::snprintf(buf, sizeof buf, ", %.1f us per call (p90 %.1f)", r.median * 1e6,
@@ -257,7 +279,33 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
             unsetenv("VSEARCH_CUDA_GRAPH_KERNEL");
         else
             setenv("VSEARCH_CUDA_GRAPH_KERNEL", chosen, 1);
+        if (packed)
+        {
+            GraphRun r = graph_run(ctx, packed, p, q, d, batch, k);
+            const double recall = recall_of(r.ids);
+            char note[200];
+            std::snprintf(note, sizeof note,
+                          "recall@10 %.4f, %.1f us per call (p90 %.1f), %.2fx the in-memory "
+                          "object's QPS",
+                          recall, r.median * 1e6, r.p90 * 1e6, base_median / r.median);
+            const std::string name = "graph-pq m=" + std::to_string(pq_m) +
+                                     " ef=" + std::to_string(ef) +
+                                     (expand > 1 ? " x" + std::to_string(expand) : "") +
+                                     " batch " + std::to_string(batch);
+            std::printf("%s: %.0f QPS, %s\n", name.c_str(), double(batch) / r.median, note);
+            std::fflush(stdout);
+            Row row{name, r.median, double(batch) / r.median, note};
+            char js[200];
+            std::snprintf(js, sizeof js,
+                          "\"ef\": %zu, \"expand\": %zu, \"pq_m\": %zu, \"batch\": %zu, "
+                          "\"recall10\": %.4f, \"p90_seconds\": %.6f",
+                          ef, expand, pq_m, batch, recall, r.p90);
+            row.json = js;
+            rows.push_back(row);
+        }
     }
+    if (packed)
+        vs_graph_destroy(ctx, packed);
     vs_graph_destroy(ctx, g);
     return rows;
 }
