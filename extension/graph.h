@@ -83,6 +83,11 @@
 #define VS_GRAPH_MIN_DEGREE		4
 #define VS_GRAPH_MAX_DEGREE		256
 #define VS_GRAPH_DEFAULT_DEGREE	32
+/*
+ * Most bytes of a node's PQ code in the worker's compressed mode (option pq_m): the GPU search
+ * holds a query's table of pq_m KiB in shared memory.
+ */
+#define VS_GRAPH_MAX_PQ_M		128
 #define VS_GRAPH_MAX_BUILD_DEGREE 1024
 
 /*
@@ -166,7 +171,8 @@ typedef struct VsGraphMetaPageData
 	uint64		generation;
 	uint32		nseeds;			/* more start nodes, spread over the data (0..MAX_SEEDS);
 								 * the array held 1024 before 2026-11-26 and grew in place */
-	uint32		unused;
+	uint32		pq_m;			/* the option pq_m at the build (0: automatic; an index built
+								 * before 2026-12-06 has 0 here, where the field was unused) */
 	uint32		seeds[VS_GRAPH_MAX_SEEDS];
 } VsGraphMetaPageData;
 
@@ -207,6 +213,7 @@ typedef struct VsGraphOptions
 	int			degree;
 	int			build_degree;	/* 0: 2 x degree */
 	int			seeds;			/* k-means seeds; 0: 2 sqrt(rows), at most 1024 */
+	int			pq_m;			/* code bytes of the compressed mode; 0: vs_graph_auto_pq_m */
 } VsGraphOptions;
 
 /* One search result: a node, its distance in rank units (search.h). */
@@ -265,6 +272,9 @@ extern bool vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metri
 							   bool force);
 extern void vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree);
 extern int	vs_graph_index_seeds(Relation index);
+extern int	vs_graph_index_pq_m(Relation index);
+extern void vs_graph_check_pq_m(int pq_m, int dim);
+extern int	vs_graph_auto_pq_m(int dim);
 extern bytea *vs_graph_options(Datum reloptions, bool validate);
 
 /* graphsearch.c: reading nodes, beam search, pruning */

@@ -178,7 +178,10 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	vs_graph_check_vector_dim(state->dim, vec->dim, state->degree);
 	MemoryContextSwitchTo(old);
 	if (state->dim == 0)
+	{
+		vs_graph_check_pq_m(vs_graph_index_pq_m(state->index), vec->dim);
 		state->dim = vec->dim;
+	}
 	if (state->n >= (int64) VS_GRAPH_NO_NODE - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -573,7 +576,10 @@ declared_dim(Relation index, uint32 degree)
 	uint32		dim = vs_declared_dim(index);
 
 	if (dim > 0)
+	{
 		vs_graph_check_dim((int) dim, degree);
+		vs_graph_check_pq_m(vs_graph_index_pq_m(index), (int) dim);
+	}
 	return dim;
 }
 
@@ -609,6 +615,7 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	xlog = GenericXLogStart(index);
 	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
 	vs_graph_init_metapage(metapage, state.dim, metric, state.degree, state.build_degree);
+	VsGraphPageGetMeta(metapage)->pq_m = (uint32) vs_graph_index_pq_m(index);
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(metabuf);
 
@@ -690,6 +697,7 @@ vs_graph_buildempty(Relation index)
 	page = BufferGetPage(buf);
 	START_CRIT_SECTION();
 	vs_graph_init_metapage(page, dim, metric, degree, build_degree);
+	VsGraphPageGetMeta(page)->pq_m = (uint32) vs_graph_index_pq_m(index);
 	MarkBufferDirty(buf);
 	log_newpage_buffer(buf, true);
 	END_CRIT_SECTION();

@@ -215,6 +215,8 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	LockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
 	vs_graph_read_meta(index, &meta);
 	vs_graph_check_vector_dim(meta.dim, vec->dim, meta.degree);
+	if (meta.dim == 0)
+		vs_graph_check_pq_m(vs_graph_index_pq_m(index), vec->dim);
 	dim = (uint32) vec->dim;
 	meta.dim = dim;
 	metric = (vs_metric) meta.metric;

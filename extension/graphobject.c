@@ -10,6 +10,15 @@
  * itself having run in the worker).  There is no refresh in place: a newer generation is read
  * again (inserts and VACUUM change adjacency lists anywhere in the graph).
  *
+ * An index whose object would take more than the cache's limit is loaded in the compressed mode
+ * when that fits (vsearch/graph.h, "compressed graph objects"; BANG): the engine's compressed
+ * object keeps PQ codes of pq_m bytes per node (the option as the build stored it in the
+ * metapage, or vs_graph_auto_pq_m) on the device
+ * and the vectors, neighbour rows and ids in pinned host memory, searched the same way but
+ * navigated by the codes' estimates, the final beam re-ranked exactly.  The cache accounts its
+ * device bytes; its pinned host bytes may take at most half of the machine's memory.  Each such
+ * load counts in vsearch_stat.compressed_loads and is logged (LOG).
+ *
  * A search request carries the beam width and the nodes expanded per step (VsGraphSearchParams);
  * the worker runs vs_graph_knn with them on its object (on the GPU: one thread block per query),
  * which is graphsearch.c's beam search but for its navigation distance (the engine navigates by the exact distance, the backend
@@ -19,6 +28,7 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <unistd.h>
 
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
@@ -45,6 +55,82 @@ object_bytes(uint64 n, uint32 dim, uint32 degree)
 	return (Size) n * (sizeof(float) * dim + sizeof(uint32) * degree + 1) + sizeof(VsGraphObject);
 }
 
+/* Most pinned host memory a compressed object may take: half of the machine's memory. */
+static Size
+pinned_host_limit(void)
+{
+	long		pages = sysconf(_SC_PHYS_PAGES);
+	long		page_size = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || page_size <= 0)
+		return 0;
+	return (Size) pages * (Size) page_size / 2;
+}
+
+/*
+ * The compressed mode for an index whose object needs more than env->limit: its code bytes, and
+ * in *need its accounted (device) bytes; ERROR when even that does not fit, or its pinned host
+ * memory would pass pinned_host_limit.
+ */
+static int
+choose_compressed(const VsLoadEnv *env, Oid indexrelid, const VsGraphMetaPageData *meta,
+				  int option_pq_m, Size *need)
+{
+	int			m = option_pq_m;
+	vs_graph_memory mem;
+	Size		host_limit = pinned_host_limit();
+
+	if (m <= 0 || m > (int) meta->dim || meta->dim % m != 0)
+		m = vs_graph_auto_pq_m((int) meta->dim); /* 0: automatic */
+	vs_graph_compressed_memory(meta->nnodes, meta->dim, meta->degree, m, &mem);
+	*need = mem.device_bytes + sizeof(VsGraphObject);
+	if (*need > env->limit)
+		vs_load_too_large(env, indexrelid, *need);
+	if (host_limit > 0 && mem.host_bytes > host_limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("index %u needs %zu MB of pinned host memory in the compressed mode, "
+						"more than half of this machine's memory (%zu MB)",
+						indexrelid, mem.host_bytes >> 20, host_limit >> 10 >> 10),
+				 errhint("The compressed mode keeps the vectors and neighbour lists in pinned "
+						 "host memory; raise vsearch.gpu_memory_limit to load the index whole.")));
+	return m;
+}
+
+/* The compressed object of arrays (quantizer trained on the engine, seeded). */
+static int
+create_compressed(const VsLoadEnv *env, const vs_graph_arrays *arrays, int m, vs_metric metric,
+				  vs_graph **out)
+{
+	float	   *center = palloc(sizeof(float) * arrays->dim);
+	float	   *codebooks = palloc_extended(sizeof(float) * VS_GRAPH_PQ_KSUB * arrays->dim,
+											MCXT_ALLOC_HUGE);
+	vs_graph_pq_train_params tp;
+	vs_graph_pq pq;
+	int			rc;
+
+	memset(&tp, 0, sizeof(tp));
+	tp.seed = 42;
+	rc = vs_graph_pq_train(env->engine, arrays, (size_t) m, metric, &tp, center, codebooks);
+	if (rc == VS_OK)
+	{
+		pq.m = (size_t) m;
+		pq.metric = metric;
+		pq.center = center;
+		pq.codebooks = codebooks;
+		for (;;)
+		{
+			rc = vs_graph_create_compressed(env->engine, arrays, &pq, out);
+			if (rc == VS_OUT_OF_MEMORY && env->evict_one && env->evict_one(env->arg))
+				continue;
+			break;
+		}
+	}
+	pfree(center);
+	pfree(codebooks);
+	return rc;
+}
+
 void *
 vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes,
 			  uint64 *generation)
@@ -61,6 +147,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	int			per_page;
 	BlockNumber nblocks;
 	Size		need;
+	int			pq_m = 0;		/* > 0: the compressed mode */
 	int			rc;
 
 	if (obj != NULL)
@@ -80,7 +167,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 						ref->indexrelid, ref->dim, (uint32) ref->metric)));
 	need = object_bytes(meta.nnodes, meta.dim, meta.degree);
 	if (env->limit > 0 && need > env->limit)
-		vs_load_too_large(env, ref->indexrelid, need);
+		pq_m = choose_compressed(env, ref->indexrelid, &meta, (int) meta.pq_m, &need);
 
 	/* every slot: free ones and those of pages not written yet stay not live, without edges */
 	vectors = palloc_extended(sizeof(float) * Max(meta.nnodes, 1) * meta.dim,
@@ -138,15 +225,33 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	arrays.ids = NULL;			/* node numbers */
 	if (env->reserve)
 		(void) env->reserve(env->arg, need);
-	for (;;)
-	{
-		rc = vs_graph_create(env->engine, &arrays, &o->graph);
-		if (rc == VS_OUT_OF_MEMORY && env->evict_one && env->evict_one(env->arg))
-			continue;
-		break;
-	}
+	if (pq_m > 0)
+		rc = create_compressed(env, &arrays, pq_m, vs_rank_metric(o->metric), &o->graph);
+	else
+		for (;;)
+		{
+			rc = vs_graph_create(env->engine, &arrays, &o->graph);
+			if (rc == VS_OUT_OF_MEMORY && env->evict_one && env->evict_one(env->arg))
+				continue;
+			break;
+		}
 	if (rc != VS_OK)
 		vs_load_failed(env, ref->indexrelid, rc);
+	if (pq_m > 0)
+	{
+		vs_graph_memory mem;
+
+		vs_graph_get_memory(o->graph, &mem);
+		if (vs_worker_shared)
+			pg_atomic_fetch_add_u64(&vs_worker_shared->compressed_loads, 1);
+		ereport(LOG,
+				(errmsg("vsearch: vs_graph index %u loaded in the compressed mode: %d-byte codes, "
+						"%zu kB on the device, %zu kB of pinned host memory (the whole object "
+						"would take %zu kB, the limit is %zu kB)",
+						ref->indexrelid, pq_m, mem.device_bytes >> 10, mem.host_bytes >> 10,
+						object_bytes(meta.nnodes, meta.dim, meta.degree) >> 10,
+						env->limit >> 10)));
+	}
 	pfree(vectors);
 	pfree(nbrs);
 	pfree(live);

@@ -35,6 +35,11 @@ graph_init(void)
 					  "Start nodes the build places at k-means centroids (every search measures "
 					  "them); 0 chooses 2 sqrt(rows), at most 1024",
 					  0, 0, VS_GRAPH_MAX_SEEDS, AccessExclusiveLock);
+	add_int_reloption(graph_relopt_kind, "pq_m",
+					  "Bytes of each row's PQ code in the worker's compressed mode (an index "
+					  "larger than vsearch.gpu_memory_limit); a divisor of the dimension, 0 "
+					  "chooses the largest divisor up to min(64, dim / 2)",
+					  0, 0, VS_GRAPH_MAX_PQ_M, AccessExclusiveLock);
 
 	DefineCustomIntVariable("vsearch.graph_ef",
 							"Search width of vs_graph searches: nodes kept in the beam.",
@@ -71,6 +76,7 @@ vs_graph_options(Datum reloptions, bool validate)
 		{"degree", RELOPT_TYPE_INT, offsetof(VsGraphOptions, degree)},
 		{"build_degree", RELOPT_TYPE_INT, offsetof(VsGraphOptions, build_degree)},
 		{"seeds", RELOPT_TYPE_INT, offsetof(VsGraphOptions, seeds)},
+		{"pq_m", RELOPT_TYPE_INT, offsetof(VsGraphOptions, pq_m)},
 	};
 	VsGraphOptions *opts;
 
@@ -105,6 +111,44 @@ vs_graph_index_seeds(Relation index)
 	VsGraphOptions *opts = (VsGraphOptions *) index->rd_options;
 
 	return opts ? opts->seeds : 0;
+}
+
+/* The option pq_m of an index (0: automatic). */
+int
+vs_graph_index_pq_m(Relation index)
+{
+	VsGraphOptions *opts = (VsGraphOptions *) index->rd_options;
+
+	return opts ? opts->pq_m : 0;
+}
+
+/* ERROR unless pq_m (0: automatic) divides dim; from CREATE INDEX and the first row's insert. */
+void
+vs_graph_check_pq_m(int pq_m, int dim)
+{
+	if (pq_m != 0 && (pq_m > dim || dim % pq_m != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("vs_graph option pq_m (%d) must divide the dimension (%d)", pq_m, dim),
+				 errhint("pq_m is the bytes of each row's PQ code in the worker's compressed "
+						 "mode; 0 chooses the largest divisor of the dimension up to "
+						 "min(64, dim / 2).")));
+}
+
+/*
+ * The compressed mode's code bytes when pq_m is 0: the largest divisor of dim up to min(64,
+ * dim / 2) (1 for dim 1).  Two dimensions per byte keep recall@10 within 0.005 of the in-memory
+ * search from ef 32 where four lose up to 0.3 at ef 16 (docs/ENGINE.md, compressed graph
+ * objects); 64 bytes bound the GPU's per-query table (64 KiB) and the codes' device memory.
+ */
+int
+vs_graph_auto_pq_m(int dim)
+{
+	int			m = Max(1, Min(64, dim / 2));
+
+	while (dim % m != 0)
+		m--;
+	return m;
 }
 
 /* ---------------------------------------------------------------------------------------------

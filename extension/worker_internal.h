@@ -133,6 +133,7 @@ typedef struct VsWorkerShared
 	pg_atomic_uint64 fallbacks; /* searches answered on a backend's CPU instead */
 	pg_atomic_uint64 errors;	/* requests the worker failed */
 	pg_atomic_uint64 loads;		/* full index loads */
+	pg_atomic_uint64 compressed_loads;	/* of those, vs_graph's compressed mode (graphobject.c) */
 	pg_atomic_uint64 refreshes; /* incremental refreshes */
 	pg_atomic_uint64 evictions; /* cache evictions */
 	pg_atomic_uint64 starts;	/* worker starts */

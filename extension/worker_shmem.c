@@ -68,6 +68,7 @@ vs_worker_shmem_startup(void)
 		pg_atomic_init_u64(&s->fallbacks, 0);
 		pg_atomic_init_u64(&s->errors, 0);
 		pg_atomic_init_u64(&s->loads, 0);
+		pg_atomic_init_u64(&s->compressed_loads, 0);
 		pg_atomic_init_u64(&s->refreshes, 0);
 		pg_atomic_init_u64(&s->evictions, 0);
 		pg_atomic_init_u64(&s->starts, 0);
@@ -143,8 +144,8 @@ Datum
 vsearch_stat(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[16];
-	bool		nulls[16];
+	Datum		values[17];
+	bool		nulls[17];
 	VsWorkerShared *s = vs_worker_shared;
 	int			i = 0;
 
@@ -191,6 +192,7 @@ vsearch_stat(PG_FUNCTION_ARGS)
 		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->refreshes));
 		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->evictions));
 		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->starts));
+		values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&s->compressed_loads));
 	}
 	else
 	{
@@ -232,6 +234,7 @@ vsearch_stat_reset(PG_FUNCTION_ARGS)
 		pg_atomic_write_u64(&s->fallbacks, 0);
 		pg_atomic_write_u64(&s->errors, 0);
 		pg_atomic_write_u64(&s->loads, 0);
+		pg_atomic_write_u64(&s->compressed_loads, 0);
 		pg_atomic_write_u64(&s->refreshes, 0);
 		pg_atomic_write_u64(&s->evictions, 0);
 	}

@@ -67,6 +67,21 @@ CREATE INDEX ON g USING vs_graph (v) WITH (degree = 1000);
 CREATE INDEX ON g USING vs_graph (v) WITH (degree = 32, build_degree = 16);
 CREATE INDEX ON g USING vs_graph (v) WITH (build_degree = 5000);
 CREATE INDEX ON g USING vs_graph (v) WITH (seeds = 2001);
+-- pq_m (the worker's compressed mode): a divisor of the dimension, at most 128; 0 automatic
+CREATE INDEX ON g USING vs_graph (v) WITH (pq_m = 5);
+CREATE INDEX ON g USING vs_graph (v) WITH (pq_m = 32);
+CREATE INDEX ON g USING vs_graph (v) WITH (pq_m = 129);
+CREATE INDEX ON g USING vs_graph (v) WITH (pq_m = -1);
+-- an undeclared dimension: checked at the first row, in the build or at the first insert
+CREATE TABLE g_pq (v vector);
+INSERT INTO g_pq VALUES ('[1,2,3,4]'), ('[2,3,4,5]');
+CREATE INDEX ON g_pq USING vs_graph (v) WITH (pq_m = 3);
+TRUNCATE g_pq;
+CREATE INDEX g_pq_idx ON g_pq USING vs_graph (v) WITH (pq_m = 3);
+INSERT INTO g_pq VALUES ('[1,2,3,4]');
+INSERT INTO g_pq VALUES ('[1,2,3,4,5,6]'), ('[2,3,4,5,6,7]');
+SELECT count(*) FROM g_pq;
+DROP TABLE g_pq;
 CREATE INDEX ON g USING vs_graph (v) WITH (ef = 10);
 CREATE INDEX ON g USING vs_graph (v vector_l1_ops);
 CREATE TABLE g_wide (v vector(2030));

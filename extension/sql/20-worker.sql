@@ -19,7 +19,8 @@ CREATE FUNCTION vsearch_stat_internal(
 	OUT index_loads bigint,
 	OUT index_refreshes bigint,
 	OUT evictions bigint,
-	OUT worker_starts bigint)
+	OUT worker_starts bigint,
+	OUT compressed_loads bigint)
 	RETURNS record
 	AS 'MODULE_PATHNAME', 'vsearch_stat' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
@@ -31,6 +32,8 @@ CREATE FUNCTION vsearch_stat_internal(
 --   gpu_memory_in_use  device bytes the engine holds (cached indexes and scratch; 0 on the CPU)
 --   cpu_fallbacks    searches answered on a backend's CPU because the worker could not
 --   errors           requests the worker failed (each also counts as a fallback or an ERROR)
+--   compressed_loads index_loads of vs_graph indexes in the compressed mode (larger than
+--                    vsearch.gpu_memory_limit: PQ codes on the GPU, the rest in host memory)
 CREATE VIEW vsearch_stat AS SELECT * FROM vsearch_stat_internal();
 GRANT SELECT ON vsearch_stat TO PUBLIC;
 
