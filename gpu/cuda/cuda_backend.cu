@@ -11,7 +11,7 @@
 //   index families    their own files, returned by the accessors: IVF-PQ (ivfpq_cuda.cu),
 //                     graphs (graph_cuda.cu), metric-space indexes (metric_cuda.cu)
 // Kernels are in impl/ (impl/kernels.cuh), device utilities in utils/.  The library exports one
-// symbol, vs_cuda_backend_v7 (exports.map), which creates a backend.
+// symbol, vs_cuda_backend_v8 (exports.map), which creates a backend.
 #include "cuda/dataset.cuh"
 #include "cuda/device_context.cuh"
 #include "cuda/graph_cuda.cuh"
@@ -130,7 +130,7 @@ private:
 } // namespace vs::cuda
 
 extern "C" __attribute__((visibility("default"))) vs::Backend *
-vs_cuda_backend_v7(const vs::BackendConfig *config, char *err, size_t errlen)
+vs_cuda_backend_v8(const vs::BackendConfig *config, char *err, size_t errlen)
 {
     auto say = [&](const std::string &m) {
         if (err && errlen)

@@ -1,6 +1,6 @@
 // The C++ interface behind engine.h: one abstract Backend with a CPU implementation (gpu/cpu/,
 // linked into the engine) and a CUDA implementation (gpu/cuda/, in vsearch_cuda.so, obtained
-// through the exported C function vs_cuda_backend_v7 after dlopen).
+// through the exported C function vs_cuda_backend_v8 after dlopen).
 //
 // Backend is the core: datasets, exact kNN / range search and k-means.  Each index family has an
 // abstract interface of its own in its own header (engine/ivfpq_backend.h: IvfpqBackend and its
@@ -159,6 +159,6 @@ extern "C" typedef vs::Backend *(*vs_cuda_backend_fn)(const vs::BackendConfig *c
 // v7: the graph family's navigability links (v6: the metric-space family; v5: the graph family's
 // build edges; v4: the graph family; v3: index families behind accessors; v2: the IVF-PQ virtuals
 // in Backend itself); a library of another version is refused rather than misused.
-#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v7"
+#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v8"
 
 #endif
