@@ -279,7 +279,10 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
                     visit(table, mask, key_row(key), &nvisited))
                     fresh[atomicAdd(&nfresh[par], 1)] = key;
             }
+        // braces and an else, not a bare `if constexpr` followed by the team loop: nvcc dropped
+        // that loop from the generic lambda's non-PQ instances (no node was ever measured)
         if constexpr (PQ)
+        {
             for (int i = tid; keys == nullptr && i < count; i += nthreads)
             {
                 const uint32_t v = item(i);
@@ -294,27 +297,31 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
                         fresh[atomicAdd(&nfresh[par], 1)] = key;
                 }
             }
-        for (int base = 0; !PQ && keys == nullptr && base < count; base += teams)
+        }
+        else
         {
-            const int i = base + team;
-            uint32_t v = kEmpty;
-            int is_new = 0;
-            if (t == 0 && i < count)
+            for (int base = 0; keys == nullptr && base < count; base += teams)
             {
-                v = item(i);
-                is_new = v < g.n && (!check_live || g.live == nullptr || g.live[v] != 0) &&
-                         visit(table, mask, v, &nvisited);
-            }
-            is_new = __shfl_sync(0xffffffffu, is_new, leader);
-            v = __shfl_sync(0xffffffffu, v, leader);
-            const double b = team_exact_base<T>(
-                Base, q, g.vectors + static_cast<size_t>(is_new ? v : 0) * g.dim, g.dim, t,
-                is_new != 0);
-            if (t == 0 && is_new)
-            {
-                const uint64_t key = make_key(nan_as_inf(base_to_output(metric, b)), v);
-                if (nb < ef || key < beam[nb - 1])
-                    fresh[atomicAdd(&nfresh[par], 1)] = key;
+                const int i = base + team;
+                uint32_t v = kEmpty;
+                int is_new = 0;
+                if (t == 0 && i < count)
+                {
+                    v = item(i);
+                    is_new = v < g.n && (!check_live || g.live == nullptr || g.live[v] != 0) &&
+                             visit(table, mask, v, &nvisited);
+                }
+                is_new = __shfl_sync(0xffffffffu, is_new, leader);
+                v = __shfl_sync(0xffffffffu, v, leader);
+                const double b = team_exact_base<T>(
+                    Base, q, g.vectors + static_cast<size_t>(is_new ? v : 0) * g.dim, g.dim, t,
+                    is_new != 0);
+                if (t == 0 && is_new)
+                {
+                    const uint64_t key = make_key(nan_as_inf(base_to_output(metric, b)), v);
+                    if (nb < ef || key < beam[nb - 1])
+                        fresh[atomicAdd(&nfresh[par], 1)] = key;
+                }
             }
         }
         __syncthreads();
