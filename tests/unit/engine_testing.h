@@ -67,6 +67,33 @@ inline ContextPtr make_context(const std::string &backend, std::string *why = nu
     return ContextPtr(ctx);
 }
 
+// The object families' parameterised contexts: "cpu", "cuda" (make_context), or "cpu2", "cuda2":
+// two engine contexts behind one (MultiBackend; the CUDA one on GPUs 0 and 1 when
+// VSEARCH_TEST_DEVICES=2, else twice on GPU 0).
+inline ContextPtr object_context(const std::string &name, std::string *why)
+{
+    if (name == "cpu" || name == "cuda")
+        return make_context(name, why);
+    const bool cuda = name == "cuda2";
+    const char *two = std::getenv("VSEARCH_TEST_DEVICES");
+    int devices[2] = {0, cuda && !(two && two[0] == '2') ? 0 : 1};
+    vs_context_options o;
+    vs_context_options_init(&o);
+    o.backend = cuda ? VS_BACKEND_CUDA : VS_BACKEND_CPU;
+    o.cuda_library = cuda_library();
+    o.devices = devices;
+    o.ndevices = 2;
+    o.num_threads = 2;
+    vs_context *ctx = nullptr;
+    char err[512] = {0};
+    if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
+    {
+        *why = err;
+        return nullptr;
+    }
+    return ContextPtr(ctx);
+}
+
 // Skips the current test when the backend is not available here.
 #define VT_CONTEXT_OR_SKIP(var, backend)                                                          \
     std::string var##_why;                                                                        \

@@ -377,32 +377,6 @@ TEST(GraphPq, ArgumentsAndMemory)
     EXPECT_EQ(again.center, q.center);
 }
 
-// The backends' compressed objects: contexts like graph_test.cpp's GraphObject ("cpu2" / "cuda2":
-// two devices behind one context).
-vt::ContextPtr pq_context(const std::string &name, std::string *why)
-{
-    if (name == "cpu" || name == "cuda")
-        return vt::make_context(name, why);
-    const bool cuda = name == "cuda2";
-    const char *two = std::getenv("VSEARCH_TEST_DEVICES");
-    int devices[2] = {0, cuda && !(two && two[0] == '2') ? 0 : 1};
-    vs_context_options o;
-    vs_context_options_init(&o);
-    o.backend = cuda ? VS_BACKEND_CUDA : VS_BACKEND_CPU;
-    o.cuda_library = vt::cuda_library();
-    o.devices = devices;
-    o.ndevices = 2;
-    o.num_threads = 2;
-    vs_context *ctx = nullptr;
-    char err[512] = {0};
-    if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
-    {
-        *why = err;
-        return nullptr;
-    }
-    return vt::ContextPtr(ctx);
-}
-
 class GraphPqObject : public testing::TestWithParam<std::string>
 {
 };
@@ -415,7 +389,7 @@ class GraphPqObject : public testing::TestWithParam<std::string>
 TEST_P(GraphPqObject, EqualsCpuObject)
 {
     std::string why;
-    vt::ContextPtr ctx = pq_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     vt::ContextPtr cpu = vt::make_context("cpu");

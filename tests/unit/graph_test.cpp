@@ -433,32 +433,6 @@ TEST(Graph, ArgumentChecks)
 
 // ---- graph objects on every backend ---------------------------------------------------------
 
-// "cpu", "cuda": one context; "cpu2", "cuda2": two engine contexts behind one (MultiBackend; the
-// CUDA one on GPUs 0 and 1 when VSEARCH_TEST_DEVICES=2, else twice on GPU 0).
-vt::ContextPtr graph_context(const std::string &name, std::string *why)
-{
-    if (name == "cpu" || name == "cuda")
-        return vt::make_context(name, why);
-    const bool cuda = name == "cuda2";
-    const char *two = std::getenv("VSEARCH_TEST_DEVICES");
-    int devices[2] = {0, cuda && !(two && two[0] == '2') ? 0 : 1};
-    vs_context_options o;
-    vs_context_options_init(&o);
-    o.backend = cuda ? VS_BACKEND_CUDA : VS_BACKEND_CPU;
-    o.cuda_library = vt::cuda_library();
-    o.devices = devices;
-    o.ndevices = 2;
-    o.num_threads = 2;
-    vs_context *ctx = nullptr;
-    char err[512] = {0};
-    if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
-    {
-        *why = err;
-        return nullptr;
-    }
-    return vt::ContextPtr(ctx);
-}
-
 struct GraphDeleter
 {
     vs_context *ctx;
@@ -569,7 +543,7 @@ struct KernelChoice
 TEST_P(GraphObject, EqualsReferenceSearch)
 {
     std::string why;
-    vt::ContextPtr ctx = graph_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(23);
@@ -639,7 +613,7 @@ TEST_P(GraphObject, EqualsReferenceSearch)
 TEST_P(GraphObject, RecallMatchesReference)
 {
     std::string why;
-    vt::ContextPtr ctx = graph_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(5);
@@ -679,7 +653,7 @@ TEST_P(GraphObject, RecallMatchesReference)
 TEST_P(GraphObject, ArgumentsAndLimits)
 {
     std::string why;
-    vt::ContextPtr ctx = graph_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     TestGraph t = knn_graph(std::vector<float>(40 * 3, 0.5f), 40, 3, 2);

@@ -52,30 +52,6 @@ struct Space
     }
 };
 
-vt::ContextPtr metric_context(const std::string &name, std::string *why)
-{
-    if (name == "cpu" || name == "cuda")
-        return vt::make_context(name, why);
-    const bool cuda = name == "cuda2";
-    const char *two = std::getenv("VSEARCH_TEST_DEVICES");
-    int devices[2] = {0, cuda && !(two && two[0] == '2') ? 0 : 1};
-    vs_context_options o;
-    vs_context_options_init(&o);
-    o.backend = cuda ? VS_BACKEND_CUDA : VS_BACKEND_CPU;
-    o.cuda_library = vt::cuda_library();
-    o.devices = devices;
-    o.ndevices = 2;
-    o.num_threads = 2;
-    vs_context *ctx = nullptr;
-    char err[512] = {0};
-    if (vs_context_create(&o, &ctx, err, sizeof err) != VS_OK)
-    {
-        *why = err;
-        return nullptr;
-    }
-    return vt::ContextPtr(ctx);
-}
-
 // A list built over `all` and gathered as the extension's pages hold it; a pivot table likewise.
 struct Built
 {
@@ -255,7 +231,7 @@ void compare(vs_context *ctx, Space &all, Space &queries, const std::vector<size
 TEST_P(MetricObject, StringsEqualTheHostFunctions)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(21);
@@ -287,7 +263,7 @@ TEST_P(MetricObject, StringsEqualTheHostFunctions)
 TEST_P(MetricObject, StringsBeyondTheTableBytes)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(24);
@@ -312,7 +288,7 @@ TEST_P(MetricObject, StringsBeyondTheTableBytes)
 TEST_P(MetricObject, VectorsEqualTheHostFunctions)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(22);
@@ -406,7 +382,7 @@ void compare_builds(vs_context *ctx, const Space &all, size_t bucket, uint64_t s
 TEST_P(MetricObject, StringBuildsEqualTheHostBuilds)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(25);
@@ -439,7 +415,7 @@ TEST_P(MetricObject, StringBuildsEqualTheHostBuilds)
 TEST_P(MetricObject, VectorBuildsEqualTheHostBuilds)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(26);
@@ -474,7 +450,7 @@ TEST_P(MetricObject, VectorBuildsEqualTheHostBuilds)
 TEST_P(MetricObject, BuildArguments)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     Space empty;
@@ -512,7 +488,7 @@ TEST_P(MetricObject, BuildArguments)
 TEST_P(MetricObject, CompactCase)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     std::mt19937_64 rng(23);
@@ -555,7 +531,7 @@ TEST_P(MetricObject, CompactCase)
 TEST_P(MetricObject, EmptyAndArguments)
 {
     std::string why;
-    vt::ContextPtr ctx = metric_context(GetParam(), &why);
+    vt::ContextPtr ctx = vt::object_context(GetParam(), &why);
     if (!ctx)
         GTEST_SKIP() << GetParam() << " unavailable: " << why;
     vs_context *c = ctx.get();
