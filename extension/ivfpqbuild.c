@@ -236,6 +236,9 @@ flush_chunk(IvfpqBuildState *s)
 		{
 			int32		l = s->chunk_lists[i];
 
+			/* a cancel that came while the engine encoded (it may finish a chunk first) */
+			if ((i & 4095) == 0)
+				CHECK_FOR_INTERRUPTS();
 			if (l < 0 || (uint32) l >= s->lists)
 				elog(ERROR, "vsearch engine assigned a row to list %d of %u", l, s->lists);
 			add_entry(s, (uint32) l, &s->chunk_tids[i],
@@ -748,6 +751,7 @@ vs_ivfpq_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	report_phase(VS_IVFPQ_PHASE_WRITE, 0);
 	for (uint32 l = 0; l < s.lists; l++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		flush_list(&s, &s.lb[l]);
 		if (s.lb[l].count == 0)
 			empty_lists++;
