@@ -26,6 +26,8 @@ namespace {
 
 using vt::knn_graph;
 using vt::random_vectors;
+using vt::Answer;
+using vt::recall;
 using vt::TestGraph;
 
 struct GraphDeleter
@@ -60,12 +62,6 @@ Quantizer train(const TestGraph &t, size_t m, vs_metric metric, uint64_t seed = 
         << vs_last_error(ctx.get());
     return q;
 }
-
-struct Answer
-{
-    std::vector<int64_t> ids, counts;
-    std::vector<float> dists;
-};
 
 Answer knn(vs_context *ctx, const vs_graph *g, const vs_graph_search_params &p,
            const std::vector<float> &queries, size_t nq, size_t k)
@@ -113,15 +109,6 @@ std::vector<int64_t> brute_force(const TestGraph &t, vs_metric metric,
             out[q * k + i] = d[i].second;
     }
     return out;
-}
-
-double recall(const Answer &a, const std::vector<int64_t> &truth, size_t nq, size_t k)
-{
-    size_t hit = 0;
-    for (size_t q = 0; q < nq; q++)
-        for (size_t i = 0; i < k; i++)
-            hit += std::count(truth.begin() + q * k, truth.begin() + (q + 1) * k, a.ids[q * k + i]);
-    return (double) hit / (double) (nq * k);
 }
 
 // Every returned row: a live node's id, its distance vs_exact_distance_f32's rounded to float,

@@ -30,6 +30,8 @@ namespace {
 
 using vt::knn_graph;
 using vt::random_vectors;
+using vt::Answer;
+using vt::recall;
 using vt::TestGraph;
 
 // Points the ring slot (2K) of every live node at the next live node, so that the live nodes stay
@@ -440,12 +442,6 @@ struct GraphDeleter
 };
 using GraphPtr = std::unique_ptr<vs_graph, GraphDeleter>;
 
-struct Answer
-{
-    std::vector<int64_t> ids, counts;
-    std::vector<float> dists;
-};
-
 Answer reference_answer(const TestGraph &t, const vs_graph_search_params &p,
                         const std::vector<float> &queries, size_t nq, size_t k)
 {
@@ -496,15 +492,6 @@ void check_answer(const TestGraph &t, const Answer &a, size_t nq, size_t k)
             }
         }
     }
-}
-
-double recall(const Answer &a, const std::vector<int64_t> &truth, size_t nq, size_t k)
-{
-    size_t hit = 0;
-    for (size_t q = 0; q < nq; q++)
-        for (size_t i = 0; i < k; i++)
-            hit += std::count(truth.begin() + q * k, truth.begin() + (q + 1) * k, a.ids[q * k + i]);
-    return (double) hit / (double) (nq * k);
 }
 
 class GraphObject : public testing::TestWithParam<std::string>

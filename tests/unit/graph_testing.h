@@ -96,6 +96,23 @@ inline TestGraph knn_graph(std::vector<float> vectors, size_t n, size_t dim, siz
     return t;
 }
 
+// One search's answers: ids and distances nq x k, counts nq.
+struct Answer
+{
+    std::vector<int64_t> ids, counts;
+    std::vector<float> dists;
+};
+
+// Recall@k of a's ids against truth (nq x k ids).
+inline double recall(const Answer &a, const std::vector<int64_t> &truth, size_t nq, size_t k)
+{
+    size_t hit = 0;
+    for (size_t q = 0; q < nq; q++)
+        for (size_t i = 0; i < k; i++)
+            hit += std::count(truth.begin() + q * k, truth.begin() + (q + 1) * k, a.ids[q * k + i]);
+    return (double) hit / (double) (nq * k);
+}
+
 } // namespace vt
 
 #endif
