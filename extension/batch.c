@@ -18,9 +18,10 @@
  * like an index scan does (following HOT chains); row_ctid is the visible version's ctid, so
  * `JOIN items t ON t.ctid = b.row_ctid` finds it in the same statement.  Dead rows are skipped
  * and the search widened until k visible rows are found or the index is exhausted.  The distances
- * of an exact index, and of vs_graph's kNN searches, are its search's (the operator's own values:
- * search.h; indexkind.h, exact_distances), so only the rows' visibility is read; an approximate
- * index's candidates get the operator's distance from the heap row.  How a kNN batch searches is the index kind's (indexkind.h, batch_knn); vs_batch_knn_exact
+ * of an exact index, of vs_graph's kNN searches and of a vs_ivfpq index with store_vectors are its
+ * search's (the operator's own values: search.h; indexkind.h, exact_distances), so only the rows'
+ * visibility is read; other approximate indexes' candidates get the operator's distance from the
+ * heap row.  How a kNN batch searches is the index kind's (indexkind.h, batch_knn); vs_batch_knn_exact
  * below serves kinds with exact searches: it takes each query's candidates in the engine's order
  * (distance, then id: the order an ORDER BY scan returns them in) until k of them are visible, so
  * the rows are those the per-query ORDER BY ... LIMIT k returns through the index, whose rows at
@@ -612,7 +613,9 @@ vs_batch_knn_answer(ReturnSetInfo *rsinfo, VsBatch *bc, int k)
 		bc->answers[q].hits = palloc(sizeof(VsHit) * kq);
 	/* a search that gives the operator's distances leaves the rows' visibility to read */
 	vs_row_reader_begin(&bc->reader, bc->heap, bc->index, bc->ref.dim, bc->ref.metric,
-						vs_ref_kind(&bc->ref)->exact || vs_ref_kind(&bc->ref)->exact_distances
+						vs_ref_kind(&bc->ref)->exact ||
+						(vs_ref_kind(&bc->ref)->exact_distances &&
+						 vs_ref_kind(&bc->ref)->exact_distances(&bc->ref))
 						? NULL : bc->queries);
 	vs_ref_kind(&bc->ref)->batch_knn(bc, kq);
 	vs_row_reader_end(&bc->reader);

@@ -407,6 +407,13 @@ graph_read_ref(Relation index, VsIndexRef *ref)
 	ref->kind_info[3] = (uint64) c->nstarts;
 }
 
+/* The beam's rows are measured exactly (graphsearch.c). */
+static bool
+graph_exact_distances(const VsIndexRef *ref)
+{
+	return true;
+}
+
 const VsIndexKind vs_graph_kind = {
 	.id = VS_GRAPH_KIND,
 	.name = "vs_graph",
@@ -430,7 +437,7 @@ const VsIndexKind vs_graph_kind = {
 	.knn = vs_graph_knn_object,
 	.range = NULL,				/* range quals are a pass over the pages in the backend */
 	.exact = false,
-	.exact_distances = true,	/* the beam's rows are measured exactly (graphsearch.c) */
+	.exact_distances = graph_exact_distances,
 	.range_candidates = vs_graph_range_candidates,
 	.batch_knn = vs_graph_batch_knn,
 	.max_k = VS_GRAPH_MAX_WORKER_EF,	/* k of a search is its beam width */

@@ -125,11 +125,13 @@ typedef struct VsIndexKind
 	bool		exact;
 
 	/*
-	 * The distances of the rows a kNN search returns are the SQL operator's own values (in rank
-	 * units), even where which rows it finds is approximate (vs_graph measures its beam's rows
-	 * exactly): vsearch_knn_batch then checks only the rows' visibility.  Implied by exact.
+	 * True when the distances of the rows this index's kNN searches return are the SQL
+	 * operator's own values (in rank units), even where which rows they find is approximate
+	 * (vs_graph measures its beam's rows exactly; vs_ivfpq with store_vectors re-ranks from the
+	 * stored vectors): vsearch_knn_batch then checks only the rows' visibility.  NULL: false.
+	 * Implied by exact.
 	 */
-	bool		exact_distances;
+	bool		(*exact_distances) (const VsIndexRef *ref);
 
 	/*
 	 * Rows that may lie within radius of each query under the SQL operator, with the kind's

@@ -290,6 +290,9 @@ extern struct vs_ivfpq *vs_ivfpq_quantizer(const VsIndexRef *ref, Relation rel,
 extern void vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq,
 									   int probe_offset, int nprobe, int k, bool exact,
 									   int64 *ids, float *dists, int64 *counts);
+/* The search itself re-ranks (exact = true): store_vectors, and no pending entry, whose vector
+ * only the heap holds (the index kind's exact_distances). */
+extern bool vs_ivfpq_exact_rerank(const VsIndexRef *ref);
 extern void vs_ivfpq_range_candidates(const VsIndexRef *ref, const VsQueries *queries,
 									  double radius, VsRangeConsumer consume, void *arg);
 

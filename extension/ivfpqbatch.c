@@ -8,6 +8,12 @@
  * window a larger search's answer starts with the smaller one's (estimates sorted, ties by id), so
  * a round's new candidates are the ones after the previous count.  The queries of a round that are
  * at the same window and k share one engine call.
+ *
+ * When the search re-ranks from the stored vectors (vs_ivfpq_exact_rerank: store_vectors and no
+ * pending entry), a round's candidates come in exact order with the operator's distances, as the
+ * scan takes them (take_exact in ivfpqscan.c): each query takes the ones it has not seen in this
+ * window, checking only their visibility, and stops at k visible rows, instead of reading every
+ * candidate's vector from the heap.
  */
 #include "postgres.h"
 
@@ -26,6 +32,9 @@ typedef struct IvfpqQuery
 	int64		prev;			/* candidates of the window already taken */
 	bool		first;
 	bool		done;
+	int64	   *seen;			/* exact re-rank: ids taken in this window, sorted */
+	int64		nseen;
+	int64		seencap;
 } IvfpqQuery;
 
 typedef struct RoundKey
@@ -112,6 +121,103 @@ check_group(VsBatch *bc, const IvfpqQuery *st, const RoundKey *keys, int ng, int
 		pfree(pairs);
 }
 
+static int
+cmp_id(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * Exact re-rank: each query of a group takes its round's candidates (exact order, ids/dists ng x
+ * k) that it has not seen in this window, checking their visibility, until it has kq rows.  A
+ * wider round of the same window re-ranks a superset, whose order need not start with the
+ * narrower one's, so the window's taken ids are remembered.
+ */
+static void
+take_exact_group(VsBatch *bc, IvfpqQuery *st, const RoundKey *keys, int ng, int64 k,
+				 const int64 *ids, const float *dists, const int64 *counts, int kq)
+{
+	for (int i = 0; i < ng; i++)
+	{
+		int			q = keys[i].q;
+		IvfpqQuery *s = &st[q];
+		VsBatchAnswer *out = &bc->answers[q];
+		int64		count = k > 0 ? Min(counts[i], k) : 0;
+		int64		before = s->nseen;
+
+		for (int64 j = 0; j < count && out->n < kq; j++)
+		{
+			int64		id = ids[(Size) i * k + j];
+			VsPairResult res;
+
+			if (id < 0 ||
+				(before > 0 && bsearch(&id, s->seen, before, sizeof(int64), cmp_id) != NULL))
+				continue;
+			if (s->nseen == s->seencap)
+			{
+				s->seencap = Max(2 * s->seencap, 64);
+				s->seen = s->seen ? repalloc_huge(s->seen, sizeof(int64) * s->seencap)
+					: palloc_extended(sizeof(int64) * s->seencap, MCXT_ALLOC_HUGE);
+			}
+			s->seen[s->nseen++] = id;
+			if (vs_check_pair(&bc->reader, id, q, &res))
+			{
+				out->hits[out->n].distance = vs_rank_value(bc->ref.metric, dists[(Size) i * k + j]);
+				out->hits[out->n].tid = res.tid;
+				out->n++;
+			}
+		}
+		if (s->nseen > before)
+			qsort(s->seen, s->nseen, sizeof(int64), cmp_id);
+	}
+}
+
+/* The heap check: a group's candidates checked against the heap rows, each query's visible ones
+ * in exact order appended (ties by id, duplicates once) until it has kq rows. */
+static void
+take_checked_group(VsBatch *bc, IvfpqQuery *st, const RoundKey *keys, int ng, int64 k,
+				   const int64 *ids, const int64 *counts, const int64 *pending, int64 npending,
+				   int kq)
+{
+	int64	   *pair_ids;
+	VsPairResult *res;
+	Size	   *first;
+
+	check_group(bc, st, keys, ng, k, ids, counts, pending, npending, &pair_ids, &res, &first);
+	for (int i = 0; i < ng; i++)
+	{
+		VsBatchAnswer *out = &bc->answers[keys[i].q];
+		RoundHit   *round = palloc_extended(sizeof(RoundHit) * Max(first[i + 1] - first[i], 1),
+											MCXT_ALLOC_HUGE);
+		int64		n = 0;
+
+		for (Size j = first[i]; j < first[i + 1]; j++)
+		{
+			if (!res[j].visible)
+				continue;
+			round[n].hit.distance = res[j].distance;
+			round[n].hit.tid = res[j].tid;
+			round[n].id = pair_ids[j];
+			n++;
+		}
+		if (n > 1)
+			qsort(round, n, sizeof(RoundHit), cmp_round_hit);
+		for (int64 j = 0; j < n && out->n < kq; j++)
+		{
+			if (j > 0 && round[j].id == round[j - 1].id)
+				continue;
+			out->hits[out->n++] = round[j].hit;
+		}
+		pfree(round);
+	}
+	pfree(pair_ids);
+	pfree(res);
+	pfree(first);
+}
+
 void
 vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 {
@@ -121,6 +227,9 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 	int			probes = Max(vs_ivfpq_probes, 1);
 	int			rerank = Max(vs_ivfpq_rerank, 1);
 	int64		maxk = (int64) bc->ref.ntuples + 1;
+	/* pending entries the index held when the batch opened are none: the ones added since are
+	 * not visible to this statement */
+	bool		exact = vs_ivfpq_exact_rerank(&bc->ref);
 	IvfpqQuery *st = palloc0(sizeof(IvfpqQuery) * bc->nq);
 	RoundKey   *keys = palloc(sizeof(RoundKey) * bc->nq);
 	int			active = bc->nq;
@@ -156,9 +265,6 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 			int64	   *ids = NULL;
 			float	   *dists = NULL;
 			int64	   *counts;
-			int64	   *pair_ids;
-			VsPairResult *res;
-			Size	   *first;
 
 			while (h < nkeys && keys[h].offset == keys[g].offset && keys[h].k == k)
 				h++;
@@ -177,7 +283,7 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 				dists = palloc_extended(sizeof(float) * ng * k, MCXT_ALLOC_HUGE);
 				INSTR_TIME_SET_CURRENT(t0);
 				vs_ivfpq_search_candidates(&bc->ref, queries, ng, keys[g].offset, probes, (int) k,
-										   false, ids, dists, counts);
+										   exact, ids, dists, counts);
 				INSTR_TIME_SET_CURRENT(t1);
 				INSTR_TIME_ACCUM_DIFF(bc->search_time, t1, t0);
 				bc->rounds++;
@@ -185,8 +291,10 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 			}
 			else
 				INSTR_TIME_SET_CURRENT(t1);
-			check_group(bc, st, keys + g, ng, k, ids, counts, pending, npending,
-							  &pair_ids, &res, &first);
+			if (exact)
+				take_exact_group(bc, st, keys + g, ng, k, ids, dists, counts, kq);
+			else
+				take_checked_group(bc, st, keys + g, ng, k, ids, counts, pending, npending, kq);
 
 			for (int i = 0; i < ng; i++)
 			{
@@ -194,28 +302,6 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 				IvfpqQuery *s = &st[q];
 				VsBatchAnswer *out = &bc->answers[q];
 				int64		count = k > 0 ? Min(counts[i], k) : 0;
-				RoundHit   *round = palloc_extended(sizeof(RoundHit) * Max(first[i + 1] - first[i], 1),
-													MCXT_ALLOC_HUGE);
-				int64		n = 0;
-
-				for (Size j = first[i]; j < first[i + 1]; j++)
-				{
-					if (!res[j].visible)
-						continue;
-					round[n].hit.distance = res[j].distance;
-					round[n].hit.tid = res[j].tid;
-					round[n].id = pair_ids[j];
-					n++;
-				}
-				if (n > 1)
-					qsort(round, n, sizeof(RoundHit), cmp_round_hit);
-				for (int64 j = 0; j < n && out->n < kq; j++)
-				{
-					if (j > 0 && round[j].id == round[j - 1].id)
-						continue;
-					out->hits[out->n++] = round[j].hit;
-				}
-				pfree(round);
 
 				s->first = false;
 				if (k == 0 || count < k)
@@ -223,6 +309,7 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 					s->offset += probes;
 					s->k = 0;
 					s->prev = 0;
+					s->nseen = 0;
 				}
 				else
 				{
@@ -233,6 +320,9 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 				{
 					s->done = true;
 					active--;
+					if (s->seen)
+						pfree(s->seen);
+					s->seen = NULL;
 				}
 			}
 			if (ids)
@@ -240,9 +330,6 @@ vs_ivfpq_batch_knn(VsBatch *bc, int kq)
 				pfree(ids);
 				pfree(dists);
 			}
-			pfree(pair_ids);
-			pfree(res);
-			pfree(first);
 			pfree(counts);
 			INSTR_TIME_SET_CURRENT(t0);
 			INSTR_TIME_ACCUM_DIFF(bc->heap_time, t0, t1);

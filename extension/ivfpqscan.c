@@ -355,8 +355,7 @@ next_round(IndexScanDesc scan)
 		bool		window_done = true;
 		float	   *newdists;
 		/* the search itself re-ranks from the stored vectors (pending entries need the backend's) */
-		bool		exact = VsIvfpqRefStoreVectors(&so->base.ref) && so->norderbys == 1 &&
-			VsIvfpqRefPending(&so->base.ref) == 0;
+		bool		exact = vs_ivfpq_exact_rerank(&so->base.ref) && so->norderbys == 1;
 
 		CHECK_FOR_INTERRUPTS();
 		if (lists > 0 && so->offset < lists)

@@ -669,6 +669,12 @@ vs_ivfpq_search_candidates(const VsIndexRef *ref, const float *queries, int nq, 
 	vs_search_knn(ref, &params, queries, nq, k, ids, dists, counts);
 }
 
+bool
+vs_ivfpq_exact_rerank(const VsIndexRef *ref)
+{
+	return VsIvfpqRefStoreVectors(ref) && VsIvfpqRefPending(ref) == 0;
+}
+
 /* The search's chunks with every pending entry added to each query (distance NaN: unknown). */
 typedef struct PendingAppend
 {

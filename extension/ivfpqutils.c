@@ -240,6 +240,7 @@ const VsIndexKind vs_ivfpq_kind = {
 	.range = vs_ivfpq_range_search,
 	.backend_knn = vs_ivfpq_backend_knn,
 	.backend_range = vs_ivfpq_backend_range,
+	.exact_distances = vs_ivfpq_exact_rerank,
 	.range_candidates = vs_ivfpq_range_candidates,
 	.batch_knn = vs_ivfpq_batch_knn,
 	.max_k = 1 << 26,			/* a drained scan's k grows to the index's entries */

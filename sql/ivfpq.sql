@@ -132,6 +132,28 @@ FROM unnest(ARRAY['<->', '<=>']) op ORDER BY op;
 SELECT pg_temp.compare(
   'SELECT q.qid, x.rank, x.id FROM q8 q, LATERAL (SELECT id, row_number() OVER () AS rank
      FROM (SELECT id FROM s8 ORDER BY (v + v) <-> q.v LIMIT 10) s) x');
+-- The batch function over them: the index scan's rows at the operator's distances, taken from
+-- the re-ranked search (only the rows' visibility is read), then with dead rows not vacuumed
+RESET vsearch.ivfpq_probes;
+RESET vsearch.ivfpq_rerank;
+SET enable_seqscan = off;
+CREATE FUNCTION pg_temp.batch_same() RETURNS SETOF text LANGUAGE sql AS $$
+SELECT format('%s k=%s: %s', metric, k, pg_temp.same(
+  format('SELECT q.qid, x.id, x.d FROM q8 q, LATERAL (
+            SELECT id, v %s q.v AS d FROM s8 ORDER BY v %s q.v LIMIT %s) x', op, op, k),
+  format('SELECT b.query, t.id, b.distance FROM vsearch_knn_batch(''s8_ivf_%s'',
+            ARRAY(SELECT v FROM q8 ORDER BY qid), %s) b
+          JOIN s8 t ON t.ctid = b.row_ctid', metric, k)))
+FROM (VALUES ('l2', '<->'), ('cos', '<=>')) m(metric, op),
+     unnest(ARRAY[1, 10, 150]) k ORDER BY metric, k $$;
+SELECT pg_temp.batch_same();
+BEGIN;
+DELETE FROM s8 WHERE id % 2 = 0;
+SELECT pg_temp.batch_same();
+ROLLBACK;
+RESET enable_seqscan;
+SET vsearch.ivfpq_probes = 4;
+SET vsearch.ivfpq_rerank = 5000;
 
 -- Inserts after the build, then DELETE / UPDATE and VACUUM: still exactly the seq scan
 INSERT INTO t8 SELECT i, array_agg(random() - 0.5 ORDER BY j)::vector
@@ -143,6 +165,10 @@ SELECT op, pg_temp.compare(format(
      FROM (SELECT id FROM %s ORDER BY v %s q.v LIMIT 20) s) x', tab, op))
 FROM unnest(ARRAY['<->', '<#>', '<=>']) op, unnest(ARRAY['t8', 's8']) tab
 WHERE tab = 't8' OR op <> '<#>' ORDER BY tab, op;
+-- and after inserts (on the lists, with their stored vectors)
+SET enable_seqscan = off;
+SELECT pg_temp.batch_same();
+RESET enable_seqscan;
 DELETE FROM t8 WHERE id % 3 = 0;
 UPDATE t8 SET v = v + v WHERE id % 7 = 0;
 DELETE FROM s8 WHERE id % 3 = 0;
