@@ -18,9 +18,9 @@
 // measured once while it can be in the beam); the merge finds the next nodes to expand and the
 // step's counters alternate between two sets, so a step has two barriers.  The start nodes go in
 // first, a chunk at a time, the same way; more of them than a step takes are measured beforehand
-// by start_keys_tiled_kernel (cosine: start_keys_kernel) over the whole grid, and the search only
-// selects among their keys.  This is the reference's search: the same beam after every step, so
-// the same ids and bit-identical distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
+// by start_keys_kernel over the whole grid, and the search only selects among their keys.  This
+// is the reference's search: the same beam after every step, so the same ids and bit-identical
+// distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
 // VSEARCH_CUDA_GRAPH_KERNEL=team4 .. team32 forces the team size (for timings).
 //
 // A compressed object (graph.h, "compressed graph objects"; BANG) runs the same kernel with PQ set:
@@ -449,8 +449,8 @@ __global__ void __launch_bounds__(kTeamMaxThreads)
 }
 
 // The keys of every (query, start node) pair, keys[q * nstarts + s] (kNoKey for a start node out
-// of range or not live), a team of T lanes per pair over the whole grid (cosine's three sums; the
-// other formulas: start_keys_tiled_kernel below): the search's start steps then only select, and a small batch measures its start nodes at once instead of a few
+// of range or not live), a team of T lanes per pair over the whole grid: the search's start
+// steps then only select, and a small batch measures its start nodes at once instead of a few
 // per team per step.  A warp takes one start node for the 32 / T queries of a group, so its teams
 // read the row in the same instructions (one L2 read for all of them), and consecutive warps take
 // consecutive start nodes of the same group, whose queries stay in L1: the start rows' L2 traffic
@@ -480,87 +480,6 @@ __global__ void __launch_bounds__(256)
         if (t == 0 && in)
             keys[query * nstarts + s] =
                 valid ? make_key(nan_as_inf(base_to_output(metric, b)), v) : kNoKey;
-    }
-}
-
-// The same keys for the L2 and inner-product formulas (Base L2SQ or IP), tiled: a block of 256
-// threads takes 16 queries x 16 start nodes, a thread per pair, and stages the 32 rows in shared
-// memory as doubles, kStartChunk dimensions at a time, so that each row is read from global memory
-// once per tile instead of once per pair and widened once (start_keys_kernel's teams were bound
-// by those reads: half of a graph batch's time at 1M x 128).  Each thread adds its pair's terms
-// into the formula's 32 partial sums itself (term i into p[i mod 32], ascending i) and folds them
-// as exact_team.cuh's butterfly does (p[j] + p[j + h], h = 16 .. 1): the same bits.
-constexpr int kStartTile = 16;
-constexpr int kStartChunk = 128;
-constexpr size_t kStartTileBytes = 2 * kStartTile * (kStartChunk + 1) * sizeof(double);
-
-template <vs_metric Base>
-__global__ void __launch_bounds__(256)
-    start_keys_tiled_kernel(GraphView g, vs_metric metric, const float *__restrict__ queries,
-                            int nq, const uint32_t *__restrict__ starts, int nstarts,
-                            uint64_t *__restrict__ keys)
-{
-    static_assert(Base == VS_METRIC_L2SQ || Base == VS_METRIC_IP, "the formulas of one sum");
-    extern __shared__ double rows[]; // queries, then start nodes; pitch kStartChunk + 1: no bank
-                                     // conflict between the 16 start rows a warp reads
-    constexpr int pitch = kStartChunk + 1;
-    double *qrows = rows, *srows = rows + kStartTile * pitch;
-    const int tq = threadIdx.x / kStartTile, ts = threadIdx.x % kStartTile;
-    const size_t stiles = (static_cast<size_t>(nstarts) + kStartTile - 1) / kStartTile,
-                 tiles = (static_cast<size_t>(nq) + kStartTile - 1) / kStartTile * stiles;
-    for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x)
-    {
-        const int q0 = static_cast<int>(tile / stiles) * kStartTile,
-                  s0 = static_cast<int>(tile % stiles) * kStartTile;
-        double p[32];
-#pragma unroll
-        for (int r = 0; r < 32; r++)
-            p[r] = 0.0;
-        for (int c0 = 0; c0 < g.dim; c0 += kStartChunk)
-        {
-            const int width = min(kStartChunk, g.dim - c0);
-            __syncthreads(); // the previous chunk's reads are done
-            for (int e = threadIdx.x; e < kStartTile * width; e += blockDim.x)
-            {
-                const int r = e / width, i = e % width;
-                const int query = q0 + r;
-                const uint32_t v = s0 + r < nstarts ? starts[s0 + r] : kEmpty;
-                qrows[r * pitch + i] =
-                    query < nq ? queries[static_cast<size_t>(query) * g.dim + c0 + i] : 0.0f;
-                srows[r * pitch + i] =
-                    v < g.n ? __ldg(g.vectors + static_cast<size_t>(v) * g.dim + c0 + i) : 0.0f;
-            }
-            __syncthreads();
-            const double *x = qrows + tq * pitch, *y = srows + ts * pitch;
-            // c0 is a multiple of 32: term c0 + i goes to p[i mod 32]
-            for (int base = 0; base < width; base += 32)
-#pragma unroll
-                for (int r = 0; r < 32; r++)
-                    if (base + r < width)
-                    {
-                        if constexpr (Base == VS_METRIC_IP)
-                            p[r] = __dadd_rn(p[r], __dmul_rn(x[base + r], y[base + r]));
-                        else
-                        {
-                            const double u = __dsub_rn(x[base + r], y[base + r]);
-                            p[r] = __dadd_rn(p[r], __dmul_rn(u, u));
-                        }
-                    }
-        }
-#pragma unroll
-        for (int h = 16; h >= 1; h >>= 1)
-#pragma unroll
-            for (int j = 0; j < h; j++)
-                p[j] = __dadd_rn(p[j], p[j + h]);
-        const int query = q0 + tq, s = s0 + ts;
-        if (query < nq && s < nstarts)
-        {
-            const uint32_t v = starts[s];
-            const bool valid = v < g.n && (g.live == nullptr || g.live[v] != 0);
-            const double b = Base == VS_METRIC_IP ? -p[0] : p[0];
-            keys[static_cast<size_t>(query) * nstarts + s] =
-                valid ? make_key(nan_as_inf(base_to_output(metric, b)), v) : kNoKey;
-        }
     }
 }
 
@@ -769,17 +688,16 @@ template <int T, bool PQ = false> TeamKernel team_kernel(vs_metric m)
     }
 }
 
-// The tiled kernel for the one-sum formulas; cosine's three sums keep the teams.
 template <int T> StartKernel start_kernel(vs_metric m)
 {
     switch (m)
     {
     case VS_METRIC_IP:
-        return start_keys_tiled_kernel<VS_METRIC_IP>;
+        return start_keys_kernel<T, VS_METRIC_IP>;
     case VS_METRIC_COSINE:
         return start_keys_kernel<T, VS_METRIC_COSINE>;
     default:
-        return start_keys_tiled_kernel<VS_METRIC_L2SQ>;
+        return start_keys_kernel<T, VS_METRIC_L2SQ>;
     }
 }
 
@@ -847,7 +765,7 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     // One upload (the start nodes with the first launch, each launch's queries) and one download
     // (ids, counts, distances) per launch, through pinned buffers: a pageable copy costs several
     // microseconds, which a one-query search would otherwise pay five times.
-    // more start nodes than a step takes: their keys first, over the grid
+    // more start nodes than a step takes: their keys first, by start_keys_kernel over the grid
     const bool start_pass = !pq && p.nstarts > static_cast<size_t>(shape.fresh_cap);
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
@@ -883,24 +801,11 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
         if (start_pass)
         {
-            unsigned blocks;
-            size_t smem = 0;
-            if (p.metric == VS_METRIC_COSINE)
-            {
-                const size_t group = 32 / shape.lanes, warps = (c + group - 1) / group * p.nstarts;
-                blocks = static_cast<unsigned>(std::min<size_t>((warps + 7) / 8, 8192));
-            }
-            else
-            {
-                const size_t tiles = (c + kStartTile - 1) / kStartTile *
-                                     ((p.nstarts + kStartTile - 1) / kStartTile);
-                blocks = static_cast<unsigned>(std::min<size_t>(
-                    tiles, static_cast<size_t>(dev.prop.multiProcessorCount) * 4));
-                smem = kStartTileBytes;
-            }
-            shape.starts<<<blocks, 256, smem, s>>>(g, p.metric, d_queries, static_cast<int>(c),
-                                                    d_starts, static_cast<int>(p.nstarts),
-                                                    d_keys.get());
+            const size_t group = 32 / shape.lanes, warps = (c + group - 1) / group * p.nstarts;
+            const unsigned blocks = static_cast<unsigned>(std::min<size_t>((warps + 7) / 8, 8192));
+            shape.starts<<<blocks, 256, 0, s>>>(g, p.metric, d_queries, static_cast<int>(c),
+                                                 d_starts, static_cast<int>(p.nstarts),
+                                                 d_keys.get());
             VS_LAUNCH_CHECK();
         }
         shape.kernel<<<static_cast<unsigned>(c), shape.threads, bytes, s>>>(
