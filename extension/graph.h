@@ -102,6 +102,24 @@
 #define VS_GRAPH_KNN_CHUNK		1024
 #define VS_GRAPH_WORKER_KNN_CHUNK 16384
 
+/*
+ * How the build computes its kNN graph (option build_knn): the exact build_degree nearest rows of
+ * every row, or the IVF candidates' (graphbuild.c): the rows in k-means lists, each list's rows
+ * searched among the rows of the VS_GRAPH_IVF_NPROBE lists nearest its centroid.  Automatic:
+ * IVF from VS_GRAPH_IVF_MIN_ROWS rows (chosen by measurement, docs/BENCHMARKS.md).
+ */
+typedef enum VsGraphBuildKnn
+{
+	VS_GRAPH_BUILD_KNN_AUTO = 0,
+	VS_GRAPH_BUILD_KNN_EXACT = 1,
+	VS_GRAPH_BUILD_KNN_IVF = 2
+} VsGraphBuildKnn;
+
+#define VS_GRAPH_IVF_MIN_ROWS	100000
+#define VS_GRAPH_IVF_MAX_LISTS	1024	/* sqrt(rows) lists, at most this many */
+#define VS_GRAPH_IVF_NPROBE		8
+#define VS_GRAPH_IVF_SEED		20260601	/* of the lists' k-means */
+
 /* The worker's build steps (VsKindParams of a VS_OP_BUILD request, graphworker.c). */
 typedef enum VsGraphBuildStep
 {
@@ -214,6 +232,7 @@ typedef struct VsGraphOptions
 	int			build_degree;	/* 0: 2 x degree */
 	int			seeds;			/* k-means seeds; 0: 2 sqrt(rows), at most 1024 */
 	int			pq_m;			/* code bytes of the compressed mode; 0: vs_graph_auto_pq_m */
+	int			build_knn;		/* VsGraphBuildKnn */
 } VsGraphOptions;
 
 /* One search result: a node, its distance in rank units (search.h). */
@@ -273,6 +292,7 @@ extern bool vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metri
 extern void vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree);
 extern int	vs_graph_index_seeds(Relation index);
 extern int	vs_graph_index_pq_m(Relation index);
+extern VsGraphBuildKnn vs_graph_index_build_knn(Relation index);
 extern void vs_graph_check_pq_m(int pq_m, int dim);
 extern int	vs_graph_auto_pq_m(int dim);
 extern bytea *vs_graph_options(Datum reloptions, bool validate);

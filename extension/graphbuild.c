@@ -113,6 +113,7 @@ typedef enum BuildPart
 	PART_LOAD,					/* the table scan */
 	PART_SEEDS,					/* k-means for the seeds, the mean (this backend's CPU engine) */
 	PART_UPLOAD,				/* the rows into the worker's dataset */
+	PART_LISTS,					/* the IVF kNN's lists: k-means, every row's list */
 	PART_KNN,					/* the entry, the seeds and the kNN lists (worker or backend) */
 	PART_PRUNE,					/* rank-based pruning */
 	PART_EDGES,					/* reverse edges, merge, reachability, the seeds for islands */
@@ -122,7 +123,7 @@ typedef enum BuildPart
 } BuildPart;
 
 static const char *const part_names[NUM_PARTS] = {
-	"load", "seeds", "upload", "knn", "prune", "edges", "links", "write"
+	"load", "seeds", "upload", "lists", "knn", "prune", "edges", "links", "write"
 };
 
 typedef struct BuildClock
@@ -228,10 +229,12 @@ engine_knn(vs_context *ctx, vs_dataset *ds, const float *queries, size_t nq, siz
 }
 
 /*
- * Where the build's nearest-neighbour queries run: the GPU worker when it serves (the rows are
- * loaded into a dataset of its engine once, graphworker.c), else this backend's CPU engine (a
+ * Where the build's nearest-neighbour queries run: the GPU worker when it serves (the rows searched
+ * are loaded into a dataset of its engine, graphworker.c), else this backend's CPU engine (a
  * dataset made on first use, also when the worker stops answering mid-build).  Both return the
- * engine's exact answer, so the graph is the same.
+ * engine's exact answer, so the graph is the same.  The rows searched are all the build's rows,
+ * or for the IVF kNN the lists' centroids, then each list's candidate rows in turn (ids: row
+ * numbers in `rows`).
  */
 typedef struct KnnSource
 {
@@ -239,11 +242,28 @@ typedef struct KnnSource
 	VsIndexRef	ref;			/* for worker requests (its metric is set per query) */
 	uint64		build_id;
 	bool		use_worker;
+	const float *rows;			/* the rows searched */
+	int64		nrows;
 	vs_context *ctx;
-	vs_dataset *ds;				/* the CPU dataset, once made */
+	vs_dataset *ds;				/* the CPU dataset of rows, once made */
 	float	   *dists;			/* scratch of the CPU path */
 	Size		ndists;
 } KnnSource;
+
+/* Makes rows[0 .. n) the rows that source_knn searches (the worker's build dataset replaced). */
+static void
+source_set_rows(KnnSource *src, const float *rows, int64 n)
+{
+	if (src->ds)
+	{
+		vs_dataset_destroy(src->ctx, src->ds);
+		src->ds = NULL;
+	}
+	src->rows = rows;
+	src->nrows = n;
+	if (src->use_worker && !vs_graph_worker_load(&src->ref, src->build_id, rows, n))
+		src->use_worker = false;	/* counted as a fallback; the rest runs here */
+}
 
 /* ids (nq x k) of the k nearest rows of each query, by metric. */
 static void
@@ -254,13 +274,13 @@ source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric
 	if (src->use_worker)
 	{
 		src->ref.metric = metric;
-		if (vs_graph_worker_knn(&src->ref, src->build_id, s->n, queries, nq, k, ids))
+		if (vs_graph_worker_knn(&src->ref, src->build_id, src->nrows, queries, nq, k, ids))
 			return;
 		src->use_worker = false;	/* counted as a fallback; the rest runs here */
 	}
 	if (src->ds == NULL)
 	{
-		int64	   *rowids = palloc_extended(sizeof(int64) * s->n, MCXT_ALLOC_HUGE);
+		int64	   *rowids = palloc_extended(sizeof(int64) * src->nrows, MCXT_ALLOC_HUGE);
 		vs_status	st;
 
 		src->ctx = vs_build_engine();
@@ -270,9 +290,9 @@ source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric
 			src->ds = NULL;
 			vs_engine_error(src->ctx, st);
 		}
-		for (int64 i = 0; i < s->n; i++)
+		for (int64 i = 0; i < src->nrows; i++)
 			rowids[i] = i;
-		st = vs_dataset_add(src->ctx, src->ds, s->vectors, rowids, (size_t) s->n);
+		st = vs_dataset_add(src->ctx, src->ds, src->rows, rowids, (size_t) src->nrows);
 		if (st != VS_OK)
 			vs_engine_error(src->ctx, st);
 		pfree(rowids);
@@ -287,6 +307,207 @@ source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric
 	engine_knn(src->ctx, src->ds, queries, nq, k, metric, ids, src->dists);
 }
 
+/* Queries per kNN call: per worker request, or per engine call in the backend. */
+#define KNN_CHUNK(src) ((src)->use_worker ? VS_GRAPH_WORKER_KNN_CHUNK : VS_GRAPH_KNN_CHUNK)
+
+/* k-means centroids (nc x dim) of the build's rows on this backend's engine, seeded. */
+static void
+train_centroids(GraphBuildState *s, int nc, vs_metric metric, uint64 seed, float *centroids)
+{
+	vs_kmeans_params kp;
+	int			retries = 0;
+
+	vs_kmeans_params_init(&kp);
+	kp.k = (size_t) nc;
+	kp.iterations = 10;
+	kp.init = VS_KMEANS_INIT_PLUSPLUS;
+	kp.seed = seed;
+	kp.sample_size = (size_t) Min(s->n, (int64) nc * 64);
+	kp.metric = metric;
+	for (;;)
+	{
+		vs_status	st = vs_kmeans(vs_build_engine(), s->vectors, (size_t) s->n, s->dim, &kp,
+								   centroids, NULL);
+
+		if (st == VS_OK)
+			return;
+		if (st != VS_CANCELLED)
+			vs_engine_error(vs_build_engine(), st);
+		vs_engine_cancelled(&retries);
+	}
+}
+
+/*
+ * Row q0 + q's list of K nearest other rows from the answer ids (nq x k) of queries q0.. ; rowmap
+ * (NULL: identity) maps the answer's ids to row numbers, qmap (NULL: identity) the queries.
+ */
+static void
+store_knn(uint32 *knn, int K, const int64 *ids, int nq, int k, int64 nids, const uint32 *rowmap,
+		  const uint32 *qmap, int64 q0)
+{
+	for (int q = 0; q < nq; q++)
+	{
+		int64		self = qmap ? qmap[q0 + q] : q0 + q;
+		uint32	   *row = knn + (Size) self * K;
+		int			m = 0;
+
+		for (int j = 0; j < k && m < K; j++)
+		{
+			int64		id = ids[(Size) q * k + j];
+
+			if (id < 0 || id >= nids)
+				continue;
+			if (rowmap)
+				id = rowmap[id];
+			if (id == self)
+				continue;
+			row[m++] = (uint32) id;
+		}
+		for (; m < K; m++)
+			row[m] = VS_GRAPH_NO_NODE;
+	}
+}
+
+/*
+ * The IVF kNN (option build_knn): the rows in nlist k-means lists (sqrt(rows), at most
+ * VS_GRAPH_IVF_MAX_LISTS; trained on this backend's engine, the rows assigned by the source);
+ * then every list's rows are searched among the candidates, the rows of their own list and of the
+ * lists whose centroids are nearest its centroid (VS_GRAPH_IVF_NPROBE lists, more while there are
+ * fewer than 2k candidates): one dense kNN per list, exact among its candidates.
+ */
+static void
+ivf_knn(KnnSource *src, vs_metric rank, int K, int k, uint32 *knn, BuildClock *clock)
+{
+	const int	maxchunk = Max(VS_GRAPH_WORKER_KNN_CHUNK, VS_GRAPH_KNN_CHUNK);
+	GraphBuildState *s = src->s;
+	int64		n = s->n;
+	uint32		dim = s->dim;
+	int			nlist = (int) Min((int64) VS_GRAPH_IVF_MAX_LISTS, Max((int64) 1, (int64) sqrt((double) n)));
+	int			nnear = Min(4 * VS_GRAPH_IVF_NPROBE, nlist);
+	float	   *centroids = palloc(sizeof(float) * dim * nlist);
+	int64	   *list_of = palloc_extended(sizeof(int64) * n, MCXT_ALLOC_HUGE);
+	int64	   *offsets = palloc0(sizeof(int64) * (nlist + 1));
+	uint32	   *members = palloc_extended(sizeof(uint32) * n, MCXT_ALLOC_HUGE);
+	int64	   *near = palloc(sizeof(int64) * nlist * nnear);
+	uint32	   *cand = palloc_extended(sizeof(uint32) * n, MCXT_ALLOC_HUGE);
+	float	   *candrows = NULL;
+	float	   *qrows = NULL;
+	int64	   *ids = palloc_extended(sizeof(int64) * (Size) maxchunk * k, MCXT_ALLOC_HUGE);
+	int64		maxlist = 0;
+	int64		done = 0;
+
+	clock_lap(clock, PART_KNN);		/* the entry and the seeds */
+	train_centroids(s, nlist, rank, VS_GRAPH_IVF_SEED, centroids);
+
+	/* every row's list, and every list's nearest lists */
+	source_set_rows(src, centroids, nlist);
+	for (int64 q0 = 0, nq = 0; q0 < n; q0 += nq)
+	{
+		nq = Min((int64) KNN_CHUNK(src), n - q0);
+		CHECK_FOR_INTERRUPTS();
+		source_knn(src, s->vectors + (Size) q0 * dim, (int) nq, 1, rank, list_of + q0);
+	}
+	source_knn(src, centroids, nlist, nnear, rank, near);
+
+	/* the rows of each list, in row order */
+	for (int64 i = 0; i < n; i++)
+	{
+		int64		c = list_of[i] >= 0 && list_of[i] < nlist ? list_of[i] : 0;
+
+		list_of[i] = c;
+		offsets[c + 1]++;
+	}
+	for (int c = 0; c < nlist; c++)
+	{
+		maxlist = Max(maxlist, offsets[c + 1]);
+		offsets[c + 1] += offsets[c];
+	}
+	{
+		int64	   *fill = palloc(sizeof(int64) * nlist);
+
+		memcpy(fill, offsets, sizeof(int64) * nlist);
+		for (int64 i = 0; i < n; i++)
+			members[fill[list_of[i]]++] = (uint32) i;
+		pfree(fill);
+	}
+	pfree(list_of);
+	clock_lap(clock, PART_LISTS);
+	qrows = palloc_extended(sizeof(float) * dim * Min(maxlist, (int64) maxchunk), MCXT_ALLOC_HUGE);
+
+	for (int c = 0; c < nlist; c++)
+	{
+		int64		m = offsets[c + 1] - offsets[c];
+		int64		ncand = 0;
+		int			probed = 0;
+
+		if (m == 0)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		/* the candidates: list c, then the lists nearest its centroid */
+		for (int j = -1; j < nnear; j++)
+		{
+			int64		l = j < 0 ? c : near[(Size) c * nnear + j];
+
+			if (j >= 0 && (l == c || l < 0 || l >= nlist))
+				continue;
+			if (probed >= VS_GRAPH_IVF_NPROBE && ncand >= 2 * (int64) k)
+				break;
+			for (int64 i = offsets[l]; i < offsets[l + 1]; i++)
+				cand[ncand++] = members[i];
+			probed++;
+		}
+		candrows = candrows ? repalloc_huge(candrows, sizeof(float) * dim * ncand)
+			: palloc_extended(sizeof(float) * dim * ncand, MCXT_ALLOC_HUGE);
+		for (int64 i = 0; i < ncand; i++)
+			memcpy(candrows + (Size) i * dim, s->vectors + (Size) cand[i] * dim,
+				   sizeof(float) * dim);
+		source_set_rows(src, candrows, ncand);
+
+		/* list c's rows are the queries */
+		for (int64 q0 = 0, nq = 0; q0 < m; q0 += nq)
+		{
+			int			kk = (int) Min((int64) k, ncand);
+
+			nq = Min((int64) KNN_CHUNK(src), m - q0);
+			CHECK_FOR_INTERRUPTS();
+			for (int q = 0; q < nq; q++)
+				memcpy(qrows + (Size) q * dim,
+					   s->vectors + (Size) members[offsets[c] + q0 + q] * dim,
+					   sizeof(float) * dim);
+			source_knn(src, qrows, (int) nq, kk, rank, ids);
+			store_knn(knn, K, ids, (int) nq, kk, ncand, cand, members + offsets[c], q0);
+			done += nq;
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, done);
+		}
+	}
+	elog(DEBUG1, "vs_graph build: IVF kNN over %d lists (largest %lld rows)", nlist,
+		 (long long) maxlist);
+	pfree(centroids);
+	pfree(offsets);
+	pfree(members);
+	pfree(near);
+	pfree(cand);
+	if (candrows)
+		pfree(candrows);
+	pfree(qrows);
+	pfree(ids);
+}
+
+/* Whether the build's kNN is the IVF one: the option, or automatic from VS_GRAPH_IVF_MIN_ROWS. */
+static bool
+use_ivf_knn(Relation index, int64 n)
+{
+	switch (vs_graph_index_build_knn(index))
+	{
+		case VS_GRAPH_BUILD_KNN_EXACT:
+			return false;
+		case VS_GRAPH_BUILD_KNN_IVF:
+			return true;
+		default:
+			return n >= VS_GRAPH_IVF_MIN_ROWS;
+	}
+}
+
 /*
  * knn (n x K): the K nearest other rows of every row, nearest first (VS_GRAPH_NO_NODE padded);
  * *entry: the row nearest the mean; seeds: the rows nearest to k-means centroids.
@@ -298,6 +519,7 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 	KnnSource	src;
 	int64		n = s->n;
 	int			k = Min(K + 1, (int) n);
+	bool		ivf = use_ivf_knn(index, n);
 
 	memset(&src, 0, sizeof(src));
 	src.s = s;
@@ -326,29 +548,7 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 			nc = (int) Min(Min((int64) VS_GRAPH_DEFAULT_MAX_SEEDS, n),
 						   (int64) ceil(2.0 * sqrt((double) n)));
 		centroids = palloc(sizeof(float) * s->dim * nc);
-		{
-			vs_kmeans_params kp;
-			int			retries = 0;
-			vs_status	st;
-
-			vs_kmeans_params_init(&kp);
-			kp.k = (size_t) nc;
-			kp.iterations = 10;
-			kp.init = VS_KMEANS_INIT_PLUSPLUS;
-			kp.seed = VS_GRAPH_SEED;
-			kp.sample_size = (size_t) Min(n, (int64) nc * 64);
-			kp.metric = VS_METRIC_L2SQ;
-			for (;;)
-			{
-				st = vs_kmeans(vs_build_engine(), s->vectors, (size_t) n, s->dim, &kp,
-							   centroids, NULL);
-				if (st == VS_OK)
-					break;
-				if (st != VS_CANCELLED)
-					vs_engine_error(vs_build_engine(), st);
-				vs_engine_cancelled(&retries);
-			}
-		}
+		train_centroids(s, nc, VS_METRIC_L2SQ, VS_GRAPH_SEED, centroids);
 		for (int64 i = 0; i < n; i++)
 			for (uint32 d = 0; d < s->dim; d++)
 				sum[d] += s->vectors[(Size) i * s->dim + d];
@@ -356,9 +556,10 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 			mean[d] = (float) (sum[d] / (double) n);
 		clock_lap(clock, PART_SEEDS);
 
-		src.use_worker = vs_graph_worker_load(&src.ref, src.build_id, s->vectors, n);
+		src.use_worker = true;
+		source_set_rows(&src, s->vectors, n);
 		clock_lap(clock, PART_UPLOAD);
-		chunk = src.use_worker ? VS_GRAPH_WORKER_KNN_CHUNK : VS_GRAPH_KNN_CHUNK;
+		chunk = KNN_CHUNK(&src);
 		ids = palloc_extended(sizeof(int64) * (Size) Max(chunk, VS_GRAPH_MAX_SEEDS) * Max(k, 1),
 							  MCXT_ALLOC_HUGE);
 
@@ -381,28 +582,15 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 		pfree(centroids);
 
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
-		for (int64 q0 = 0; q0 < n && K > 0; q0 += chunk)
+		if (K > 0 && ivf)
+			ivf_knn(&src, vs_rank_metric(metric), K, k, knn, clock);
+		for (int64 q0 = 0; q0 < n && K > 0 && !ivf; q0 += chunk)
 		{
 			int			nq = (int) Min((int64) chunk, n - q0);
 
 			CHECK_FOR_INTERRUPTS();
 			source_knn(&src, s->vectors + (Size) q0 * s->dim, nq, k, vs_rank_metric(metric), ids);
-			for (int q = 0; q < nq; q++)
-			{
-				uint32	   *row = knn + (Size) (q0 + q) * K;
-				int			m = 0;
-
-				for (int j = 0; j < k && m < K; j++)
-				{
-					int64		id = ids[(Size) q * k + j];
-
-					if (id < 0 || id >= n || id == q0 + q)
-						continue;
-					row[m++] = (uint32) id;
-				}
-				for (; m < K; m++)
-					row[m] = VS_GRAPH_NO_NODE;
-			}
+			store_knn(knn, K, ids, nq, k, n, NULL, NULL, q0);
 			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, q0 + nq);
 		}
 		*worker = src.use_worker;

@@ -18,6 +18,13 @@ int			vs_graph_expand = 2;
 
 static relopt_kind graph_relopt_kind;
 
+static relopt_enum_elt_def build_knn_values[] = {
+	{"auto", VS_GRAPH_BUILD_KNN_AUTO},
+	{"exact", VS_GRAPH_BUILD_KNN_EXACT},
+	{"ivf", VS_GRAPH_BUILD_KNN_IVF},
+	{NULL}
+};
+
 /* Registers the options and the settings; from _PG_init. */
 static void
 graph_init(void)
@@ -40,6 +47,13 @@ graph_init(void)
 					  "larger than vsearch.gpu_memory_limit); a divisor of the dimension, 0 "
 					  "chooses the largest divisor up to min(64, dim / 2)",
 					  0, 0, VS_GRAPH_MAX_PQ_M, AccessExclusiveLock);
+	add_enum_reloption(graph_relopt_kind, "build_knn",
+					   "How the build finds each row's build_degree nearest rows: exact (every "
+					   "pair of rows), ivf (the rows of the nearest k-means lists) or auto (ivf "
+					   "from 100000 rows)",
+					   build_knn_values, VS_GRAPH_BUILD_KNN_AUTO,
+					   "Valid values are \"auto\", \"exact\" and \"ivf\".",
+					   AccessExclusiveLock);
 
 	DefineCustomIntVariable("vsearch.graph_ef",
 							"Search width of vs_graph searches: nodes kept in the beam.",
@@ -77,6 +91,7 @@ vs_graph_options(Datum reloptions, bool validate)
 		{"build_degree", RELOPT_TYPE_INT, offsetof(VsGraphOptions, build_degree)},
 		{"seeds", RELOPT_TYPE_INT, offsetof(VsGraphOptions, seeds)},
 		{"pq_m", RELOPT_TYPE_INT, offsetof(VsGraphOptions, pq_m)},
+		{"build_knn", RELOPT_TYPE_ENUM, offsetof(VsGraphOptions, build_knn)},
 	};
 	VsGraphOptions *opts;
 
@@ -120,6 +135,15 @@ vs_graph_index_pq_m(Relation index)
 	VsGraphOptions *opts = (VsGraphOptions *) index->rd_options;
 
 	return opts ? opts->pq_m : 0;
+}
+
+/* The option build_knn of an index (auto when it has none). */
+VsGraphBuildKnn
+vs_graph_index_build_knn(Relation index)
+{
+	VsGraphOptions *opts = (VsGraphOptions *) index->rd_options;
+
+	return opts ? (VsGraphBuildKnn) opts->build_knn : VS_GRAPH_BUILD_KNN_AUTO;
 }
 
 /* ERROR unless pq_m (0: automatic) divides dim; from CREATE INDEX and the first row's insert. */
