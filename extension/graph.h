@@ -117,14 +117,17 @@ typedef enum VsGraphBuildKnn
 
 #define VS_GRAPH_IVF_MIN_ROWS	100000
 #define VS_GRAPH_IVF_MAX_LISTS	1024	/* sqrt(rows) lists, at most this many */
-#define VS_GRAPH_IVF_NPROBE		8
+#define VS_GRAPH_IVF_NPROBE		16
+#define VS_GRAPH_IVF_ASSIGN		3	/* a row is a candidate in its 3 nearest lists */
 #define VS_GRAPH_IVF_SEED		20260601	/* of the lists' k-means */
 
 /* The worker's build steps (VsKindParams of a VS_OP_BUILD request, graphworker.c). */
 typedef enum VsGraphBuildStep
 {
 	VS_GRAPH_LOAD = 1,			/* the rows are rows [first, first + n) of the build's dataset */
-	VS_GRAPH_KNN = 2			/* the rows are queries; answer: int64 ids[n x k] */
+	VS_GRAPH_KNN = 2,			/* the rows are queries; answer: int64 ids[n x k] */
+	VS_GRAPH_KNN_AMONG = 3		/* the rows are queries, the payload int64 row numbers: answer
+								 * int64 ids[n x k] among those rows (the IVF kNN) */
 } VsGraphBuildStep;
 
 typedef struct VsGraphBuildParams
@@ -134,6 +137,9 @@ typedef struct VsGraphBuildParams
 	uint64		build_id;		/* names the build (keys the worker's dataset) */
 	uint64		total;			/* rows of the build */
 	uint64		first;			/* VS_GRAPH_LOAD: the first row's number */
+	uint32		keep_rows;		/* VS_GRAPH_LOAD: the worker keeps a host copy of the rows too
+								 * (what VS_GRAPH_KNN_AMONG reads) */
+	uint32		unused;
 } VsGraphBuildParams;
 
 /*
@@ -336,7 +342,10 @@ extern int	vs_graph_build_step(struct vs_context *engine, const struct VsRequest
 								Size *answer_len, char *err, Size errlen);
 extern void vs_graph_worker_tick(struct vs_context *engine, bool stop);
 extern bool vs_graph_worker_load(const VsIndexRef *ref, uint64 build_id, const float *rows,
-								 int64 n);
+								 int64 n, bool keep_rows);
+extern bool vs_graph_worker_knn_among(const VsIndexRef *ref, uint64 build_id, int64 total,
+									  const int64 *rows, int64 nrows, const float *queries,
+									  int nq, int k, int64 *ids);
 extern bool vs_graph_worker_knn(const VsIndexRef *ref, uint64 build_id, int64 total,
 								const float *queries, int nq, int k, int64 *ids);
 

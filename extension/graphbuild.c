@@ -232,9 +232,9 @@ engine_knn(vs_context *ctx, vs_dataset *ds, const float *queries, size_t nq, siz
  * Where the build's nearest-neighbour queries run: the GPU worker when it serves (the rows searched
  * are loaded into a dataset of its engine, graphworker.c), else this backend's CPU engine (a
  * dataset made on first use, also when the worker stops answering mid-build).  Both return the
- * engine's exact answer, so the graph is the same.  The rows searched are all the build's rows,
- * or for the IVF kNN the lists' centroids, then each list's candidate rows in turn (ids: row
- * numbers in `rows`).
+ * engine's exact answer, so the graph is the same.  The rows searched are all the build's rows
+ * (ids: row numbers), or for the IVF kNN's lists their centroids; the IVF kNN's queries among a
+ * list's candidates (source_knn_among) search a dataset of those rows alone (ids: row numbers).
  */
 typedef struct KnnSource
 {
@@ -246,13 +246,20 @@ typedef struct KnnSource
 	int64		nrows;
 	vs_context *ctx;
 	vs_dataset *ds;				/* the CPU dataset of rows, once made */
+	vs_dataset *among_ds;		/* the CPU dataset of the candidates of ... */
+	int			among_list;		/* ... this list */
+	float	   *among_rows;		/* scratch of the CPU path */
+	Size		among_cap;
 	float	   *dists;			/* scratch of the CPU path */
 	Size		ndists;
 } KnnSource;
 
-/* Makes rows[0 .. n) the rows that source_knn searches (the worker's build dataset replaced). */
+/*
+ * Makes rows[0 .. n) the rows that source_knn searches (the worker's build dataset replaced;
+ * keep_rows: the worker keeps a copy for source_knn_among).
+ */
 static void
-source_set_rows(KnnSource *src, const float *rows, int64 n)
+source_set_rows(KnnSource *src, const float *rows, int64 n, bool keep_rows)
 {
 	if (src->ds)
 	{
@@ -261,16 +268,48 @@ source_set_rows(KnnSource *src, const float *rows, int64 n)
 	}
 	src->rows = rows;
 	src->nrows = n;
-	if (src->use_worker && !vs_graph_worker_load(&src->ref, src->build_id, rows, n))
+	if (src->use_worker && !vs_graph_worker_load(&src->ref, src->build_id, rows, n, keep_rows))
 		src->use_worker = false;	/* counted as a fallback; the rest runs here */
+}
+
+/* A CPU dataset of rows (n x dim) with these ids. */
+static vs_dataset *
+cpu_dataset(KnnSource *src, const float *rows, const int64 *ids, int64 n)
+{
+	vs_dataset *ds;
+	vs_status	st;
+
+	src->ctx = vs_build_engine();
+	st = vs_dataset_create(src->ctx, src->s->dim, VS_DTYPE_F32, &ds);
+	if (st != VS_OK)
+		vs_engine_error(src->ctx, st);
+	st = vs_dataset_add(src->ctx, ds, rows, ids, (size_t) n);
+	if (st != VS_OK)
+	{
+		vs_dataset_destroy(src->ctx, ds);
+		vs_engine_error(src->ctx, st);
+	}
+	return ds;
+}
+
+/* The CPU path's distances for nq x k answers. */
+static float *
+scratch_dists(KnnSource *src, int nq, int k)
+{
+	if (src->ndists < (Size) nq * k)
+	{
+		if (src->dists)
+			pfree(src->dists);
+		src->ndists = (Size) nq * k;
+		src->dists = palloc_extended(sizeof(float) * src->ndists, MCXT_ALLOC_HUGE);
+	}
+	return src->dists;
 }
 
 /* ids (nq x k) of the k nearest rows of each query, by metric. */
 static void
 source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric, int64 *ids)
 {
-	GraphBuildState *s = src->s;
-
 	if (src->use_worker)
 	{
 		src->ref.metric = metric;
@@ -281,30 +320,54 @@ source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric
 	if (src->ds == NULL)
 	{
 		int64	   *rowids = palloc_extended(sizeof(int64) * src->nrows, MCXT_ALLOC_HUGE);
-		vs_status	st;
 
-		src->ctx = vs_build_engine();
-		st = vs_dataset_create(src->ctx, s->dim, VS_DTYPE_F32, &src->ds);
-		if (st != VS_OK)
-		{
-			src->ds = NULL;
-			vs_engine_error(src->ctx, st);
-		}
 		for (int64 i = 0; i < src->nrows; i++)
 			rowids[i] = i;
-		st = vs_dataset_add(src->ctx, src->ds, src->rows, rowids, (size_t) src->nrows);
-		if (st != VS_OK)
-			vs_engine_error(src->ctx, st);
+		src->ds = cpu_dataset(src, src->rows, rowids, src->nrows);
 		pfree(rowids);
 	}
-	if (src->ndists < (Size) nq * k)
+	engine_knn(src->ctx, src->ds, queries, nq, k, metric, ids, scratch_dists(src, nq, k));
+}
+
+/*
+ * ids (nq x k, row numbers) of the k nearest of the build's rows among[0 .. n) (each once) to each
+ * query, by metric; list names the candidate set (the CPU path makes its dataset once per list).
+ * The worker must hold the build's rows with a copy (source_set_rows, keep_rows).
+ */
+static void
+source_knn_among(KnnSource *src, int list, const int64 *among, int64 n, const float *queries,
+				 int nq, int k, vs_metric metric, int64 *ids)
+{
+	GraphBuildState *s = src->s;
+
+	if (src->use_worker)
 	{
-		if (src->dists)
-			pfree(src->dists);
-		src->ndists = (Size) nq * k;
-		src->dists = palloc_extended(sizeof(float) * src->ndists, MCXT_ALLOC_HUGE);
+		src->ref.metric = metric;
+		if (vs_graph_worker_knn_among(&src->ref, src->build_id, s->n, among, n, queries, nq, k,
+									  ids))
+			return;
+		src->use_worker = false;	/* counted as a fallback; the rest runs here */
 	}
-	engine_knn(src->ctx, src->ds, queries, nq, k, metric, ids, src->dists);
+	if (src->among_ds == NULL || src->among_list != list)
+	{
+		if (src->among_ds)
+			vs_dataset_destroy(src->ctx, src->among_ds);
+		src->among_ds = NULL;
+		if (src->among_cap < (Size) n)
+		{
+			if (src->among_rows)
+				pfree(src->among_rows);
+			src->among_cap = Max((Size) n, src->among_cap * 2);
+			src->among_rows = palloc_extended(sizeof(float) * s->dim * src->among_cap,
+											  MCXT_ALLOC_HUGE);
+		}
+		for (int64 i = 0; i < n; i++)
+			memcpy(src->among_rows + (Size) i * s->dim, s->vectors + (Size) among[i] * s->dim,
+				   sizeof(float) * s->dim);
+		src->among_ds = cpu_dataset(src, src->among_rows, among, n);
+		src->among_list = list;
+	}
+	engine_knn(src->ctx, src->among_ds, queries, nq, k, metric, ids, scratch_dists(src, nq, k));
 }
 
 /* Queries per kNN call: per worker request, or per engine call in the backend. */
@@ -338,16 +401,16 @@ train_centroids(GraphBuildState *s, int nc, vs_metric metric, uint64 seed, float
 }
 
 /*
- * Row q0 + q's list of K nearest other rows from the answer ids (nq x k) of queries q0.. ; rowmap
- * (NULL: identity) maps the answer's ids to row numbers, qmap (NULL: identity) the queries.
+ * The K nearest other rows of the queries (rows qrows[0 .. nq), NULL: q0 ..) from the answer ids
+ * (nq x k, row numbers), nearest first, VS_GRAPH_NO_NODE padded.
  */
 static void
-store_knn(uint32 *knn, int K, const int64 *ids, int nq, int k, int64 nids, const uint32 *rowmap,
-		  const uint32 *qmap, int64 q0)
+store_knn(uint32 *knn, int K, const int64 *ids, int nq, int k, int64 n, const uint32 *qrows,
+		  int64 q0)
 {
 	for (int q = 0; q < nq; q++)
 	{
-		int64		self = qmap ? qmap[q0 + q] : q0 + q;
+		int64		self = qrows ? qrows[q] : q0 + q;
 		uint32	   *row = knn + (Size) self * K;
 		int			m = 0;
 
@@ -355,11 +418,7 @@ store_knn(uint32 *knn, int K, const int64 *ids, int nq, int k, int64 nids, const
 		{
 			int64		id = ids[(Size) q * k + j];
 
-			if (id < 0 || id >= nids)
-				continue;
-			if (rowmap)
-				id = rowmap[id];
-			if (id == self)
+			if (id < 0 || id >= n || id == self)
 				continue;
 			row[m++] = (uint32) id;
 		}
@@ -369,126 +428,165 @@ store_knn(uint32 *knn, int K, const int64 *ids, int nq, int k, int64 nids, const
 }
 
 /*
- * The IVF kNN (option build_knn): the rows in nlist k-means lists (sqrt(rows), at most
- * VS_GRAPH_IVF_MAX_LISTS; trained on this backend's engine, the rows assigned by the source);
- * then every list's rows are searched among the candidates, the rows of their own list and of the
- * lists whose centroids are nearest its centroid (VS_GRAPH_IVF_NPROBE lists, more while there are
- * fewer than 2k candidates): one dense kNN per list, exact among its candidates.
+ * The IVF kNN's lists: nlist k-means centroids of the rows (sqrt(rows), at most
+ * VS_GRAPH_IVF_MAX_LISTS, trained on this backend's engine), each row's VS_GRAPH_IVF_ASSIGN
+ * nearest of them and each list's nnear nearest lists (by the source: the worker when it serves).
+ * A list's queries are the rows nearest its centroid; its candidates are the rows that have one of
+ * the probed lists among their VS_GRAPH_IVF_ASSIGN nearest, so that a row near the border of two
+ * lists is a candidate of both.
  */
-static void
-ivf_knn(KnnSource *src, vs_metric rank, int K, int k, uint32 *knn, BuildClock *clock)
+typedef struct IvfLists
 {
-	const int	maxchunk = Max(VS_GRAPH_WORKER_KNN_CHUNK, VS_GRAPH_KNN_CHUNK);
+	int			nlist;
+	int64	   *offsets;		/* nlist + 1: the queries of list c are */
+	uint32	   *members;		/* members[offsets[c] .. offsets[c + 1]) */
+	int64	   *coffsets;		/* nlist + 1: its candidate rows */
+	uint32	   *cmembers;		/* cmembers[coffsets[c] .. coffsets[c + 1]) */
+	int			nnear;
+	int64	   *near;			/* nlist x nnear: the lists nearest each list, nearest first */
+	int64		maxlist;		/* most queries of a list */
+} IvfLists;
+
+static void
+ivf_lists(KnnSource *src, vs_metric rank, IvfLists *L)
+{
 	GraphBuildState *s = src->s;
 	int64		n = s->n;
 	uint32		dim = s->dim;
-	int			nlist = (int) Min((int64) VS_GRAPH_IVF_MAX_LISTS, Max((int64) 1, (int64) sqrt((double) n)));
-	int			nnear = Min(4 * VS_GRAPH_IVF_NPROBE, nlist);
+	int			nlist = (int) Min((int64) VS_GRAPH_IVF_MAX_LISTS,
+								  Max((int64) 1, (int64) sqrt((double) n)));
+	int			nassign = Min(VS_GRAPH_IVF_ASSIGN, nlist);
 	float	   *centroids = palloc(sizeof(float) * dim * nlist);
-	int64	   *list_of = palloc_extended(sizeof(int64) * n, MCXT_ALLOC_HUGE);
-	int64	   *offsets = palloc0(sizeof(int64) * (nlist + 1));
-	uint32	   *members = palloc_extended(sizeof(uint32) * n, MCXT_ALLOC_HUGE);
-	int64	   *near = palloc(sizeof(int64) * nlist * nnear);
-	uint32	   *cand = palloc_extended(sizeof(uint32) * n, MCXT_ALLOC_HUGE);
-	float	   *candrows = NULL;
-	float	   *qrows = NULL;
-	int64	   *ids = palloc_extended(sizeof(int64) * (Size) maxchunk * k, MCXT_ALLOC_HUGE);
-	int64		maxlist = 0;
-	int64		done = 0;
+	int64	   *assign = palloc_extended(sizeof(int64) * n * nassign, MCXT_ALLOC_HUGE);
+	int64	   *fill;
 
-	clock_lap(clock, PART_KNN);		/* the entry and the seeds */
+	L->nlist = nlist;
+	L->nnear = Min(4 * VS_GRAPH_IVF_NPROBE, nlist);
+	L->offsets = palloc0(sizeof(int64) * (nlist + 1));
+	L->coffsets = palloc0(sizeof(int64) * (nlist + 1));
+	L->members = palloc_extended(sizeof(uint32) * n, MCXT_ALLOC_HUGE);
+	L->cmembers = palloc_extended(sizeof(uint32) * n * nassign, MCXT_ALLOC_HUGE);
+	L->near = palloc(sizeof(int64) * nlist * L->nnear);
+	L->maxlist = 0;
+
 	train_centroids(s, nlist, rank, VS_GRAPH_IVF_SEED, centroids);
-
-	/* every row's list, and every list's nearest lists */
-	source_set_rows(src, centroids, nlist);
+	source_set_rows(src, centroids, nlist, false);
 	for (int64 q0 = 0, nq = 0; q0 < n; q0 += nq)
 	{
 		nq = Min((int64) KNN_CHUNK(src), n - q0);
 		CHECK_FOR_INTERRUPTS();
-		source_knn(src, s->vectors + (Size) q0 * dim, (int) nq, 1, rank, list_of + q0);
+		source_knn(src, s->vectors + (Size) q0 * dim, (int) nq, nassign, rank,
+				   assign + q0 * nassign);
 	}
-	source_knn(src, centroids, nlist, nnear, rank, near);
+	source_knn(src, centroids, nlist, L->nnear, rank, L->near);
+	pfree(centroids);
 
-	/* the rows of each list, in row order */
+	/* a row without an answer (NaN distances) goes to list 0 */
+	for (int64 i = 0; i < n * nassign; i++)
+		if (assign[i] < 0 || assign[i] >= nlist)
+			assign[i] = i % nassign == 0 ? 0 : -1;
 	for (int64 i = 0; i < n; i++)
 	{
-		int64		c = list_of[i] >= 0 && list_of[i] < nlist ? list_of[i] : 0;
-
-		list_of[i] = c;
-		offsets[c + 1]++;
+		L->offsets[assign[i * nassign] + 1]++;
+		for (int a = 0; a < nassign; a++)
+			if (assign[i * nassign + a] >= 0)
+				L->coffsets[assign[i * nassign + a] + 1]++;
 	}
 	for (int c = 0; c < nlist; c++)
 	{
-		maxlist = Max(maxlist, offsets[c + 1]);
-		offsets[c + 1] += offsets[c];
+		L->maxlist = Max(L->maxlist, L->offsets[c + 1]);
+		L->offsets[c + 1] += L->offsets[c];
+		L->coffsets[c + 1] += L->coffsets[c];
 	}
+	/* in row order */
+	fill = palloc(sizeof(int64) * 2 * nlist);
+	memcpy(fill, L->offsets, sizeof(int64) * nlist);
+	memcpy(fill + nlist, L->coffsets, sizeof(int64) * nlist);
+	for (int64 i = 0; i < n; i++)
 	{
-		int64	   *fill = palloc(sizeof(int64) * nlist);
-
-		memcpy(fill, offsets, sizeof(int64) * nlist);
-		for (int64 i = 0; i < n; i++)
-			members[fill[list_of[i]]++] = (uint32) i;
-		pfree(fill);
+		L->members[fill[assign[i * nassign]]++] = (uint32) i;
+		for (int a = 0; a < nassign; a++)
+			if (assign[i * nassign + a] >= 0)
+				L->cmembers[fill[nlist + assign[i * nassign + a]]++] = (uint32) i;
 	}
-	pfree(list_of);
-	clock_lap(clock, PART_LISTS);
-	qrows = palloc_extended(sizeof(float) * dim * Min(maxlist, (int64) maxchunk), MCXT_ALLOC_HUGE);
+	pfree(fill);
+	pfree(assign);
+}
 
-	for (int c = 0; c < nlist; c++)
+/*
+ * The IVF kNN (option build_knn): each list's rows are searched among its candidates, the
+ * candidate rows of the list itself and of the VS_GRAPH_IVF_NPROBE lists nearest its centroid
+ * (more while there are fewer than 2k): one dense kNN per list, exact among the candidates.  The
+ * source must hold all rows (source_set_rows, keep_rows).
+ */
+static void
+ivf_knn(KnnSource *src, const IvfLists *L, vs_metric rank, int K, int k, uint32 *knn)
+{
+	GraphBuildState *s = src->s;
+	int64		n = s->n;
+	uint32		dim = s->dim;
+	const int	maxchunk = Max(VS_GRAPH_WORKER_KNN_CHUNK, VS_GRAPH_KNN_CHUNK);
+	int64	   *cand = palloc_extended(sizeof(int64) * n, MCXT_ALLOC_HUGE);
+	int32	   *stamp = palloc_extended(sizeof(int32) * n, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	float	   *qrows = palloc_extended(sizeof(float) * dim * Min(L->maxlist, (int64) maxchunk),
+										MCXT_ALLOC_HUGE);
+	int64	   *ids = palloc_extended(sizeof(int64) * (Size) maxchunk * k, MCXT_ALLOC_HUGE);
+	int64		done = 0;
+
+	/* the CPU dataset of all rows (the entry's and the seeds' lookups) is not needed again */
+	if (src->ds)
 	{
-		int64		m = offsets[c + 1] - offsets[c];
+		vs_dataset_destroy(src->ctx, src->ds);
+		src->ds = NULL;
+	}
+	for (int c = 0; c < L->nlist; c++)
+	{
+		int64		m = L->offsets[c + 1] - L->offsets[c];
+		const uint32 *queries = L->members + L->offsets[c];
 		int64		ncand = 0;
 		int			probed = 0;
+		int			kk;
 
 		if (m == 0)
 			continue;
 		CHECK_FOR_INTERRUPTS();
-		/* the candidates: list c, then the lists nearest its centroid */
-		for (int j = -1; j < nnear; j++)
+		/* the candidates: list c's, then those of the lists nearest its centroid, each once */
+		for (int j = -1; j < L->nnear; j++)
 		{
-			int64		l = j < 0 ? c : near[(Size) c * nnear + j];
+			int64		l = j < 0 ? c : L->near[(Size) c * L->nnear + j];
 
-			if (j >= 0 && (l == c || l < 0 || l >= nlist))
+			if (j >= 0 && (l == c || l < 0 || l >= L->nlist))
 				continue;
 			if (probed >= VS_GRAPH_IVF_NPROBE && ncand >= 2 * (int64) k)
 				break;
-			for (int64 i = offsets[l]; i < offsets[l + 1]; i++)
-				cand[ncand++] = members[i];
+			for (int64 i = L->coffsets[l]; i < L->coffsets[l + 1]; i++)
+				if (stamp[L->cmembers[i]] != c + 1)
+				{
+					stamp[L->cmembers[i]] = c + 1;
+					cand[ncand++] = L->cmembers[i];
+				}
 			probed++;
 		}
-		candrows = candrows ? repalloc_huge(candrows, sizeof(float) * dim * ncand)
-			: palloc_extended(sizeof(float) * dim * ncand, MCXT_ALLOC_HUGE);
-		for (int64 i = 0; i < ncand; i++)
-			memcpy(candrows + (Size) i * dim, s->vectors + (Size) cand[i] * dim,
-				   sizeof(float) * dim);
-		source_set_rows(src, candrows, ncand);
+		kk = (int) Min((int64) k, ncand);
 
 		/* list c's rows are the queries */
 		for (int64 q0 = 0, nq = 0; q0 < m; q0 += nq)
 		{
-			int			kk = (int) Min((int64) k, ncand);
-
 			nq = Min((int64) KNN_CHUNK(src), m - q0);
 			CHECK_FOR_INTERRUPTS();
 			for (int q = 0; q < nq; q++)
-				memcpy(qrows + (Size) q * dim,
-					   s->vectors + (Size) members[offsets[c] + q0 + q] * dim,
+				memcpy(qrows + (Size) q * dim, s->vectors + (Size) queries[q0 + q] * dim,
 					   sizeof(float) * dim);
-			source_knn(src, qrows, (int) nq, kk, rank, ids);
-			store_knn(knn, K, ids, (int) nq, kk, ncand, cand, members + offsets[c], q0);
+			source_knn_among(src, c, cand, ncand, qrows, (int) nq, kk, rank, ids);
+			store_knn(knn, K, ids, (int) nq, kk, n, queries + q0, 0);
 			done += nq;
 			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, done);
 		}
 	}
-	elog(DEBUG1, "vs_graph build: IVF kNN over %d lists (largest %lld rows)", nlist,
-		 (long long) maxlist);
-	pfree(centroids);
-	pfree(offsets);
-	pfree(members);
-	pfree(near);
+	elog(DEBUG1, "vs_graph build: IVF kNN over %d lists (largest %lld rows)", L->nlist,
+		 (long long) L->maxlist);
 	pfree(cand);
-	if (candrows)
-		pfree(candrows);
+	pfree(stamp);
 	pfree(qrows);
 	pfree(ids);
 }
@@ -509,8 +607,9 @@ use_ivf_knn(Relation index, int64 n)
 }
 
 /*
- * knn (n x K): the K nearest other rows of every row, nearest first (VS_GRAPH_NO_NODE padded);
- * *entry: the row nearest the mean; seeds: the rows nearest to k-means centroids.
+ * knn (n x K): the K nearest other rows of every row, nearest first (VS_GRAPH_NO_NODE padded),
+ * exact or by IVF candidates (use_ivf_knn); *entry: the row nearest the mean; seeds: the rows
+ * nearest to k-means centroids.
  */
 static void
 compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 *knn,
@@ -519,7 +618,7 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 	KnnSource	src;
 	int64		n = s->n;
 	int			k = Min(K + 1, (int) n);
-	bool		ivf = use_ivf_knn(index, n);
+	bool		ivf = K > 0 && use_ivf_knn(index, n);
 
 	memset(&src, 0, sizeof(src));
 	src.s = s;
@@ -529,6 +628,7 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 	src.build_id = ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp();
 	if (src.build_id == 0)
 		src.build_id = 1;
+	src.use_worker = true;		/* until it declines */
 
 	PG_TRY();
 	{
@@ -538,6 +638,7 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 		float	   *centroids;
 		double	   *sum = palloc0(sizeof(double) * s->dim);
 		float	   *mean = palloc(sizeof(float) * s->dim);
+		IvfLists	lists;
 
 		/* the seeds' centroids first (this backend's CPU engine): a worker that serves gets its
 		 * lookups right after the rows, with no pause in which it could drop them */
@@ -556,8 +657,13 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 			mean[d] = (float) (sum[d] / (double) n);
 		clock_lap(clock, PART_SEEDS);
 
-		src.use_worker = true;
-		source_set_rows(&src, s->vectors, n);
+		if (ivf)
+		{
+			ivf_lists(&src, vs_rank_metric(metric), &lists);
+			clock_lap(clock, PART_LISTS);
+		}
+
+		source_set_rows(&src, s->vectors, n, ivf);
 		clock_lap(clock, PART_UPLOAD);
 		chunk = KNN_CHUNK(&src);
 		ids = palloc_extended(sizeof(int64) * (Size) Max(chunk, VS_GRAPH_MAX_SEEDS) * Max(k, 1),
@@ -582,15 +688,15 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 		pfree(centroids);
 
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
-		if (K > 0 && ivf)
-			ivf_knn(&src, vs_rank_metric(metric), K, k, knn, clock);
+		if (ivf)
+			ivf_knn(&src, &lists, vs_rank_metric(metric), K, k, knn);
 		for (int64 q0 = 0; q0 < n && K > 0 && !ivf; q0 += chunk)
 		{
 			int			nq = (int) Min((int64) chunk, n - q0);
 
 			CHECK_FOR_INTERRUPTS();
 			source_knn(&src, s->vectors + (Size) q0 * s->dim, nq, k, vs_rank_metric(metric), ids);
-			store_knn(knn, K, ids, nq, k, n, NULL, NULL, q0);
+			store_knn(knn, K, ids, nq, k, n, NULL, q0);
 			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, q0 + nq);
 		}
 		*worker = src.use_worker;
@@ -602,11 +708,15 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 	{
 		if (src.ds)
 			vs_dataset_destroy(src.ctx, src.ds);
+		if (src.among_ds)
+			vs_dataset_destroy(src.ctx, src.among_ds);
 		vs_worker_build_end();
 	}
 	PG_END_TRY();
 	if (src.dists)
 		pfree(src.dists);
+	if (src.among_rows)
+		pfree(src.among_rows);
 }
 
 /*
