@@ -8,10 +8,23 @@
  *
  *   loading tuples     the table scan copies every non-NULL vector and its tid into memory (node
  *                      numbers follow the scan's order);
- *   computing knn      the seeds' k-means (this backend's engine), then the exact build_degree
- *                      nearest neighbours of every row (vs_knn, queries in chunks of
- *                      VS_GRAPH_KNN_CHUNK rows, VS_GRAPH_WORKER_KNN_CHUNK through the worker, in
- *                      rank units: squared L2 for L2);
+ *   computing knn      the seeds' k-means (this backend's engine), then the build_degree nearest
+ *                      neighbours of every row in rank units (squared L2 for L2), by option
+ *                      build_knn (automatic: IVF from VS_GRAPH_IVF_MIN_ROWS rows):
+ *                      exact       vs_knn over all rows, queries in chunks of VS_GRAPH_KNN_CHUNK
+ *                                  rows, VS_GRAPH_WORKER_KNN_CHUNK through the worker;
+ *                      IVF         k-means lists (sqrt(rows) of them, at most
+ *                                  VS_GRAPH_IVF_MAX_LISTS, trained here on a sample; every row's
+ *                                  VS_GRAPH_IVF_ASSIGN nearest lists and every list's nearest lists
+ *                                  by vs_knn over the centroids), then per list one dense vs_knn of
+ *                                  its rows (those nearest its centroid) over its candidates: the
+ *                                  rows with its list or one of the lists nearest its centroid
+ *                                  (VS_GRAPH_IVF_NPROBE in all, more while there are fewer than
+ *                                  2 x build_degree) among their VS_GRAPH_IVF_ASSIGN nearest, so
+ *                                  that a row on the border of two lists is a candidate of both.
+ *                                  Exact among the candidates; the rows' true neighbours outside
+ *                                  them are missed (docs/BENCHMARKS.md: kNN-graph recall, and the
+ *                                  index's recall against the exact build's);
  *   pruning            the engine's vs_graph_build_edges on the build engine's threads: each kNN
  *                      list pruned to `degree` by rank (CAGRA's detour count), merged with the
  *                      reverse edges (the first half of a node's list is its best pruned
@@ -29,12 +42,14 @@
  * At DEBUG1 the build reports the seconds of its parts (BuildPart).
  *
  * The entry node is the row nearest (L2) to the mean of all rows.  Nothing is random: the same
- * table in the same physical order gives the same index.  The exact kNN is O(rows^2 x dim)
- * (the engine's blocked brute force on the CPU, GEMM tiles on the GPU): seconds for 10^4..10^5
- * rows on a few cores, hours for 10^6 on a CPU, where the worker's GPU or an approximate kNN graph
- * (IVF-PQ candidates or NN-descent, as CAGRA builds it; not implemented) is the way
- * (docs/INDEXES.md).  Memory: the vectors, the kNN lists (build_degree x 4 bytes per row) and
- * the graph, all in backend memory.
+ * table in the same physical order gives the same index (the k-means are seeded).  The exact kNN
+ * is O(rows^2 x dim) (the engine's blocked brute force on the CPU, GEMM tiles on the GPU): seconds
+ * for 10^4..10^5 rows on a few cores, hours for 10^6 on a CPU.  The IVF kNN computes about
+ * VS_GRAPH_IVF_ASSIGN x VS_GRAPH_IVF_NPROBE / lists of those distances (15 % at 10^5 rows, 5 % from
+ * 10^6 on), plus the lists' k-means and assignment (docs/INDEXES.md).  Memory: the vectors, the kNN
+ * lists (build_degree x 4 bytes per row) and the graph, all in backend memory; the IVF lists (4 x
+ * (1 + VS_GRAPH_IVF_ASSIGN) bytes per row) and, through the worker, a copy of the rows in the
+ * worker's memory (graphworker.c).
  */
 #include "postgres.h"
 
