@@ -6,9 +6,9 @@ Per dataset, after the harness has loaded it, built vs_flat and taken the exact 
      clients) and its exact batch: the baseline of the single-query target (skipped with
      --no-graph-sql);
   2. CREATE INDEX ... USING vs_graph (timed, all in; with client_min_messages = debug1 the build
-     reports the seconds of its parts: load, seeds, upload, knn, prune, edges, write) with
-     max_parallel_maintenance_workers = CPUs - 1, so the backend's build engine runs a thread per
-     CPU; index bytes per vector;
+     reports the seconds of its parts: load, seeds, upload, lists, knn, prune, edges, links,
+     write) with max_parallel_maintenance_workers = CPUs - 1, so the backend's build engine runs a
+     thread per CPU; index bytes per vector;
   3. vs_graph batch sweep: vsearch_knn_batch over B queries at each vsearch.graph_expand of the
      plan's `expands` (--graph-expands; default 1) and each vsearch.graph_ef: recall@10, the SQL
      call's QPS (median of reps) and, when the worker served, the QPS of its engine calls alone

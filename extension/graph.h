@@ -105,8 +105,9 @@
 /*
  * How the build computes its kNN graph (option build_knn): the exact build_degree nearest rows of
  * every row, or the IVF candidates' (graphbuild.c): the rows in k-means lists, each list's rows
- * searched among the rows of the VS_GRAPH_IVF_NPROBE lists nearest its centroid.  Automatic:
- * IVF from VS_GRAPH_IVF_MIN_ROWS rows (chosen by measurement, docs/BENCHMARKS.md).
+ * searched among the rows of the lists nearest its centroid.  Automatic: IVF from
+ * VS_GRAPH_IVF_MIN_ROWS rows when the backend computes the kNN (chosen by measurement,
+ * docs/BENCHMARKS.md), from VS_GRAPH_IVF_MIN_ROWS_WORKER through the worker.
  */
 typedef enum VsGraphBuildKnn
 {
@@ -116,6 +117,7 @@ typedef enum VsGraphBuildKnn
 } VsGraphBuildKnn;
 
 #define VS_GRAPH_IVF_MIN_ROWS	100000
+#define VS_GRAPH_IVF_MIN_ROWS_WORKER 2000000	/* estimated, not measured on a GPU yet */
 #define VS_GRAPH_IVF_MAX_LISTS	1024	/* sqrt(rows) lists, at most this many */
 #define VS_GRAPH_IVF_NPROBE		16
 #define VS_GRAPH_IVF_ASSIGN		3	/* a row is a candidate in its 3 nearest lists */

@@ -10,7 +10,8 @@
  *                      numbers follow the scan's order);
  *   computing knn      the seeds' k-means (this backend's engine), then the build_degree nearest
  *                      neighbours of every row in rank units (squared L2 for L2), by option
- *                      build_knn (automatic: IVF from VS_GRAPH_IVF_MIN_ROWS rows):
+ *                      build_knn (automatic: IVF from VS_GRAPH_IVF_MIN_ROWS rows in the
+ *                      backend, VS_GRAPH_IVF_MIN_ROWS_WORKER through the worker):
  *                      exact       vs_knn over all rows, queries in chunks of VS_GRAPH_KNN_CHUNK
  *                                  rows, VS_GRAPH_WORKER_KNN_CHUNK through the worker;
  *                      IVF         k-means lists (sqrt(rows) of them, at most
@@ -45,8 +46,9 @@
  * table in the same physical order gives the same index (the k-means are seeded).  The exact kNN
  * is O(rows^2 x dim) (the engine's blocked brute force on the CPU, GEMM tiles on the GPU): seconds
  * for 10^4..10^5 rows on a few cores, hours for 10^6 on a CPU.  The IVF kNN computes about
- * VS_GRAPH_IVF_ASSIGN x VS_GRAPH_IVF_NPROBE / lists of those distances (15 % at 10^5 rows, 5 % from
- * 10^6 on), plus the lists' k-means and assignment (docs/INDEXES.md).  Memory: the vectors, the kNN
+ * VS_GRAPH_IVF_ASSIGN x VS_GRAPH_IVF_NPROBE / lists of those distances, more with unequal lists (a
+ * fifth at 10^5 rows, under a tenth from 10^6 on; reported at DEBUG1), plus the lists' k-means and
+ * assignment (docs/INDEXES.md).  Memory: the vectors, the kNN
  * lists (build_degree x 4 bytes per row) and the graph, all in backend memory; the IVF lists (4 x
  * (1 + VS_GRAPH_IVF_ASSIGN) bytes per row) and, through the worker, a copy of the rows in the
  * worker's memory (graphworker.c).
@@ -547,6 +549,7 @@ ivf_knn(KnnSource *src, const IvfLists *L, vs_metric rank, int K, int k, uint32 
 										MCXT_ALLOC_HUGE);
 	int64	   *ids = palloc_extended(sizeof(int64) * (Size) maxchunk * k, MCXT_ALLOC_HUGE);
 	int64		done = 0;
+	double		pairs = 0;
 
 	/* the CPU dataset of all rows (the entry's and the seeds' lookups) is not needed again */
 	if (src->ds)
@@ -583,6 +586,7 @@ ivf_knn(KnnSource *src, const IvfLists *L, vs_metric rank, int K, int k, uint32 
 			probed++;
 		}
 		kk = (int) Min((int64) k, ncand);
+		pairs += (double) m * ncand;
 
 		/* list c's rows are the queries */
 		for (int64 q0 = 0, nq = 0; q0 < m; q0 += nq)
@@ -598,17 +602,22 @@ ivf_knn(KnnSource *src, const IvfLists *L, vs_metric rank, int K, int k, uint32 
 			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, done);
 		}
 	}
-	elog(DEBUG1, "vs_graph build: IVF kNN over %d lists (largest %lld rows)", L->nlist,
-		 (long long) L->maxlist);
+	elog(DEBUG1, "vs_graph build: IVF kNN over %d lists (largest %lld rows), %.1f %% of the "
+		 "exact kNN's distances", L->nlist, (long long) L->maxlist,
+		 100.0 * pairs / ((double) n * n));
 	pfree(cand);
 	pfree(stamp);
 	pfree(qrows);
 	pfree(ids);
 }
 
-/* Whether the build's kNN is the IVF one: the option, or automatic from VS_GRAPH_IVF_MIN_ROWS. */
+/*
+ * Whether the build's kNN is the IVF one: the option, or automatic from VS_GRAPH_IVF_MIN_ROWS
+ * rows in the backend, VS_GRAPH_IVF_MIN_ROWS_WORKER through the worker (whose exact kNN on a GPU
+ * is a GEMM).
+ */
 static bool
-use_ivf_knn(Relation index, int64 n)
+use_ivf_knn(Relation index, int64 n, bool worker)
 {
 	switch (vs_graph_index_build_knn(index))
 	{
@@ -617,7 +626,7 @@ use_ivf_knn(Relation index, int64 n)
 		case VS_GRAPH_BUILD_KNN_IVF:
 			return true;
 		default:
-			return n >= VS_GRAPH_IVF_MIN_ROWS;
+			return n >= (worker ? VS_GRAPH_IVF_MIN_ROWS_WORKER : VS_GRAPH_IVF_MIN_ROWS);
 	}
 }
 
@@ -633,7 +642,7 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 	KnnSource	src;
 	int64		n = s->n;
 	int			k = Min(K + 1, (int) n);
-	bool		ivf = K > 0 && use_ivf_knn(index, n);
+	bool		ivf;
 
 	memset(&src, 0, sizeof(src));
 	src.s = s;
@@ -672,14 +681,9 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 			mean[d] = (float) (sum[d] / (double) n);
 		clock_lap(clock, PART_SEEDS);
 
-		if (ivf)
-		{
-			ivf_lists(&src, vs_rank_metric(metric), &lists);
-			clock_lap(clock, PART_LISTS);
-		}
-
-		source_set_rows(&src, s->vectors, n, ivf);
+		source_set_rows(&src, s->vectors, n, false);
 		clock_lap(clock, PART_UPLOAD);
+		ivf = K > 0 && use_ivf_knn(index, n, src.use_worker);
 		chunk = KNN_CHUNK(&src);
 		ids = palloc_extended(sizeof(int64) * (Size) Max(chunk, VS_GRAPH_MAX_SEEDS) * Max(k, 1),
 							  MCXT_ALLOC_HUGE);
@@ -704,7 +708,16 @@ compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K, uint32 
 
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
 		if (ivf)
+		{
+			/* the lists (the worker's dataset: their centroids), then the rows again, with the
+			 * worker's copy that its queries among candidates read */
+			clock_lap(clock, PART_KNN);
+			ivf_lists(&src, vs_rank_metric(metric), &lists);
+			clock_lap(clock, PART_LISTS);
+			source_set_rows(&src, s->vectors, n, true);
+			clock_lap(clock, PART_UPLOAD);
 			ivf_knn(&src, &lists, vs_rank_metric(metric), K, k, knn);
+		}
 		for (int64 q0 = 0; q0 < n && K > 0 && !ivf; q0 += chunk)
 		{
 			int			nq = (int) Min((int64) chunk, n - q0);

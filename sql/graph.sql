@@ -110,6 +110,12 @@ SELECT r.recall >= 0.95 AS recall_ok, r.used FROM pg_temp.recall('SELECT q.qid, 
   LATERAL (SELECT id FROM g WHERE v IS NOT NULL ORDER BY v <-> q.v LIMIT 10) x') r;
 SELECT (r->>'entries')::bigint AS entries FROM vsearch_index_check('g_gr_ivf', true) r;
 DROP INDEX g_gr_ivf;
+-- under cosine (spherical k-means lists; the zero vector, NaN away from every row, is indexed too)
+CREATE INDEX g_gr_ivf ON g USING vs_graph (v vector_cosine_ops) WITH (build_knn = ivf);
+SELECT r.recall >= 0.95 AS recall_ok, r.used FROM pg_temp.recall('SELECT q.qid, x.id FROM gq q,
+  LATERAL (SELECT id FROM g WHERE v IS NOT NULL ORDER BY v <=> q.v LIMIT 10) x') r;
+SELECT (r->>'entries')::bigint AS entries FROM vsearch_index_check('g_gr_ivf', true) r;
+DROP INDEX g_gr_ivf;
 CREATE INDEX g_gr_exact ON g USING vs_graph (v) WITH (build_knn = exact);
 DROP INDEX g_gr_exact;
 CREATE INDEX g_gr_l2 ON g USING vs_graph (v vector_l2_ops);
