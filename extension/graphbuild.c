@@ -10,8 +10,8 @@
  *                      numbers follow the scan's order);
  *   computing knn      the seeds' k-means (this backend's engine), then the build_degree nearest
  *                      neighbours of every row in rank units (squared L2 for L2), by option
- *                      build_knn (automatic: IVF from VS_GRAPH_IVF_MIN_ROWS rows in the
- *                      backend, VS_GRAPH_IVF_MIN_ROWS_WORKER through the worker):
+ *                      build_knn (automatic: IVF from VS_GRAPH_IVF_MIN_ROWS rows on a CPU,
+ *                      exact through a GPU worker):
  *                      exact       vs_knn over all rows, queries in chunks of VS_GRAPH_KNN_CHUNK
  *                                  rows, VS_GRAPH_WORKER_KNN_CHUNK through the worker;
  *                      IVF         k-means lists (sqrt(rows) of them, at most
@@ -70,6 +70,7 @@
 #include "utils/timestamp.h"
 
 #include "graph.h"
+#include "guc.h"
 #include "worker.h"
 
 /* Build phases (PROGRESS_CREATEIDX_SUBPHASE); 1 is PostgreSQL's "initializing". */
@@ -613,8 +614,10 @@ ivf_knn(KnnSource *src, const IvfLists *L, vs_metric rank, int K, int k, uint32 
 
 /*
  * Whether the build's kNN is the IVF one: the option, or automatic from VS_GRAPH_IVF_MIN_ROWS
- * rows in the backend, VS_GRAPH_IVF_MIN_ROWS_WORKER through the worker (whose exact kNN on a GPU
- * is a GEMM).
+ * rows on a CPU (the backend's engine, or a worker with vsearch.worker_device = cpu); never
+ * automatic through a GPU worker, whose exact kNN (a GEMM) measured 13x faster at 1M x 128 than
+ * the IVF kNN's per-list requests, each of which copies and uploads its candidate rows
+ * (docs/BENCHMARKS.md, session 23).
  */
 static bool
 use_ivf_knn(Relation index, int64 n, bool worker)
@@ -626,7 +629,8 @@ use_ivf_knn(Relation index, int64 n, bool worker)
 		case VS_GRAPH_BUILD_KNN_IVF:
 			return true;
 		default:
-			return n >= (worker ? VS_GRAPH_IVF_MIN_ROWS_WORKER : VS_GRAPH_IVF_MIN_ROWS);
+			return !(worker && vs_worker_device == VS_WORKER_DEVICE_GPU) &&
+				n >= VS_GRAPH_IVF_MIN_ROWS;
 	}
 }
 
