@@ -23,7 +23,8 @@
  *
  * Files: graphutils.c (the index kind, options, settings, pages), graphsearch.c (reading nodes,
  * beam search, rank-based pruning), graphobject.c (the engine object the GPU worker searches, and
- * asking the worker for a beam search), graphbuild.c, graphinsert.c, graphvacuum.c, graphscan.c,
+ * asking the worker for a beam search), graphbuild.c (with graphknn.c, its kNN graph, and
+ * graphbuild.h between them), graphinsert.c, graphvacuum.c, graphscan.c,
  * graphbatch.c, graphworker.c (the worker's side: requests, build steps), graphcost.c.  What every
  * access method shares is in amutils.h.
  */
@@ -104,7 +105,7 @@
 
 /*
  * How the build computes its kNN graph (option build_knn): the exact build_degree nearest rows of
- * every row, or the IVF candidates' (graphbuild.c): the rows in k-means lists, each list's rows
+ * every row, or the IVF candidates' (graphknn.c): the rows in k-means lists, each list's rows
  * searched among the rows of the lists nearest its centroid.  Automatic: IVF from
  * VS_GRAPH_IVF_MIN_ROWS rows when the kNN runs on a CPU (the backend's engine or a CPU worker;
  * chosen by measurement, docs/BENCHMARKS.md), exact through a GPU worker, whose exact kNN is a

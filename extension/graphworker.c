@@ -15,7 +15,7 @@
  *                  nearest rows in the build's dataset, which must hold `total` rows (vs_knn, the
  *                  request's metric).
  *   VS_GRAPH_KNN_AMONG  the same among the rows named by the payload (int64 row numbers, each
- *                  once): the IVF kNN's query of a list's rows among its candidates (graphbuild.c).
+ *                  once): the IVF kNN's query of a list's rows among its candidates (graphknn.c).
  *                  The worker copies those rows from its host copy into a dataset of their own
  *                  (ids = row numbers, so the answer is what a backend's engine gives over the
  *                  same rows) and drops it after the answer.
