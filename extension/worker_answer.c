@@ -40,9 +40,23 @@ vsw_release_active(VsActive *a)
 	memset(a, 0, sizeof(*a));
 }
 
+/* Whether the backend of request_id still waits in slot (it has not given up). */
+static bool
+slot_awaited(VsSlot *slot, uint64 request_id)
+{
+	bool		awaited;
+
+	SpinLockAcquire(&slot->mutex);
+	awaited = slot->request_id == request_id && slot->state == VS_SLOT_RUNNING;
+	SpinLockRelease(&slot->mutex);
+	return awaited;
+}
+
 /*
  * Ends a request: writes the status (unless OK, which the last chunk carried), marks the slot DONE
- * and wakes its backend; a slot the backend abandoned becomes free instead.
+ * and wakes its backend; a slot the backend abandoned becomes free instead.  The request is
+ * counted in vsearch_stat first, so that a backend that reads the counters after its answer
+ * finds it there.
  */
 void
 vsw_finish_request(int i, VsAnswerStatus status, const char *msg)
@@ -56,6 +70,10 @@ vsw_finish_request(int i, VsAnswerStatus status, const char *msg)
 		a->hdr->status = status;
 		strlcpy(a->hdr->errmsg, msg ? msg : "", sizeof(a->hdr->errmsg));
 	}
+	if (status == VS_ANSWER_OK)
+		pg_atomic_fetch_add_u64(&vsw_shared->requests, 1);
+	else if (slot_awaited(slot, a->request_id))
+		pg_atomic_fetch_add_u64(&vsw_shared->errors, 1);
 	SpinLockAcquire(&slot->mutex);
 	if (slot->request_id == a->request_id)
 	{
@@ -74,10 +92,6 @@ vsw_finish_request(int i, VsAnswerStatus status, const char *msg)
 	SpinLockRelease(&slot->mutex);
 	if (wake)
 		SetLatch(vs_proc_latch(a->procno));
-	if (status == VS_ANSWER_OK)
-		pg_atomic_fetch_add_u64(&vsw_shared->requests, 1);
-	else if (wake)
-		pg_atomic_fetch_add_u64(&vsw_shared->errors, 1);
 	vsw_release_active(a);
 }
 
