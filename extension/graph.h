@@ -140,9 +140,6 @@ typedef struct VsGraphBuildParams
 	uint64		build_id;		/* names the build (keys the worker's dataset) */
 	uint64		total;			/* rows of the build */
 	uint64		first;			/* VS_GRAPH_LOAD: the first row's number */
-	uint32		keep_rows;		/* VS_GRAPH_LOAD: the worker keeps a host copy of the rows too
-								 * (what VS_GRAPH_KNN_AMONG reads) */
-	uint32		unused;
 } VsGraphBuildParams;
 
 /*
@@ -345,7 +342,7 @@ extern int	vs_graph_build_step(struct vs_context *engine, const struct VsRequest
 								Size *answer_len, char *err, Size errlen);
 extern void vs_graph_worker_tick(struct vs_context *engine, bool stop);
 extern bool vs_graph_worker_load(const VsIndexRef *ref, uint64 build_id, const float *rows,
-								 int64 n, bool keep_rows);
+								 int64 n);
 extern bool vs_graph_worker_knn_among(const VsIndexRef *ref, uint64 build_id, int64 total,
 									  const int64 *rows, int64 nrows, const float *queries,
 									  int nq, int k, int64 *ids);

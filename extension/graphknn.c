@@ -84,11 +84,11 @@ typedef struct KnnSource
 } KnnSource;
 
 /*
- * Makes rows[0 .. n) the rows that source_knn searches (the worker's build dataset replaced;
- * keep_rows: the worker keeps a copy for source_knn_among).
+ * Makes rows[0 .. n) the rows that source_knn and source_knn_among search (the worker's build
+ * dataset replaced).
  */
 static void
-source_set_rows(KnnSource *src, const float *rows, int64 n, bool keep_rows)
+source_set_rows(KnnSource *src, const float *rows, int64 n)
 {
 	if (src->ds)
 	{
@@ -97,7 +97,7 @@ source_set_rows(KnnSource *src, const float *rows, int64 n, bool keep_rows)
 	}
 	src->rows = rows;
 	src->nrows = n;
-	if (src->use_worker && !vs_graph_worker_load(&src->ref, src->build_id, rows, n, keep_rows))
+	if (src->use_worker && !vs_graph_worker_load(&src->ref, src->build_id, rows, n))
 		src->use_worker = false;	/* counted as a fallback; the rest runs here */
 }
 
@@ -161,7 +161,7 @@ source_knn(KnnSource *src, const float *queries, int nq, int k, vs_metric metric
 /*
  * ids (nq x k, row numbers) of the k nearest of the build's rows among[0 .. n) (each once) to each
  * query, by metric; list names the candidate set (the CPU path makes its dataset once per list).
- * The worker must hold the build's rows with a copy (source_set_rows, keep_rows).
+ * The source must hold the build's rows (source_set_rows).
  */
 static void
 source_knn_among(KnnSource *src, int list, const int64 *among, int64 n, const float *queries,
@@ -259,7 +259,8 @@ store_knn(uint32 *knn, int K, const int64 *ids, int nq, int k, int64 n, const ui
 /*
  * The IVF kNN's lists: nlist k-means centroids of the rows (sqrt(rows), at most
  * VS_GRAPH_IVF_MAX_LISTS, trained on this backend's engine), each row's VS_GRAPH_IVF_ASSIGN
- * nearest of them and each list's nnear nearest lists (by the source: the worker when it serves).
+ * nearest of them and each list's nnear nearest lists (by the source lsrc, which searches the
+ * centroids: the worker when it serves, beside the build's rows it keeps).
  * A list's queries are the rows nearest its centroid; its candidates are the rows that have one of
  * the probed lists among their VS_GRAPH_IVF_ASSIGN nearest, so that a row near the border of two
  * lists is a candidate of both.
@@ -277,9 +278,9 @@ typedef struct IvfLists
 } IvfLists;
 
 static void
-ivf_lists(KnnSource *src, vs_metric rank, IvfLists *L)
+ivf_lists(KnnSource *lsrc, vs_metric rank, IvfLists *L)
 {
-	GraphBuildState *s = src->s;
+	GraphBuildState *s = lsrc->s;
 	int64		n = s->n;
 	uint32		dim = s->dim;
 	int			nlist = (int) Min((int64) VS_GRAPH_IVF_MAX_LISTS,
@@ -299,15 +300,15 @@ ivf_lists(KnnSource *src, vs_metric rank, IvfLists *L)
 	L->maxlist = 0;
 
 	train_centroids(s, nlist, rank, VS_GRAPH_IVF_SEED, centroids);
-	source_set_rows(src, centroids, nlist, false);
+	source_set_rows(lsrc, centroids, nlist);
 	for (int64 q0 = 0, nq = 0; q0 < n; q0 += nq)
 	{
-		nq = Min((int64) KNN_CHUNK(src), n - q0);
+		nq = Min((int64) KNN_CHUNK(lsrc), n - q0);
 		CHECK_FOR_INTERRUPTS();
-		source_knn(src, s->vectors + (Size) q0 * dim, (int) nq, nassign, rank,
+		source_knn(lsrc, s->vectors + (Size) q0 * dim, (int) nq, nassign, rank,
 				   assign + q0 * nassign);
 	}
-	source_knn(src, centroids, nlist, L->nnear, rank, L->near);
+	source_knn(lsrc, centroids, nlist, L->nnear, rank, L->near);
 	pfree(centroids);
 
 	/* a row without an answer (NaN distances) goes to list 0 */
@@ -346,7 +347,7 @@ ivf_lists(KnnSource *src, vs_metric rank, IvfLists *L)
  * The IVF kNN (option build_knn): each list's rows are searched among its candidates, the
  * candidate rows of the list itself and of the VS_GRAPH_IVF_NPROBE lists nearest its centroid
  * (more while there are fewer than 2k): one dense kNN per list, exact among the candidates.  The
- * source must hold all rows (source_set_rows, keep_rows).
+ * source must hold all rows (source_set_rows).
  */
 static void
 ivf_knn(KnnSource *src, const IvfLists *L, vs_metric rank, int K, int k, uint32 *knn)
@@ -451,11 +452,13 @@ vs_graph_compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K
 					 bool *worker)
 {
 	KnnSource	src;
+	KnnSource	lsrc;			/* the IVF kNN's lists: their centroids */
 	int64		n = s->n;
 	int			k = Min(K + 1, (int) n);
 	bool		ivf;
 
 	memset(&src, 0, sizeof(src));
+	memset(&lsrc, 0, sizeof(lsrc));
 	src.s = s;
 	vs_ref_init(index, VS_GRAPH_KIND, &src.ref);
 	src.ref.dim = s->dim;
@@ -492,7 +495,7 @@ vs_graph_compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K
 			mean[d] = (float) (sum[d] / (double) n);
 		clock_lap(clock, PART_SEEDS);
 
-		source_set_rows(&src, s->vectors, n, false);
+		source_set_rows(&src, s->vectors, n);
 		clock_lap(clock, PART_UPLOAD);
 		ivf = K > 0 && use_ivf_knn(index, n, src.use_worker);
 		chunk = KNN_CHUNK(&src);
@@ -520,13 +523,19 @@ vs_graph_compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, n);
 		if (ivf)
 		{
-			/* the lists (the worker's dataset: their centroids), then the rows again, with the
-			 * worker's copy that its queries among candidates read */
+			/* the lists, through a dataset of their centroids of its own (another build id for
+			 * the worker, which keeps the rows that the queries among candidates read) */
 			clock_lap(clock, PART_KNN);
-			ivf_lists(&src, vs_rank_metric(metric), &lists);
+			lsrc.s = s;
+			lsrc.ref = src.ref;
+			lsrc.build_id = src.build_id + 1 != 0 ? src.build_id + 1 : 1;
+			lsrc.use_worker = src.use_worker;
+			ivf_lists(&lsrc, vs_rank_metric(metric), &lists);
+			/* the CPU path's queries among candidates copy their rows: free its copy of all */
+			if (src.ds)
+				vs_dataset_destroy(src.ctx, src.ds);
+			src.ds = NULL;
 			clock_lap(clock, PART_LISTS);
-			source_set_rows(&src, s->vectors, n, true);
-			clock_lap(clock, PART_UPLOAD);
 			ivf_knn(&src, &lists, vs_rank_metric(metric), K, k, knn);
 		}
 		for (int64 q0 = 0; q0 < n && K > 0 && !ivf; q0 += chunk)
@@ -549,11 +558,15 @@ vs_graph_compute_knn(GraphBuildState *s, Relation index, vs_metric metric, int K
 			vs_dataset_destroy(src.ctx, src.ds);
 		if (src.among_ds)
 			vs_dataset_destroy(src.ctx, src.among_ds);
+		if (lsrc.ds)
+			vs_dataset_destroy(lsrc.ctx, lsrc.ds);
 		vs_worker_build_end();
 	}
 	PG_END_TRY();
 	if (src.dists)
 		pfree(src.dists);
+	if (lsrc.dists)
+		pfree(lsrc.dists);
 	if (src.among_rows)
 		pfree(src.among_rows);
 }

@@ -10,15 +10,14 @@
  *   VS_GRAPH_LOAD  the request's rows are rows [first, first + n) of the build; the worker adds
  *                  them to a dataset of its engine kept for the build (ids = row numbers), which
  *                  must have exactly `first` rows already.  Answer: uint64 rows held.
- *                  With keep_rows the worker also keeps the rows in its memory (host).
  *   VS_GRAPH_KNN   the request's rows are queries; the worker answers int64 ids[n x k] of their k
  *                  nearest rows in the build's dataset, which must hold `total` rows (vs_knn, the
  *                  request's metric).
  *   VS_GRAPH_KNN_AMONG  the same among the rows named by the payload (int64 row numbers, each
  *                  once): the IVF kNN's query of a list's rows among its candidates (graphknn.c).
- *                  The worker copies those rows from its host copy into a dataset of their own
- *                  (ids = row numbers, so the answer is what a backend's engine gives over the
- *                  same rows) and drops it after the answer.
+ *                  The engine copies those rows within the device into a dataset of their own
+ *                  (vs_dataset_subset; ids = row numbers, so the answer is what a backend's engine
+ *                  gives over the same rows), dropped after the answer.
  *
  * The backend side, vs_graph_worker_knn, sends them (worker.h, vs_worker_build).  A build's dataset
  * is dropped when another build needs the room (VS_GRAPH_DATASETS of them) or after
@@ -45,7 +44,6 @@ typedef struct VsGraphDataset
 	uint32		dim;
 	uint64		rows;
 	vs_dataset *ds;
-	float	   *host;			/* keep_rows: the rows (total x dim), else NULL */
 	TimestampTz last_used;
 } VsGraphDataset;
 
@@ -99,8 +97,6 @@ dataset_drop(struct vs_context *engine, VsGraphDataset *d)
 {
 	if (d->ds && engine)
 		vs_dataset_destroy(engine, d->ds);
-	if (d->host)
-		pfree(d->host);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -166,19 +162,6 @@ load_step(struct vs_context *engine, const VsRequest *r, const VsGraphBuildParam
 		d->build_id = p->build_id;
 		d->dim = r->dim;
 		d->rows = 0;
-		if (p->keep_rows)
-		{
-			d->host = MemoryContextAllocExtended(TopMemoryContext,
-												 sizeof(float) * r->dim * p->total,
-												 MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-			if (d->host == NULL)
-			{
-				snprintf(err, errlen, "graph load: out of memory for a copy of %llu rows",
-						 (unsigned long long) p->total);
-				dataset_drop(engine, d);
-				return VS_OUT_OF_MEMORY;
-			}
-		}
 	}
 	else if (d == NULL || d->rows != p->first)
 	{
@@ -198,8 +181,6 @@ load_step(struct vs_context *engine, const VsRequest *r, const VsGraphBuildParam
 		dataset_drop(engine, d);
 		return rc;
 	}
-	if (d->host)
-		memcpy(d->host + (Size) p->first * r->dim, rows, sizeof(float) * r->dim * r->nq);
 	d->rows += r->nq;
 	d->last_used = GetCurrentTimestamp();
 	*answer_len = sizeof(uint64);
@@ -250,41 +231,19 @@ knn_among_step(struct vs_context *engine, const VsRequest *r, const VsGraphBuild
 {
 	VsGraphDataset *d = dataset_find(p->build_id, r->dim);
 	Size		n = r->payload_len / sizeof(int64);
-	float	   *rows;
 	float	   *dists;
 	int64	   *ids;
 	vs_dataset *ds = NULL;
 	int			rc;
 
-	if (d == NULL || d->rows != p->total || d->host == NULL)
+	if (d == NULL || d->rows != p->total)
 	{
-		snprintf(err, errlen, "graph kNN among rows: the build's dataset holds %llu rows%s, not %llu",
-				 d ? (unsigned long long) d->rows : 0ULL,
-				 d && d->host == NULL ? " without a copy" : "", (unsigned long long) p->total);
+		snprintf(err, errlen, "graph kNN among rows: the build's dataset holds %llu rows, not %llu",
+				 d ? (unsigned long long) d->rows : 0ULL, (unsigned long long) p->total);
 		return VS_INVALID_ARGUMENT;
 	}
-	rows = MemoryContextAllocExtended(CurrentMemoryContext, sizeof(float) * r->dim * n,
-									  MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-	if (rows == NULL)
-	{
-		snprintf(err, errlen, "graph kNN among rows: out of memory for %zu rows", n);
-		return VS_OUT_OF_MEMORY;
-	}
-	for (Size i = 0; i < n; i++)
-	{
-		if (among[i] < 0 || (uint64) among[i] >= d->rows)
-		{
-			snprintf(err, errlen, "graph kNN among rows: row %lld of %llu rows",
-					 (long long) among[i], (unsigned long long) d->rows);
-			pfree(rows);
-			return VS_INVALID_ARGUMENT;
-		}
-		memcpy(rows + i * r->dim, d->host + (Size) among[i] * r->dim, sizeof(float) * r->dim);
-	}
-	rc = vs_dataset_create(engine, r->dim, VS_DTYPE_F32, &ds);
-	if (rc == VS_OK)
-		rc = vs_dataset_add(engine, ds, rows, among, n);
-	pfree(rows);
+	/* a row number outside the build, or one named twice, is the engine's VS_INVALID_ARGUMENT */
+	rc = vs_dataset_subset(engine, d->ds, among, n, &ds);
 	*answer_len = sizeof(int64) * (Size) r->nq * p->k;
 	ids = MemoryContextAllocHuge(CurrentMemoryContext, *answer_len);
 	dists = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * (Size) r->nq * p->k);
@@ -299,6 +258,8 @@ knn_among_step(struct vs_context *engine, const VsRequest *r, const VsGraphBuild
 		snprintf(err, errlen, "graph kNN among rows: %s: %s", vs_status_name((vs_status) rc),
 				 vs_last_error(engine));
 		pfree(ids);
+		if (rc == VS_DEVICE_ERROR)
+			dataset_drop(engine, d);
 		return rc;
 	}
 	d->last_used = GetCurrentTimestamp();
@@ -328,12 +289,11 @@ StaticAssertDecl(sizeof(VsGraphBuildParams) <= VS_KIND_PARAMS_SIZE,
 
 static void
 step_params(VsGraphBuildStep step, uint64 build_id, uint64 total, uint64 first, uint32 k,
-			bool keep_rows, VsKindParams *out)
+			VsKindParams *out)
 {
 	VsGraphBuildParams p;
 
 	memset(&p, 0, sizeof(p));
-	p.keep_rows = keep_rows ? 1 : 0;
 	p.step = step;
 	p.k = k;
 	p.build_id = build_id;
@@ -344,8 +304,7 @@ step_params(VsGraphBuildStep step, uint64 build_id, uint64 total, uint64 first, 
 }
 
 bool
-vs_graph_worker_load(const VsIndexRef *ref, uint64 build_id, const float *rows, int64 n,
-					 bool keep_rows)
+vs_graph_worker_load(const VsIndexRef *ref, uint64 build_id, const float *rows, int64 n)
 {
 	int64		chunk;
 
@@ -361,7 +320,7 @@ vs_graph_worker_load(const VsIndexRef *ref, uint64 build_id, const float *rows, 
 		VsQueries	qs = vs_vector_queries(rows + (Size) first * ref->dim, nr);
 
 		CHECK_FOR_INTERRUPTS();
-		step_params(VS_GRAPH_LOAD, build_id, (uint64) n, (uint64) first, 0, keep_rows, &kp);
+		step_params(VS_GRAPH_LOAD, build_id, (uint64) n, (uint64) first, 0, &kp);
 		if (!vs_worker_build(ref, &kp, &qs, NULL, 0, &answer, 1, true))
 			return false;
 		if (held != (uint64) (first + nr))
@@ -381,7 +340,7 @@ vs_graph_worker_knn(const VsIndexRef *ref, uint64 build_id, int64 total, const f
 
 	if (vs_device_mode == VS_DEVICE_CPU || nq <= 0)
 		return false;
-	step_params(VS_GRAPH_KNN, build_id, (uint64) total, 0, (uint32) k, false, &kp);
+	step_params(VS_GRAPH_KNN, build_id, (uint64) total, 0, (uint32) k, &kp);
 	return vs_worker_build(ref, &kp, &qs, NULL, 0, &answer, 1, true);
 }
 
@@ -398,6 +357,6 @@ vs_graph_worker_knn_among(const VsIndexRef *ref, uint64 build_id, int64 total, c
 		return false;
 	if (payload.len > VS_GRAPH_MAX_STEP_BYTES)
 		return vs_worker_decline("the candidate rows are more than the worker accepts");
-	step_params(VS_GRAPH_KNN_AMONG, build_id, (uint64) total, 0, (uint32) k, false, &kp);
+	step_params(VS_GRAPH_KNN_AMONG, build_id, (uint64) total, 0, (uint32) k, &kp);
 	return vs_worker_build(ref, &kp, &qs, &payload, 1, &answer, 1, true);
 }

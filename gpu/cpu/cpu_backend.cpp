@@ -248,6 +248,29 @@ public:
         });
     }
 
+    Status dataset_subset(const Dataset *src, const int64_t *ids, size_t n,
+                          Dataset **out) noexcept override
+    {
+        return guarded([&] {
+            const CpuDataset &c = *as_cpu(src);
+            std::vector<size_t> rows = plan_subset(c.ids, ids, n);
+            auto s = std::make_unique<CpuDataset>(c.dim(), c.dtype());
+            const size_t d = c.dim();
+            s->data.resize(n * d);
+            s->ids.resize(n);
+            s->sqnorms.resize(n);
+            for (size_t r = 0; r < n; r++)
+            {
+                std::memcpy(&s->data[r * d], c.row(rows[r]), d * sizeof(float));
+                s->ids[r] = c.ids[rows[r]];
+                s->sqnorms[r] = c.sqnorms[rows[r]];
+                s->maxnorm = std::max(s->maxnorm, std::sqrt(s->sqnorms[r]));
+            }
+            s->set_size(n);
+            *out = s.release();
+        });
+    }
+
     Status knn(const Dataset *ds, const float *queries, size_t nq, size_t k, vs_metric metric,
                const Subsets *subsets, int64_t *out_ids, float *out_dists,
                int64_t *out_counts) noexcept override

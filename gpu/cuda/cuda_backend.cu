@@ -11,7 +11,7 @@
 //   index families    their own files, returned by the accessors: IVF-PQ (ivfpq_cuda.cu),
 //                     graphs (graph_cuda.cu), metric-space indexes (metric_cuda.cu)
 // Kernels are in impl/ (impl/kernels.cuh), device utilities in utils/.  The library exports one
-// symbol, vs_cuda_backend_v8 (exports.map), which creates a backend.
+// symbol, vs_cuda_backend_v9 (exports.map), which creates a backend.
 #include "cuda/dataset.cuh"
 #include "cuda/device_context.cuh"
 #include "cuda/graph_cuda.cuh"
@@ -79,6 +79,17 @@ public:
         });
     }
 
+    Status dataset_subset(const Dataset *src, const int64_t *ids, size_t n,
+                          Dataset **out) noexcept override
+    {
+        return lanes_.run([&](DeviceContext &dev) {
+            const CudaDataset &c = as_cuda(src);
+            auto s = std::make_unique<CudaDataset>(c.dim(), c.dtype());
+            subset_impl(dev, c, ids, n, *s);
+            *out = s.release();
+        });
+    }
+
     Status knn(const Dataset *ds, const float *queries, size_t nq, size_t k, vs_metric metric,
                const Subsets *subsets, int64_t *out_ids, float *out_dists,
                int64_t *out_counts) noexcept override
@@ -130,7 +141,7 @@ private:
 } // namespace vs::cuda
 
 extern "C" __attribute__((visibility("default"))) vs::Backend *
-vs_cuda_backend_v8(const vs::BackendConfig *config, char *err, size_t errlen)
+vs_cuda_backend_v9(const vs::BackendConfig *config, char *err, size_t errlen)
 {
     auto say = [&](const std::string &m) {
         if (err && errlen)

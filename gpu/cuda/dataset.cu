@@ -1,5 +1,6 @@
 // Resident datasets of the CUDA backend: add (appended in place when every new id is larger,
-// else merged into fresh arrays by the gather kernel) and remove (compacted by the same kernel).
+// else merged into fresh arrays by the gather kernel), remove (compacted by the same kernel) and
+// subset (the kept rows gathered into a new dataset).
 #include "cuda/dataset.cuh"
 
 #include "engine/host_common.h"
@@ -139,26 +140,25 @@ void add_impl(DeviceContext &dev, CudaDataset &c, const float *vectors, const in
     VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
 }
 
-void remove_impl(DeviceContext &dev, CudaDataset &c, const int64_t *ids, size_t n, size_t *removed)
+namespace {
+
+// Replaces out's rows by c's rows at these positions (ascending), gathered on the device; out may
+// be c itself.
+void keep_rows(DeviceContext &dev, const CudaDataset &c, const std::vector<size_t> &rows,
+               CudaDataset &out)
 {
-    size_t gone = 0;
-    std::vector<size_t> keep = plan_remove(c.host_ids, ids, n, &gone);
-    if (removed)
-        *removed = gone;
-    if (gone == 0)
-        return;
-    const size_t rb = c.row_bytes(), total = keep.size();
+    const size_t rb = c.row_bytes(), total = rows.size();
     DeviceArray<unsigned char> x;
     DeviceArray<float> sq, inv;
     DeviceArray<int64_t> idv;
     allocate(dev, std::max<size_t>(total, 1), rb, x, idv, sq, inv);
-    std::vector<int64_t> map(keep.begin(), keep.end());
+    std::vector<int64_t> map(rows.begin(), rows.end());
     std::vector<int64_t> hid(total);
     std::vector<double> hsq(total);
     for (size_t r = 0; r < total; r++)
     {
-        hid[r] = c.host_ids[keep[r]];
-        hsq[r] = c.host_sq[keep[r]];
+        hid[r] = c.host_ids[rows[r]];
+        hsq[r] = c.host_sq[rows[r]];
     }
     if (total)
     {
@@ -168,15 +168,36 @@ void remove_impl(DeviceContext &dev, CudaDataset &c, const int64_t *ids, size_t 
         launch_gather_rows(x.get(), c.x.get(), nullptr, mapd.get(), total, rb, dev.main);
         VS_CUDA_CHECK(cudaStreamSynchronize(dev.main));
     }
-    c.x = std::move(x);
-    c.sq = std::move(sq);
-    c.inv = std::move(inv);
-    c.ids = std::move(idv);
-    c.capacity = std::max<size_t>(total, 1);
-    c.host_ids = std::move(hid);
-    c.host_sq = std::move(hsq);
-    upload_meta(dev, c, 0, total);
-    c.set_size(total);
+    out.x = std::move(x);
+    out.sq = std::move(sq);
+    out.inv = std::move(inv);
+    out.ids = std::move(idv);
+    out.capacity = std::max<size_t>(total, 1);
+    out.host_ids = std::move(hid);
+    out.host_sq = std::move(hsq);
+    upload_meta(dev, out, 0, total);
+    out.set_size(total);
+}
+
+} // namespace
+
+void remove_impl(DeviceContext &dev, CudaDataset &c, const int64_t *ids, size_t n, size_t *removed)
+{
+    size_t gone = 0;
+    std::vector<size_t> keep = plan_remove(c.host_ids, ids, n, &gone);
+    if (removed)
+        *removed = gone;
+    if (gone == 0)
+        return;
+    keep_rows(dev, c, keep, c); // maxnorm stays an upper bound
+}
+
+void subset_impl(DeviceContext &dev, const CudaDataset &c, const int64_t *ids, size_t n,
+                 CudaDataset &out)
+{
+    keep_rows(dev, c, plan_subset(c.host_ids, ids, n), out);
+    for (double s : out.host_sq)
+        out.maxnorm = std::max(out.maxnorm, std::sqrt(s));
 }
 
 } // namespace vs::cuda

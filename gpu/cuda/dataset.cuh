@@ -68,6 +68,10 @@ void add_impl(DeviceContext &dev, CudaDataset &c, const float *vectors, const in
 // Removes the rows of the ids present; *removed (optional) gets how many.
 void remove_impl(DeviceContext &dev, CudaDataset &c, const int64_t *ids, size_t n, size_t *removed);
 
+// Fills the empty out with c's rows of these ids (each present once), gathered on the device.
+void subset_impl(DeviceContext &dev, const CudaDataset &c, const int64_t *ids, size_t n,
+                 CudaDataset &out);
+
 } // namespace vs::cuda
 
 #endif

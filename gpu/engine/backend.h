@@ -1,6 +1,6 @@
 // The C++ interface behind engine.h: one abstract Backend with a CPU implementation (gpu/cpu/,
 // linked into the engine) and a CUDA implementation (gpu/cuda/, in vsearch_cuda.so, obtained
-// through the exported C function vs_cuda_backend_v8 after dlopen).
+// through the exported C function vs_cuda_backend_v9 after dlopen).
 //
 // Backend is the core: datasets, exact kNN / range search and k-means.  Each index family has an
 // abstract interface of its own in its own header (engine/ivfpq_backend.h: IvfpqBackend and its
@@ -132,6 +132,9 @@ public:
                                size_t n) noexcept = 0;
     virtual Status dataset_remove(Dataset *ds, const int64_t *ids, size_t n,
                                   size_t *removed) noexcept = 0;
+    // A new dataset of src's rows with these ids (engine/host_common.h plan_subset validates).
+    virtual Status dataset_subset(const Dataset *src, const int64_t *ids, size_t n,
+                                  Dataset **out) noexcept = 0;
 
     // Arguments are validated by the front end (non-null, dims, metric range).
     virtual Status knn(const Dataset *ds, const float *queries, size_t nq, size_t k,
@@ -156,9 +159,10 @@ public:
 // with a message in err (no device, driver too old, ...).
 extern "C" typedef vs::Backend *(*vs_cuda_backend_fn)(const vs::BackendConfig *config, char *err,
                                                       size_t errlen);
-// v7: the graph family's navigability links (v6: the metric-space family; v5: the graph family's
-// build edges; v4: the graph family; v3: index families behind accessors; v2: the IVF-PQ virtuals
-// in Backend itself); a library of another version is refused rather than misused.
-#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v8"
+// v9: dataset_subset (v8: the graph family's compressed objects; v7: its navigability links; v6:
+// the metric-space family; v5: the graph family's build edges; v4: the graph family; v3: index
+// families behind accessors; v2: the IVF-PQ virtuals in Backend itself); a library of another
+// version is refused rather than misused.
+#define VS_CUDA_BACKEND_SYMBOL "vs_cuda_backend_v9"
 
 #endif

@@ -137,6 +137,25 @@ vs_status vs_dataset_remove(vs_context *ctx, vs_dataset *ds, const int64_t *ids,
     return finish(ctx, ctx->backend->dataset_remove(ds->impl, ids, n, removed));
 }
 
+vs_status vs_dataset_subset(vs_context *ctx, const vs_dataset *src, const int64_t *ids, size_t n,
+                            vs_dataset **out) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (!out)
+        return fail(ctx, VS_INVALID_ARGUMENT, "out is NULL");
+    *out = nullptr;
+    if (vs_status st = check_object(ctx, src, "dataset"))
+        return st;
+    if (n > 0 && !ids)
+        return fail(ctx, VS_INVALID_ARGUMENT, "ids is NULL");
+    if (vs_status st = fault_point(ctx))
+        return st;
+    return create_object(ctx, out, [&](vs::Dataset **impl) {
+        return ctx->backend->dataset_subset(src->impl, ids, n, impl);
+    });
+}
+
 size_t vs_dataset_size(const vs_dataset *ds) noexcept
 {
     return ds && ds->impl ? ds->impl->size() : 0;

@@ -71,6 +71,25 @@ std::vector<size_t> plan_remove(const std::vector<int64_t> &old_ids, const int64
     return keep;
 }
 
+std::vector<size_t> plan_subset(const std::vector<int64_t> &old_ids, const int64_t *ids, size_t n)
+{
+    std::vector<size_t> rows(n);
+    for (size_t i = 0; i < n; i++)
+    {
+        int64_t r = find_row(old_ids, ids[i]);
+        if (r < 0)
+            throw Error(VS_INVALID_ARGUMENT,
+                        "id " + std::to_string(ids[i]) + " of the subset is not in the dataset");
+        rows[i] = static_cast<size_t>(r);
+    }
+    std::sort(rows.begin(), rows.end());
+    for (size_t i = 1; i < n; i++)
+        if (rows[i] == rows[i - 1])
+            throw Error(VS_INVALID_ARGUMENT, "id " + std::to_string(old_ids[rows[i]]) +
+                                                 " is repeated in the subset");
+    return rows;
+}
+
 int64_t find_row(const std::vector<int64_t> &ids, int64_t id)
 {
     auto it = std::lower_bound(ids.begin(), ids.end(), id);

@@ -53,6 +53,9 @@ AddPlan plan_add(const std::vector<int64_t> &old_ids, const int64_t *ids, size_t
 std::vector<size_t> plan_remove(const std::vector<int64_t> &old_ids, const int64_t *ids, size_t n,
                                 size_t *removed);
 
+// Rows (ascending) of the ids, each of which must be present once; throws Error.
+std::vector<size_t> plan_subset(const std::vector<int64_t> &old_ids, const int64_t *ids, size_t n);
+
 // Row of an id in a sorted id array, or -1.
 int64_t find_row(const std::vector<int64_t> &ids, int64_t id);
 

@@ -186,6 +186,40 @@ Status MultiBackendImpl::dataset_remove(Dataset *ds, const int64_t *ids, size_t 
     });
 }
 
+// Each part's subset on its device: a replica takes every id, a shard the ids it holds.
+Status MultiBackendImpl::dataset_subset(const Dataset *src, const int64_t *ids, size_t n,
+                                        Dataset **out) noexcept
+{
+    return guarded([&] {
+        MultiDataset &s = as_multi(src);
+        check_alive(s);
+        std::unique_ptr<MultiDataset> m(new MultiDataset(s.dim(), s.dtype()));
+        m->placement = s.placement;
+        m->devs = s.devs;
+        m->parts.assign(s.parts.size(), nullptr);
+        Status st = run_parts(s, [&](size_t p) {
+            Backend *b = devs_[static_cast<size_t>(s.devs[p])].backend.get();
+            if (s.placement != VS_PLACEMENT_SHARDED)
+                return b->dataset_subset(s.parts[p], ids, n, &m->parts[p]);
+            std::vector<int64_t> mine;
+            for (size_t r = 0; r < n; r++)
+                if (shard_of(ids[r], s.parts.size()) == p)
+                    mine.push_back(ids[r]);
+            return b->dataset_subset(s.parts[p], mine.data(), mine.size(), &m->parts[p]);
+        });
+        if (!st.ok())
+        {
+            destroy_parts(*m);
+            throw Error(st.code, st.message);
+        }
+        for (int d : m->devs)
+            devs_[static_cast<size_t>(d)].datasets++;
+        m->owner = this;
+        resize(*m);
+        *out = m.release();
+    });
+}
+
 Status MultiBackendImpl::knn(const Dataset *ds, const float *queries, size_t nq, size_t k,
                              vs_metric metric, const Subsets *subsets, int64_t *out_ids,
                              float *out_dists, int64_t *out_counts) noexcept

@@ -300,6 +300,8 @@ public:
                        size_t n) noexcept override;
     Status dataset_remove(Dataset *ds, const int64_t *ids, size_t n,
                           size_t *removed) noexcept override;
+    Status dataset_subset(const Dataset *src, const int64_t *ids, size_t n,
+                          Dataset **out) noexcept override;
     Status knn(const Dataset *ds, const float *queries, size_t nq, size_t k, vs_metric metric,
                const Subsets *subsets, int64_t *out_ids, float *out_dists,
                int64_t *out_counts) noexcept override;

@@ -1,6 +1,6 @@
 // The engine's C API: argument checking, error codes and messages, dataset bookkeeping (ids kept
-// in order across adds and removes), the range allocator callback, cancellation and backend
-// selection.
+// in order across adds and removes, subsets), the range allocator callback, cancellation and
+// backend selection.
 #include "engine_testing.h"
 
 #include "engine/backend.h" // VS_CUDA_BACKEND_SYMBOL
@@ -183,6 +183,92 @@ TEST_P(EngineApi, AddRemoveKeepsIdOrder)
     ASSERT_EQ(vs_knn(c, raw, &base.x[0], 1, 2, VS_METRIC_L2, nullptr, oid, od, &cnt), VS_OK);
     EXPECT_EQ(cnt, 0);
     EXPECT_EQ(oid[0], -1);
+}
+
+// knn answers of two datasets of one context, bit for bit (ids, distances, counts).
+void expect_same_knn(vs_context *c, const vs_dataset *a, const vs_dataset *b,
+                     const std::vector<float> &q, size_t nq, size_t k, vs_metric m)
+{
+    std::vector<int64_t> ia(nq * k), ib(nq * k), ca(nq), cb(nq);
+    std::vector<float> xa(nq * k), xb(nq * k);
+    ASSERT_EQ(vs_knn(c, a, q.data(), nq, k, m, nullptr, ia.data(), xa.data(), ca.data()), VS_OK)
+        << vs_last_error(c);
+    ASSERT_EQ(vs_knn(c, b, q.data(), nq, k, m, nullptr, ib.data(), xb.data(), cb.data()), VS_OK)
+        << vs_last_error(c);
+    EXPECT_EQ(ca, cb);
+    EXPECT_EQ(ia, ib);
+    EXPECT_EQ(0, std::memcmp(xa.data(), xb.data(), xa.size() * sizeof(float)));
+}
+
+// A subset of a dataset (its rows named in any order) answers as a dataset the same rows were
+// added to directly, in F32 and F16 storage, also once its source is gone; a missing or repeated
+// id is refused and leaves no dataset.
+TEST_P(EngineApi, SubsetSearchesAmongItsRows)
+{
+    VT_CONTEXT_OR_SKIP(ctx, GetParam());
+    vs_context *c = ctx.get();
+    vt::Data D = vt::make_data(600, 12, 21, 0.05);
+    vt::Data S; // 150 of D's rows (241 and 600 coprime: no row twice)
+    S.n = 150;
+    S.d = D.d;
+    for (size_t i = 0; i < S.n; i++)
+    {
+        size_t r = (i * 241 + 17) % D.n;
+        S.ids.push_back(D.ids[r]);
+        S.x.insert(S.x.end(), &D.x[r * D.d], &D.x[r * D.d] + D.d);
+        S.group.push_back(D.group[r]);
+    }
+    auto q = vt::make_queries(S, 40, 5);
+    for (vs_dtype storage : {VS_DTYPE_F32, VS_DTYPE_F16})
+    {
+        SCOPED_TRACE(storage == VS_DTYPE_F16 ? "f16" : "f32");
+        vs_dataset *raw = nullptr;
+        ASSERT_EQ(vs_dataset_create(c, D.d, storage, &raw), VS_OK);
+        vt::DatasetPtr all(raw, vt::DatasetDeleter{c});
+        ASSERT_EQ(vs_dataset_add(c, raw, D.x.data(), D.ids.data(), D.n), VS_OK);
+        ASSERT_EQ(vs_dataset_create(c, D.d, storage, &raw), VS_OK);
+        vt::DatasetPtr direct(raw, vt::DatasetDeleter{c});
+        ASSERT_EQ(vs_dataset_add(c, raw, S.x.data(), S.ids.data(), S.n), VS_OK);
+
+        raw = nullptr;
+        ASSERT_EQ(vs_dataset_subset(c, all.get(), S.ids.data(), S.n, &raw), VS_OK)
+            << vs_last_error(c);
+        vt::DatasetPtr sub(raw, vt::DatasetDeleter{c});
+        EXPECT_EQ(vs_dataset_size(sub.get()), S.n);
+        EXPECT_EQ(vs_dataset_dim(sub.get()), D.d);
+        EXPECT_EQ(vs_dataset_storage(sub.get()), storage);
+        EXPECT_EQ(vs_dataset_size(all.get()), D.n);
+        for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_IP, VS_METRIC_COSINE, VS_METRIC_L1})
+        {
+            SCOPED_TRACE(vt::metric_name(m));
+            expect_same_knn(c, sub.get(), direct.get(), q, 40, 10, m);
+            expect_same_knn(c, sub.get(), direct.get(), q, 2, 200, m); // k > rows
+        }
+
+        int64_t missing[2] = {S.ids[0], 99999999};
+        raw = reinterpret_cast<vs_dataset *>(&missing);
+        EXPECT_EQ(vs_dataset_subset(c, all.get(), missing, 2, &raw), VS_INVALID_ARGUMENT);
+        EXPECT_EQ(raw, nullptr);
+        EXPECT_NE(std::string(vs_last_error(c)).find("99999999 of the subset is not in the dataset"),
+                  std::string::npos)
+            << vs_last_error(c);
+        int64_t twice[3] = {S.ids[3], S.ids[1], S.ids[3]};
+        EXPECT_EQ(vs_dataset_subset(c, all.get(), twice, 3, &raw), VS_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(vs_last_error(c)).find("repeated"), std::string::npos);
+        EXPECT_EQ(vs_dataset_subset(c, all.get(), nullptr, 1, &raw), VS_INVALID_ARGUMENT);
+        EXPECT_EQ(vs_dataset_subset(c, nullptr, S.ids.data(), 1, &raw), VS_INVALID_ARGUMENT);
+
+        ASSERT_EQ(vs_dataset_subset(c, all.get(), nullptr, 0, &raw), VS_OK);
+        vt::DatasetPtr empty(raw, vt::DatasetDeleter{c});
+        int64_t oid[2], cnt = -1;
+        float od[2];
+        ASSERT_EQ(vs_knn(c, empty.get(), q.data(), 1, 2, VS_METRIC_L2, nullptr, oid, od, &cnt),
+                  VS_OK);
+        EXPECT_EQ(cnt, 0);
+
+        all.reset();
+        expect_same_knn(c, sub.get(), direct.get(), q, 40, 10, VS_METRIC_L2);
+    }
 }
 
 struct Arena

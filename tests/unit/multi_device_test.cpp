@@ -130,6 +130,26 @@ TEST_P(MultiDevice, SameAnswersAsOneDevice)
     expect_same_range(one_.get(), a.get(), many_.get(), b.get(), q, 300, 30.0f, VS_METRIC_L2SQ);
     expect_same_range(one_.get(), a.get(), many_.get(), b.get(), q, 9, 30.0f, VS_METRIC_L2SQ);
 
+    // a subset of every third row: the same rows, wherever they live
+    std::vector<int64_t> third;
+    for (size_t i = 0; i < D.n; i += 3)
+        third.push_back(D.ids[i]);
+    vs_dataset *sa = nullptr, *sb = nullptr;
+    ASSERT_EQ(vs_dataset_subset(one_.get(), a.get(), third.data(), third.size(), &sa), VS_OK);
+    vt::DatasetPtr suba(sa, vt::DatasetDeleter{one_.get()});
+    ASSERT_EQ(vs_dataset_subset(many_.get(), b.get(), third.data(), third.size(), &sb), VS_OK)
+        << vs_last_error(many_.get());
+    vt::DatasetPtr subb(sb, vt::DatasetDeleter{many_.get()});
+    EXPECT_EQ(vs_dataset_size(subb.get()), third.size());
+    EXPECT_EQ(vs_dataset_placement(many_.get(), subb.get()),
+              vs_dataset_placement(many_.get(), b.get()));
+    expect_same_knn(one_.get(), suba.get(), many_.get(), subb.get(), q, 300, 10, VS_METRIC_L2SQ);
+    expect_same_knn(one_.get(), suba.get(), many_.get(), subb.get(), q, 3, 1100, VS_METRIC_IP);
+    third.push_back(123456789);
+    EXPECT_EQ(vs_dataset_subset(many_.get(), b.get(), third.data(), third.size(), &sb),
+              VS_INVALID_ARGUMENT);
+    EXPECT_EQ(sb, nullptr);
+
     // removes: the same rows go, wherever they live
     std::vector<int64_t> gone(D.ids.begin(), D.ids.begin() + 500);
     gone.push_back(123456789);

@@ -217,6 +217,11 @@ vs_status vs_dataset_add_f16(vs_context *ctx, vs_dataset *ds, const uint16_t *ve
  * number of rows removed. */
 vs_status vs_dataset_remove(vs_context *ctx, vs_dataset *ds, const int64_t *ids, size_t n,
                             size_t *removed) VS_NOEXCEPT;
+/* A new dataset of src's rows with these ids (each in src, none repeated), in src's storage and
+ * placement, copied within the backend (device to device on CUDA): a search among part of a
+ * resident dataset without sending its rows again. */
+vs_status vs_dataset_subset(vs_context *ctx, const vs_dataset *src, const int64_t *ids, size_t n,
+                            vs_dataset **out) VS_NOEXCEPT;
 size_t vs_dataset_size(const vs_dataset *ds) VS_NOEXCEPT;
 size_t vs_dataset_dim(const vs_dataset *ds) VS_NOEXCEPT;
 vs_dtype vs_dataset_storage(const vs_dataset *ds) VS_NOEXCEPT;
