@@ -123,8 +123,10 @@ class IvfpqRuns:
                 SELECT b.query, t.id, b.distance FROM vsearch_knn_batch('{idx}', {arr}, {k}) b
                   JOIN {t} t ON t.ctid = b.row_ctid ORDER BY 1, 3, 2""", S)
             rec = self.recall_of(rows, B, gt_ids, gt_dist, k)
-            # each psql session is a new backend: one untimed 1-query call first loads the index
-            # into its cache (the in-backend path's per-backend copy), so the timings are steady
+            # each psql session is a new backend: one untimed 1-query call first maps the index's
+            # pages; the first timed call still pays the first touches of the rows it re-ranks
+            # (docs/BENCHMARKS.md, "where a new session's first vs_ivfpq query goes"), which the
+            # median of the plan's 3 leaves out
             warm = f"SELECT count(*) FROM vsearch_knn_batch('{idx}', ARRAY(SELECT v FROM {t}_q WHERE qid = 1), {k});"
             times = self.pg.timed(f"SELECT count(*) FROM vsearch_knn_batch('{idx}', {arr}, {k})",
                                   dict(S, client_min_messages="debug1", **self.batch_settings), reps,
