@@ -265,9 +265,14 @@ bool by_key_id(const Kept &a, const Kept &b)
 
 bool same_entry(const Kept &a, const Kept &b) { return a.dist_key == b.dist_key && a.id == b.id; }
 
-// The work (entries x sub-quantizers x queries, plus a table per query) of an add below which it
-// stays on the calling thread (rowscan.cpp: handing work to threads and back costs ~55 us here).
+// The work (entries x sub-quantizers x queries, plus a table per query) of a scan step below which
+// it stays on the calling thread (rowscan.cpp: handing work to threads and back costs ~55 us here).
 constexpr size_t kListParallelWork = size_t(1) << 21;
+// The lists a scan holds before it searches them: a step of this much work (or of this many bytes
+// of codes) across lists, so that a batch whose lists each have a few queries still runs on every
+// thread.
+constexpr size_t kHeldWork = size_t(1) << 24;
+constexpr size_t kHeldBytes = size_t(8) << 20;
 
 class CpuIvfpqListScan final : public IvfpqListScan
 {
@@ -309,50 +314,32 @@ public:
     size_t nq() const override { return nq_; }
     const std::vector<uint32_t> &lists() const override { return lists_; }
 
+    // The list's entries are copied and searched with the lists held before them (search_held).
     void add(size_t list, const int64_t *ids, const uint8_t *codes, const uint64_t *tags,
              size_t n) override
     {
         if (n == 0 || list >= ivf_.params().nlist)
             return;
-        const size_t p0 = probe_start_[list], np = probe_start_[list + 1] - p0;
+        const size_t np = probe_start_[list + 1] - probe_start_[list];
         if (np == 0)
             return; // no query probes this list
         const vs_ivfpq_params &p = ivf_.params();
-        const size_t work = np * (n * p.m + (size_t{1} << p.nbits) * p.dim);
-        const size_t width = p.m << p.nbits;
-        const size_t groups = (np + kLutGroup - 1) / kLutGroup;
-        // a group of the queries probing the list at a time: their tables together (build_luts)
-        parallel_for(groups, work >= kListParallelWork ? threads_ : 1, cfg_, [&](size_t gi) {
-            const size_t i0 = p0 + gi * kLutGroup, gn = std::min(kLutGroup, p0 + np - i0);
-            const float *qs[kLutGroup];
-            size_t lists[kLutGroup];
-            for (size_t g = 0; g < gn; g++)
-            {
-                qs[g] = &x_[probes_[i0 + g].query * p.dim];
-                lists[g] = list;
-            }
-            thread_local std::vector<float> residual, lut;
-            build_luts(ivf_, qs, lists, gn, residual, lut);
-            for (size_t g = 0; g < gn; g++)
-            {
-                const Probe &pr = probes_[i0 + g];
-                std::vector<Kept> &kept = kept_[pr.query];
-                uint32_t &bound = bound_[pr.query];
-                estimate_entries(p, lut.data() + g * width, pr.term, codes, n,
-                                 [&](size_t e, float est) {
-                                     const uint32_t key = float_key(est);
-                                     if (range_ ? !(est <= radius_) : key > bound)
-                                         return;
-                                     kept.push_back({key, ids[e], tags ? tags[e] : 0});
-                                     if (!range_ && kept.size() >= 2 * k_ + 256)
-                                         prune(kept, bound);
-                                 });
-            }
-        });
+        const size_t cs = (p.m * p.nbits + 7) / 8;
+        held_.push_back({list, held_ids_.size(), n});
+        held_ids_.insert(held_ids_.end(), ids, ids + n);
+        held_codes_.insert(held_codes_.end(), codes, codes + n * cs);
+        if (tags)
+            held_tags_.insert(held_tags_.end(), tags, tags + n);
+        else
+            held_tags_.resize(held_tags_.size() + n, 0);
+        held_work_ += np * (n * p.m + (size_t{1} << p.nbits) * p.dim);
+        if (held_work_ >= kHeldWork || held_codes_.size() >= kHeldBytes)
+            search_held();
     }
 
     void knn_result(int64_t *ids, float *dists, uint64_t *tags, int64_t *counts) override
     {
+        search_held();
         for (size_t q = 0; q < nq_; q++)
         {
             std::vector<Kept> &kept = kept_[q];
@@ -372,6 +359,7 @@ public:
 
     void range_result(RangeCollector *collector) override
     {
+        search_held();
         std::vector<int64_t> counts(nq_), ids;
         std::vector<float> dists;
         for (size_t q = 0; q < nq_; q++)
@@ -397,6 +385,72 @@ private:
         uint32_t query;
         float term;
     };
+    struct HeldList
+    {
+        size_t list, first, n; // its entries: held_ids_[first .. first + n)
+    };
+
+    // The held lists against the queries probing them.  The queries are split into parts (query
+    // mod parts), each part searching every held list in the order added, so that a query's
+    // entries arrive in the order of a search list by list and its answer is the same on any
+    // number of threads; a part's queries of a list go kLutGroup at a time (build_luts).
+    void search_held()
+    {
+        if (held_.empty())
+            return;
+        const vs_ivfpq_params &p = ivf_.params();
+        const size_t cs = (p.m * p.nbits + 7) / 8, width = p.m << p.nbits;
+        const int threads = held_work_ >= kListParallelWork ? threads_ : 1;
+        const size_t parts = threads > 1 ? 4 * static_cast<size_t>(threads) : 1;
+        parallel_for(parts, threads, cfg_, [&](size_t part) {
+            thread_local std::vector<float> residual, lut;
+            for (const HeldList &h : held_)
+            {
+                const uint8_t *codes = held_codes_.data() + h.first * cs;
+                const int64_t *ids = held_ids_.data() + h.first;
+                const uint64_t *tags = held_tags_.data() + h.first;
+                const Probe *pr[kLutGroup];
+                const float *qs[kLutGroup];
+                size_t lists[kLutGroup];
+                size_t gn = 0;
+                auto search_group = [&] {
+                    build_luts(ivf_, qs, lists, gn, residual, lut);
+                    for (size_t g = 0; g < gn; g++)
+                    {
+                        std::vector<Kept> &kept = kept_[pr[g]->query];
+                        uint32_t &bound = bound_[pr[g]->query];
+                        estimate_entries(p, lut.data() + g * width, pr[g]->term, codes, h.n,
+                                         [&](size_t e, float est) {
+                                             const uint32_t key = float_key(est);
+                                             if (range_ ? !(est <= radius_) : key > bound)
+                                                 return;
+                                             kept.push_back({key, ids[e], tags[e]});
+                                             if (!range_ && kept.size() >= 2 * k_ + 256)
+                                                 prune(kept, bound);
+                                         });
+                    }
+                    gn = 0;
+                };
+                for (size_t i = probe_start_[h.list]; i < probe_start_[h.list + 1]; i++)
+                {
+                    if (probes_[i].query % parts != part)
+                        continue;
+                    pr[gn] = &probes_[i];
+                    qs[gn] = &x_[probes_[i].query * p.dim];
+                    lists[gn] = h.list;
+                    if (++gn == kLutGroup)
+                        search_group();
+                }
+                if (gn > 0)
+                    search_group();
+            }
+        });
+        held_.clear();
+        held_ids_.clear();
+        held_codes_.clear();
+        held_tags_.clear();
+        held_work_ = 0;
+    }
 
     // Keeps the k smallest distinct entries, sorted; bound: the k-th's key once there are k.
     void prune(std::vector<Kept> &kept, uint32_t &bound) const
@@ -423,6 +477,12 @@ private:
     std::vector<Probe> probes_;
     std::vector<std::vector<Kept>> kept_; // per query
     std::vector<uint32_t> bound_;         // per query: no entry with a larger key can enter
+    // lists added but not searched yet (search_held), with copies of their entries
+    std::vector<HeldList> held_;
+    std::vector<int64_t> held_ids_;
+    std::vector<uint8_t> held_codes_;
+    std::vector<uint64_t> held_tags_;
+    size_t held_work_ = 0;
 };
 
 Ivfpq *cpu_ivfpq_create(const vs_ivfpq_params &params, const float *centroids,

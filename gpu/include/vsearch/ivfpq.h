@@ -125,9 +125,10 @@ vs_status vs_ivfpq_range(vs_context *ctx, const vs_ivfpq *ivf, const float *quer
  * holding the same entries, except that entries equal in id and estimate (one entry handed over
  * twice, e.g. seen again after a concurrent compaction moved it) count once.  Each entry may
  * carry a tag of the caller's (e.g. where it lies), returned with the kNN answer.  The scan runs
- * on the host's CPU threads (the context's num_threads); an add reads its arrays before it
- * returns.  The table of a (query, list) pair is built once per add, so a list is best handed
- * over in few adds. */
+ * on the host's CPU threads (the context's num_threads); an add copies its arrays before it
+ * returns, and the lists added are searched together, several at a time across the threads (at
+ * the latest by the result call).  The table of a (query, list) pair is built once per add, so a
+ * list is best handed over in few adds. */
 
 typedef struct vs_ivfpq_scan vs_ivfpq_scan;
 
