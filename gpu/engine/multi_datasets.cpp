@@ -117,15 +117,7 @@ Status MultiBackendImpl::dataset_create(size_t dim, vs_dtype dtype, Dataset **ou
         Status st = run_parts(*m, [&](size_t p) {
             return devs_[m->devs[p]].backend->dataset_create(dim, dtype, &m->parts[p]);
         });
-        if (!st.ok())
-        {
-            destroy_parts(*m);
-            throw Error(st.code, st.message);
-        }
-        for (int d : m->devs)
-            devs_[static_cast<size_t>(d)].datasets++;
-        m->owner = this;
-        *out = m.release();
+        *out = adopt_parts(std::move(m), st);
     });
 }
 
@@ -207,16 +199,7 @@ Status MultiBackendImpl::dataset_subset(const Dataset *src, const int64_t *ids, 
                     mine.push_back(ids[r]);
             return b->dataset_subset(s.parts[p], mine.data(), mine.size(), &m->parts[p]);
         });
-        if (!st.ok())
-        {
-            destroy_parts(*m);
-            throw Error(st.code, st.message);
-        }
-        for (int d : m->devs)
-            devs_[static_cast<size_t>(d)].datasets++;
-        m->owner = this;
-        resize(*m);
-        *out = m.release();
+        *out = adopt_parts(std::move(m), st);
     });
 }
 
@@ -333,6 +316,20 @@ Status MultiBackendImpl::range(const Dataset *ds, const float *queries, size_t n
             }
         deliver(from, from_first, nq, collector);
     });
+}
+
+MultiDataset *MultiBackendImpl::adopt_parts(std::unique_ptr<MultiDataset> m, const Status &st)
+{
+    if (!st.ok())
+    {
+        destroy_parts(*m);
+        throw Error(st.code, st.message);
+    }
+    for (int d : m->devs)
+        devs_[static_cast<size_t>(d)].datasets++;
+    m->owner = this;
+    resize(*m);
+    return m.release();
 }
 
 void MultiBackendImpl::resize(MultiDataset &m)

@@ -437,6 +437,9 @@ private:
     std::vector<size_t> live_list() const;
     vs_placement decide(const MultiDataset &m, size_t n);
     void resize(MultiDataset &m);
+    // A new dataset whose parts were made with status st: counted on its devices and sized, or
+    // (st failed) its parts destroyed and st thrown.
+    MultiDataset *adopt_parts(std::unique_ptr<MultiDataset> m, const Status &st);
 
 public:
     // Objects going away: their parts or inner objects deleted on their devices' threads.
