@@ -35,7 +35,7 @@
 #include "worker.h"
 #include "worker_internal.h"
 
-#define VS_GRAPH_DATASETS			2
+#define VS_GRAPH_DATASETS			4	/* an IVF build holds two: its rows, its lists' centroids */
 #define VS_GRAPH_DATASET_IDLE_MS	60000
 
 typedef struct VsGraphDataset
