@@ -418,6 +418,9 @@ private:
                     for (size_t g = 0; g < gn; g++)
                     {
                         std::vector<Kept> &kept = kept_[pr[g]->query];
+                        // what it holds at most before a prune, for the k of a re-rank
+                        if (!range_ && kept.capacity() == 0)
+                            kept.reserve(std::min<size_t>(2 * k_ + 256, 1024));
                         uint32_t &bound = bound_[pr[g]->query];
                         estimate_entries(p, lut.data() + g * width, pr[g]->term, codes, h.n,
                                          [&](size_t e, float est) {
