@@ -400,8 +400,9 @@ private:
             return;
         const vs_ivfpq_params &p = ivf_.params();
         const size_t cs = (p.m * p.nbits + 7) / 8, width = p.m << p.nbits;
+        // (a single query is one part: on the calling thread, with no thread started for it)
         const int threads = held_work_ >= kListParallelWork ? threads_ : 1;
-        const size_t parts = threads > 1 ? 4 * static_cast<size_t>(threads) : 1;
+        const size_t parts = threads > 1 ? std::min(4 * static_cast<size_t>(threads), nq_) : 1;
         parallel_for(parts, threads, cfg_, [&](size_t part) {
             thread_local std::vector<float> residual, lut;
             for (const HeldList &h : held_)
