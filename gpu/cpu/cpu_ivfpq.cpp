@@ -333,7 +333,8 @@ public:
         else
             held_tags_.resize(held_tags_.size() + n, 0);
         held_work_ += np * (n * p.m + (size_t{1} << p.nbits) * p.dim);
-        if (held_work_ >= kHeldWork || held_codes_.size() >= kHeldBytes)
+        // a single query's lists, which no thread would share, are searched as they come
+        if (nq_ == 1 || held_work_ >= kHeldWork || held_codes_.size() >= kHeldBytes)
             search_held();
     }
 
