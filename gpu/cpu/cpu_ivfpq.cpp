@@ -314,7 +314,8 @@ public:
     size_t nq() const override { return nq_; }
     const std::vector<uint32_t> &lists() const override { return lists_; }
 
-    // The list's entries are copied and searched with the lists held before them (search_held).
+    // A single query's list is searched at once, in the caller's arrays (no thread would share
+    // it); other scans copy the entries and search them with the lists held before them.
     void add(size_t list, const int64_t *ids, const uint8_t *codes, const uint64_t *tags,
              size_t n) override
     {
@@ -324,6 +325,13 @@ public:
         if (np == 0)
             return; // no query probes this list
         const vs_ivfpq_params &p = ivf_.params();
+        const size_t work = np * (n * p.m + (size_t{1} << p.nbits) * p.dim);
+        if (nq_ == 1)
+        {
+            const ListEntries here{list, ids, codes, tags, n};
+            search_lists(&here, 1, work);
+            return;
+        }
         const size_t cs = (p.m * p.nbits + 7) / 8;
         held_.push_back({list, held_ids_.size(), n});
         held_ids_.insert(held_ids_.end(), ids, ids + n);
@@ -332,9 +340,8 @@ public:
             held_tags_.insert(held_tags_.end(), tags, tags + n);
         else
             held_tags_.resize(held_tags_.size() + n, 0);
-        held_work_ += np * (n * p.m + (size_t{1} << p.nbits) * p.dim);
-        // a single query's lists, which no thread would share, are searched as they come
-        if (nq_ == 1 || held_work_ >= kHeldWork || held_codes_.size() >= kHeldBytes)
+        held_work_ += work;
+        if (held_work_ >= kHeldWork || held_codes_.size() >= kHeldBytes)
             search_held();
     }
 
@@ -390,33 +397,56 @@ private:
     {
         size_t list, first, n; // its entries: held_ids_[first .. first + n)
     };
+    struct ListEntries
+    {
+        size_t list;
+        const int64_t *ids;
+        const uint8_t *codes;
+        const uint64_t *tags; // null: 0 for each
+        size_t n;
+    };
 
-    // The held lists against the queries probing them.  The queries are split into parts (query
-    // mod parts), each part searching every held list in the order added, so that a query's
-    // entries arrive in the order of a search list by list and its answer is the same on any
-    // number of threads; a part's queries of a list go kLutGroup at a time (build_luts).
+    // The held lists (search_lists), then none.
     void search_held()
     {
         if (held_.empty())
             return;
         const vs_ivfpq_params &p = ivf_.params();
-        const size_t cs = (p.m * p.nbits + 7) / 8, width = p.m << p.nbits;
-        // (a single query is one part: on the calling thread, with no thread started for it)
-        const int threads = held_work_ >= kListParallelWork ? threads_ : 1;
+        const size_t cs = (p.m * p.nbits + 7) / 8;
+        std::vector<ListEntries> lists;
+        lists.reserve(held_.size());
+        for (const HeldList &h : held_)
+            lists.push_back({h.list, held_ids_.data() + h.first, held_codes_.data() + h.first * cs,
+                             held_tags_.data() + h.first, h.n});
+        search_lists(lists.data(), lists.size(), held_work_);
+        held_.clear();
+        held_ids_.clear();
+        held_codes_.clear();
+        held_tags_.clear();
+        held_work_ = 0;
+    }
+
+    // Lists against the queries probing them.  The queries are split into parts (query mod
+    // parts), each part searching every list in the order given, so that a query's entries
+    // arrive in the order of a search list by list and its answer is the same on any number of
+    // threads; a part's queries of a list go kLutGroup at a time (build_luts).
+    void search_lists(const ListEntries *lists, size_t nlists, size_t work)
+    {
+        const vs_ivfpq_params &p = ivf_.params();
+        const size_t width = p.m << p.nbits;
+        const int threads = work >= kListParallelWork ? threads_ : 1;
         const size_t parts = threads > 1 ? std::min(4 * static_cast<size_t>(threads), nq_) : 1;
         parallel_for(parts, threads, cfg_, [&](size_t part) {
             thread_local std::vector<float> residual, lut;
-            for (const HeldList &h : held_)
+            for (size_t l = 0; l < nlists; l++)
             {
-                const uint8_t *codes = held_codes_.data() + h.first * cs;
-                const int64_t *ids = held_ids_.data() + h.first;
-                const uint64_t *tags = held_tags_.data() + h.first;
+                const ListEntries &h = lists[l];
                 const Probe *pr[kLutGroup];
                 const float *qs[kLutGroup];
-                size_t lists[kLutGroup];
+                size_t group_lists[kLutGroup];
                 size_t gn = 0;
                 auto search_group = [&] {
-                    build_luts(ivf_, qs, lists, gn, residual, lut);
+                    build_luts(ivf_, qs, group_lists, gn, residual, lut);
                     for (size_t g = 0; g < gn; g++)
                     {
                         std::vector<Kept> &kept = kept_[pr[g]->query];
@@ -424,12 +454,13 @@ private:
                         if (!range_ && kept.capacity() == 0)
                             kept.reserve(std::min<size_t>(2 * k_ + 256, 1024));
                         uint32_t &bound = bound_[pr[g]->query];
-                        estimate_entries(p, lut.data() + g * width, pr[g]->term, codes, h.n,
+                        estimate_entries(p, lut.data() + g * width, pr[g]->term, h.codes, h.n,
                                          [&](size_t e, float est) {
                                              const uint32_t key = float_key(est);
                                              if (range_ ? !(est <= radius_) : key > bound)
                                                  return;
-                                             kept.push_back({key, ids[e], tags[e]});
+                                             kept.push_back(
+                                                 {key, h.ids[e], h.tags ? h.tags[e] : 0});
                                              if (!range_ && kept.size() >= 2 * k_ + 256)
                                                  prune(kept, bound);
                                          });
@@ -442,7 +473,7 @@ private:
                         continue;
                     pr[gn] = &probes_[i];
                     qs[gn] = &x_[probes_[i].query * p.dim];
-                    lists[gn] = h.list;
+                    group_lists[gn] = h.list;
                     if (++gn == kLutGroup)
                         search_group();
                 }
@@ -450,11 +481,6 @@ private:
                     search_group();
             }
         });
-        held_.clear();
-        held_ids_.clear();
-        held_codes_.clear();
-        held_tags_.clear();
-        held_work_ = 0;
     }
 
     // Keeps the k smallest distinct entries, sorted; bound: the k-th's key once there are k.
