@@ -109,6 +109,48 @@ void rank_lists(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
     keys.resize(count);
 }
 
+// rank_lists for nb queries x (row i at x + i * dim) from their blocked products with the packed
+// centroids, keys[i] query i's: a list can be among a query's first + count only if its product
+// value (||c||^2 - 2 <q, c>, or -<q, c> for IP) is within nearest_slack of the (first + count)-th
+// smallest (gemm.h: the products' rounding and the exact distance's), so only those lists get the
+// exact distance, and the keys are rank_lists' bit for bit.  Every list's exact distance when a
+// value may not be finite.  first + count < nlist.
+void rank_lists_packed(const CpuIvfpq &ivf, const PackedRows &centroids, const float *x,
+                       size_t nb, size_t first, size_t count, std::vector<uint64_t> *keys,
+                       std::vector<float> &values)
+{
+    const vs_ivfpq_params &p = ivf.params();
+    const vs_metric cm = pq_coarse_metric(p.metric);
+    const NearestKind kind = cm == VS_METRIC_IP ? NearestKind::IP : NearestKind::L2;
+    const size_t d = p.dim, nlist = p.nlist, ld = centroids.padded(), want = first + count;
+    values.resize(nb * ld + nlist);
+    float *nth = values.data() + nb * ld;
+    dot_block(x, d, nb, centroids, values.data(), ld);
+    for (size_t i = 0; i < nb; i++)
+    {
+        const float *q = x + i * d;
+        float *v = values.data() + i * ld;
+        for (size_t l = 0; l < nlist; l++)
+            nth[l] = v[l] = kind == NearestKind::L2 ? centroids.sqnorms()[l] - 2.0f * v[l] : -v[l];
+        double xnorm;
+        row_norms(q, d, 1, d, &xnorm);
+        const bool finite = nearest_values_finite(xnorm, centroids.max_norm());
+        std::nth_element(nth, nth + (want - 1), nth + nlist);
+        const double limit = static_cast<double>(nth[want - 1]) +
+                             nearest_slack(kind, d, kRoundedOnceError, xnorm,
+                                           centroids.max_norm());
+        std::vector<uint64_t> &k = keys[i];
+        k.clear();
+        for (size_t l = 0; l < nlist; l++)
+            if (!finite || static_cast<double>(v[l]) <= limit)
+                k.push_back(make_key(exact_distance_simd(cm, q, ivf.centroid_rows[l], d),
+                                     static_cast<uint32_t>(l)));
+        std::partial_sort(k.begin(), k.begin() + want, k.end());
+        k.erase(k.begin(), k.begin() + first);
+        k.resize(count);
+    }
+}
+
 // Tables built together (build_luts): their sub-quantizer's codewords are read once for all of
 // them, from the L1 cache, where a table alone streams the whole codebook (800 kB at Fashion-
 // MNIST's m 56, beyond the L2 cache) and a batch's tables were bound by it.
@@ -273,6 +315,9 @@ constexpr size_t kListParallelWork = size_t(1) << 21;
 // thread.
 constexpr size_t kHeldWork = size_t(1) << 24;
 constexpr size_t kHeldBytes = size_t(8) << 20;
+// Queries from which a scan ranks their lists from blocked products (rank_lists_packed): packing
+// the centroids costs about one query's exact ranking.
+constexpr size_t kPackedRankQueries = 8;
 
 class CpuIvfpqListScan final : public IvfpqListScan
 {
@@ -289,10 +334,27 @@ public:
         const size_t d = ivf_.params().dim;
         // Each query's probe window (rank_lists), then grouped by list: which queries probe a
         // list, with the term its estimates start from.
-        std::vector<std::vector<uint64_t>> keys(nq);
-        parallel_for(nq, nq * count * ivf_.params().nlist * d >= kListParallelWork ? threads_ : 1,
-                     cfg_, [&](size_t q) { rank_lists(ivf_, &x_[q * d], first, count, keys[q]); });
         const size_t nlist = ivf_.params().nlist;
+        std::vector<std::vector<uint64_t>> keys(nq);
+        const int rank_threads = nq * nlist * d >= kListParallelWork ? threads_ : 1;
+        if (nq >= kPackedRankQueries && first + count < nlist)
+        {
+            // blocks of queries whose products stay in L1 (about 32 kB)
+            PackedRows centroids;
+            centroids.pack_rows(ivf_.centroid_rows.data(), nlist, d);
+            const size_t block =
+                std::max<size_t>(1, (size_t{8} << 10) / centroids.padded() / 12) * 12;
+            parallel_for((nq + block - 1) / block, rank_threads, cfg_, [&](size_t b) {
+                thread_local std::vector<float> values;
+                const size_t q0 = b * block, nb = std::min(block, nq - q0);
+                rank_lists_packed(ivf_, centroids, &x_[q0 * d], nb, first, count, &keys[q0],
+                                  values);
+            });
+        }
+        else
+            parallel_for(nq, rank_threads, cfg_, [&](size_t q) {
+                rank_lists(ivf_, &x_[q * d], first, count, keys[q]);
+            });
         std::vector<size_t> per_list(nlist + 1, 0);
         for (size_t q = 0; q < nq; q++)
             for (uint64_t key : keys[q])
@@ -484,8 +546,22 @@ private:
     }
 
     // Keeps the k smallest distinct entries, sorted; bound: the k-th's key once there are k.
+    // The k smallest are selected first and only they sorted; an entry handed over twice among
+    // them (rare) sorts all.
     void prune(std::vector<Kept> &kept, uint32_t &bound) const
     {
+        if (k_ > 0 && kept.size() > k_)
+        {
+            std::nth_element(kept.begin(), kept.begin() + (k_ - 1), kept.end(), by_key_id);
+            std::sort(kept.begin(), kept.begin() + k_, by_key_id);
+            if (std::adjacent_find(kept.begin(), kept.begin() + k_, same_entry) ==
+                kept.begin() + k_)
+            {
+                kept.resize(k_);
+                bound = kept.back().dist_key;
+                return;
+            }
+        }
         std::sort(kept.begin(), kept.end(), by_key_id);
         kept.erase(std::unique(kept.begin(), kept.end(), same_entry), kept.end());
         if (kept.size() >= k_)

@@ -89,6 +89,14 @@ const Table &active()
 
 void PackedRows::pack(const float *rows, size_t n, size_t d, size_t ld)
 {
+    std::vector<const float *> row(n);
+    for (size_t j = 0; j < n; j++)
+        row[j] = rows + j * ld;
+    pack_rows(row.data(), n, d);
+}
+
+void PackedRows::pack_rows(const float *const *rows, size_t n, size_t d)
+{
     n_ = n;
     d_ = d;
     cols_ = (std::max<size_t>(n, 1) + kGemmColumnAlign - 1) / kGemmColumnAlign * kGemmColumnAlign;
@@ -99,7 +107,7 @@ void PackedRows::pack(const float *rows, size_t n, size_t d, size_t ld)
     double maxsq = 0;
     for (size_t j = 0; j < n; j++)
     {
-        const float *r = rows + j * ld;
+        const float *r = rows[j];
         float *p = panels_.data() + (j / width_) * d * width_ + j % width_;
         double s = 0;
         for (size_t t = 0; t < d; t++)

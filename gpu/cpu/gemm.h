@@ -34,6 +34,8 @@ public:
     PackedRows() = default;
     PackedRows(const float *rows, size_t n, size_t d, size_t ld) { pack(rows, n, d, ld); }
     void pack(const float *rows, size_t n, size_t d, size_t ld);
+    // The same from a pointer to each row (rows read in place, e.g. from index pages).
+    void pack_rows(const float *const *rows, size_t n, size_t d);
 
     size_t size() const { return n_; }
     size_t dim() const { return d_; }

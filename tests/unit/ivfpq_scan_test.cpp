@@ -255,6 +255,40 @@ TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
         }
 }
 
+// A scan of 8 queries or more ranks the lists from blocked products and computes the exact
+// coarse distance only near the last probe's: queries halfway between two centroids (exact
+// distances that tie or nearly) and on a centroid rank the lists as the search does, bit for bit.
+TEST(EngineIvfpqScan, ListsRankedFromProductsAsExactly)
+{
+    vt::ContextPtr ctx = cpu_context(2);
+    ASSERT_TRUE(ctx);
+    for (vs_metric metric : kPqMetrics)
+    {
+        SCOPED_TRACE(vt::metric_name(metric));
+        const size_t n = 3000, d = 32, nlist = 64;
+        std::vector<float> x = clustered(n, d, 80, 31, 0.05);
+        Built B;
+        B.p = make_params(d, nlist, 8, 8, metric);
+        train(ctx.get(), B, x);
+        fill(ctx.get(), B, x);
+        std::vector<float> q = clustered(8, d, 80, 32);
+        for (size_t i = 0; i < 12; i++)
+        {
+            const float *a = &B.centroids[(i * 5 % nlist) * d];
+            const float *b = &B.centroids[((i * 5 + 1 + i) % nlist) * d];
+            for (size_t t = 0; t < d; t++)
+                q.push_back(0.5f * (a[t] + b[t]));
+        }
+        q.insert(q.end(), B.centroids.begin() + 7 * d, B.centroids.begin() + 8 * d);
+        check_scan(ctx.get(), B, q, 0, 1, {10}, 11, n + 1);
+        check_scan(ctx.get(), B, q, 0, 3, {10}, 12, n + 1, Held::Pieces);
+        check_scan(ctx.get(), B, q, 2, 5, {20}, 13, 97);
+        check_scan(ctx.get(), B, q, 0, nlist - 1, {10}, 14, n + 1);
+        if (HasFatalFailure())
+            return;
+    }
+}
+
 // Adds with enough work (whole lists, 100 queries probing every list) split their queries over
 // the context's threads: the same answers.
 TEST(EngineIvfpqScan, ThreadsGiveTheSameAnswers)
