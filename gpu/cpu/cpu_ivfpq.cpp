@@ -151,6 +151,38 @@ void rank_lists_packed(const CpuIvfpq &ivf, const PackedRows &centroids, const f
     }
 }
 
+// The work (entries x sub-quantizers x queries, plus a table per query) of a scan step below which
+// it stays on the calling thread (rowscan.cpp: handing work to threads and back costs ~55 us here).
+constexpr size_t kListParallelWork = size_t(1) << 21;
+// Queries from which their lists are ranked from blocked products (rank_lists_packed): packing
+// the centroids costs about one query's exact ranking.
+constexpr size_t kPackedRankQueries = 8;
+
+// Each query's probe window (rank_lists) into keys[0 .. nq), on up to `threads` threads.
+void rank_queries(const BackendConfig &cfg, int threads, const CpuIvfpq &ivf, const float *x,
+                  size_t nq, size_t first, size_t count, std::vector<uint64_t> *keys)
+{
+    const size_t d = ivf.params().dim, nlist = ivf.params().nlist;
+    threads = nq * nlist * d >= kListParallelWork ? threads : 1;
+    if (nq < kPackedRankQueries || first + count >= nlist)
+    {
+        parallel_for(nq, threads, cfg,
+                     [&](size_t q) { rank_lists(ivf, x + q * d, first, count, keys[q]); });
+        return;
+    }
+    PackedRows own;
+    if (!ivf.centroids)
+        own.pack_rows(ivf.centroid_rows.data(), nlist, d);
+    const PackedRows &centroids = ivf.centroids ? ivf.packed_centroids() : own;
+    // blocks of queries whose products stay in L1 (about 32 kB)
+    const size_t block = std::max<size_t>(1, (size_t{8} << 10) / centroids.padded() / 12) * 12;
+    parallel_for((nq + block - 1) / block, threads, cfg, [&](size_t b) {
+        thread_local std::vector<float> values;
+        const size_t q0 = b * block, nb = std::min(block, nq - q0);
+        rank_lists_packed(ivf, centroids, x + q0 * d, nb, first, count, keys + q0, values);
+    });
+}
+
 // Tables built together (build_luts): their sub-quantizer's codewords are read once for all of
 // them, from the L1 cache, where a table alone streams the whole codebook (800 kB at Fashion-
 // MNIST's m 56, beyond the L2 cache) and a batch's tables were bound by it.
@@ -250,14 +282,13 @@ void estimate_entries(const vs_ivfpq_params &p, const float *lut, float term, co
     }
 }
 
-// Every entry of the query's probed lists with its estimate, in scan order.
-void scan_query(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
+// Every entry of the query's probed lists (probes: rank_lists' keys) with its estimate, in scan
+// order.
+void scan_query(const CpuIvfpq &ivf, const float *q, std::vector<uint64_t> &probes,
                 std::vector<Candidate> &out)
 {
     const vs_ivfpq_params &p = ivf.params();
-    std::vector<uint64_t> probes;
     std::vector<float> residual, lut;
-    rank_lists(ivf, q, first, count, probes);
     probes.erase(std::remove_if(probes.begin(), probes.end(),
                                 [&](uint64_t key) { return ivf.ids[key_row(key)].empty(); }),
                  probes.end());
@@ -307,17 +338,11 @@ bool by_key_id(const Kept &a, const Kept &b)
 
 bool same_entry(const Kept &a, const Kept &b) { return a.dist_key == b.dist_key && a.id == b.id; }
 
-// The work (entries x sub-quantizers x queries, plus a table per query) of a scan step below which
-// it stays on the calling thread (rowscan.cpp: handing work to threads and back costs ~55 us here).
-constexpr size_t kListParallelWork = size_t(1) << 21;
 // The lists a scan holds before it searches them: a step of this much work (or of this many bytes
 // of codes) across lists, so that a batch whose lists each have a few queries still runs on every
 // thread.
 constexpr size_t kHeldWork = size_t(1) << 24;
 constexpr size_t kHeldBytes = size_t(8) << 20;
-// Queries from which a scan ranks their lists from blocked products (rank_lists_packed): packing
-// the centroids costs about one query's exact ranking.
-constexpr size_t kPackedRankQueries = 8;
 
 class CpuIvfpqListScan final : public IvfpqListScan
 {
@@ -331,30 +356,11 @@ public:
         threads_ = cfg.num_threads > 0 ? cfg.num_threads
                                        : static_cast<int>(std::thread::hardware_concurrency());
         threads_ = std::max(threads_, 1);
-        const size_t d = ivf_.params().dim;
         // Each query's probe window (rank_lists), then grouped by list: which queries probe a
         // list, with the term its estimates start from.
         const size_t nlist = ivf_.params().nlist;
         std::vector<std::vector<uint64_t>> keys(nq);
-        const int rank_threads = nq * nlist * d >= kListParallelWork ? threads_ : 1;
-        if (nq >= kPackedRankQueries && first + count < nlist)
-        {
-            // blocks of queries whose products stay in L1 (about 32 kB)
-            PackedRows centroids;
-            centroids.pack_rows(ivf_.centroid_rows.data(), nlist, d);
-            const size_t block =
-                std::max<size_t>(1, (size_t{8} << 10) / centroids.padded() / 12) * 12;
-            parallel_for((nq + block - 1) / block, rank_threads, cfg_, [&](size_t b) {
-                thread_local std::vector<float> values;
-                const size_t q0 = b * block, nb = std::min(block, nq - q0);
-                rank_lists_packed(ivf_, centroids, &x_[q0 * d], nb, first, count, &keys[q0],
-                                  values);
-            });
-        }
-        else
-            parallel_for(nq, rank_threads, cfg_, [&](size_t q) {
-                rank_lists(ivf_, &x_[q * d], first, count, keys[q]);
-            });
+        rank_queries(cfg_, threads_, ivf_, x_.data(), nq, first, count, keys.data());
         std::vector<size_t> per_list(nlist + 1, 0);
         for (size_t q = 0; q < nq; q++)
             for (uint64_t key : keys[q])
@@ -667,25 +673,37 @@ void cpu_ivfpq_add(Ivfpq *ivf_, size_t list, const int64_t *ids, const uint8_t *
     ivf.grow(n);
 }
 
+// Queries searched (and their lists ranked) a block at a time: bounded memory, and results reach a
+// range collector in order.
+constexpr size_t kSearchBlock = 1024;
+
 void cpu_ivfpq_search(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
                       const float *queries, size_t nq, size_t probe_first, size_t nprobe,
                       size_t k, int64_t *out_ids, float *out_dists, int64_t *out_counts)
 {
     const CpuIvfpq &ivf = as_cpu(ivf_);
     const size_t d = ivf.params().dim;
-    parallel_for(nq, threads, cfg, [&](size_t q) {
-        std::vector<Candidate> cand;
-        scan_query(ivf, queries + q * d, probe_first, nprobe, cand);
-        const size_t kk = std::min(k, cand.size());
-        std::partial_sort(cand.begin(), cand.begin() + kk, cand.end(), by_estimate);
-        for (size_t i = 0; i < k; i++)
-        {
-            out_ids[q * k + i] = i < kk ? cand[i].id : -1;
-            out_dists[q * k + i] = i < kk ? key_float(cand[i].dist_key) : INFINITY;
-        }
-        if (out_counts)
-            out_counts[q] = static_cast<int64_t>(kk);
-    });
+    std::vector<std::vector<uint64_t>> probes(std::min(nq, kSearchBlock));
+    for (size_t q0 = 0; q0 < nq; q0 += kSearchBlock)
+    {
+        const size_t qn = std::min(kSearchBlock, nq - q0);
+        rank_queries(cfg, threads, ivf, queries + q0 * d, qn, probe_first, nprobe,
+                     probes.data());
+        parallel_for(qn, threads, cfg, [&](size_t i) {
+            const size_t q = q0 + i;
+            std::vector<Candidate> cand;
+            scan_query(ivf, queries + q * d, probes[i], cand);
+            const size_t kk = std::min(k, cand.size());
+            std::partial_sort(cand.begin(), cand.begin() + kk, cand.end(), by_estimate);
+            for (size_t j = 0; j < k; j++)
+            {
+                out_ids[q * k + j] = j < kk ? cand[j].id : -1;
+                out_dists[q * k + j] = j < kk ? key_float(cand[j].dist_key) : INFINITY;
+            }
+            if (out_counts)
+                out_counts[q] = static_cast<int64_t>(kk);
+        });
+    }
 }
 
 void cpu_ivfpq_range(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
@@ -696,13 +714,16 @@ void cpu_ivfpq_range(const BackendConfig &cfg, int threads, const Ivfpq *ivf_,
     const size_t d = ivf.params().dim;
     // Queries in blocks: results reach the collector in order with bounded memory.
     const size_t block = std::max<size_t>(1, std::min<size_t>(256, 4 * threads));
+    std::vector<std::vector<uint64_t>> probes(std::min(nq, block));
     for (size_t q0 = 0; q0 < nq; q0 += block)
     {
         const size_t qn = std::min(block, nq - q0);
+        rank_queries(cfg, threads, ivf, queries + q0 * d, qn, probe_first, nprobe,
+                     probes.data());
         std::vector<std::vector<Candidate>> hits(qn);
         parallel_for(qn, threads, cfg, [&](size_t i) {
             std::vector<Candidate> cand;
-            scan_query(ivf, queries + (q0 + i) * d, probe_first, nprobe, cand);
+            scan_query(ivf, queries + (q0 + i) * d, probes[i], cand);
             for (const Candidate &c : cand)
                 if (key_float(c.dist_key) <= radius)
                     hits[i].push_back(c);

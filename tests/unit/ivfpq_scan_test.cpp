@@ -128,9 +128,12 @@ void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queri
             counts(nq, -7);
         std::vector<float> want_dists(nq * k), dists(nq * k, vt::poison_float());
         std::vector<uint64_t> tags(nq * k, 99);
-        ASSERT_EQ(vs_ivfpq_search(ctx, B.ivf.get(), queries.data(), nq, off, nprobe, k,
-                                  want_ids.data(), want_dists.data(), want_counts.data()),
-                  VS_OK);
+        // one query at a time: a lone query's lists are ranked by exact distances to every
+        // centroid, the scan's (8 queries or more) from blocked products
+        for (size_t q = 0; q < nq; q++)
+            ASSERT_EQ(vs_ivfpq_search(ctx, B.ivf.get(), &queries[q * d], 1, off, nprobe, k,
+                                      &want_ids[q * k], &want_dists[q * k], &want_counts[q]),
+                      VS_OK);
         vs_ivfpq_scan *s = nullptr;
         ASSERT_EQ(vs_ivfpq_scan_knn_begin(ctx, quantizer.get(), queries.data(), nq, off, nprobe, k,
                                           &s),
@@ -255,9 +258,10 @@ TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
         }
 }
 
-// A scan of 8 queries or more ranks the lists from blocked products and computes the exact
-// coarse distance only near the last probe's: queries halfway between two centroids (exact
-// distances that tie or nearly) and on a centroid rank the lists as the search does, bit for bit.
+// A scan (or search) of 8 queries or more ranks the lists from blocked products and computes the
+// exact coarse distance only near the last probe's: queries halfway between two centroids (exact
+// distances that tie or nearly) and on a centroid rank the lists as a lone query's search (every
+// exact distance) does, bit for bit.
 TEST(EngineIvfpqScan, ListsRankedFromProductsAsExactly)
 {
     vt::ContextPtr ctx = cpu_context(2);
@@ -280,6 +284,28 @@ TEST(EngineIvfpqScan, ListsRankedFromProductsAsExactly)
                 q.push_back(0.5f * (a[t] + b[t]));
         }
         q.insert(q.end(), B.centroids.begin() + 7 * d, B.centroids.begin() + 8 * d);
+        // the search of all queries at once (blocked) against one at a time (exact)
+        const size_t nq = q.size() / d, k = 10;
+        for (size_t np : {size_t{1}, size_t{4}})
+        {
+            std::vector<int64_t> ids(nq * k), one_ids(k), counts(nq), one_count(1);
+            std::vector<float> dists(nq * k), one_dists(k);
+            ASSERT_EQ(vs_ivfpq_search(ctx.get(), B.ivf.get(), q.data(), nq, 1, np, k, ids.data(),
+                                      dists.data(), counts.data()),
+                      VS_OK);
+            for (size_t i = 0; i < nq; i++)
+            {
+                ASSERT_EQ(vs_ivfpq_search(ctx.get(), B.ivf.get(), &q[i * d], 1, 1, np, k,
+                                          one_ids.data(), one_dists.data(), one_count.data()),
+                          VS_OK);
+                ASSERT_EQ(counts[i], one_count[0]) << "query " << i;
+                for (size_t j = 0; j < k; j++)
+                {
+                    ASSERT_EQ(ids[i * k + j], one_ids[j]) << "query " << i << " slot " << j;
+                    ASSERT_EQ(bits(dists[i * k + j]), bits(one_dists[j]));
+                }
+            }
+        }
         check_scan(ctx.get(), B, q, 0, 1, {10}, 11, n + 1);
         check_scan(ctx.get(), B, q, 0, 3, {10}, 12, n + 1, Held::Pieces);
         check_scan(ctx.get(), B, q, 2, 5, {20}, 13, 97);
