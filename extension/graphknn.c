@@ -3,7 +3,7 @@
  * "computing knn" phase): the seeds' k-means (this backend's engine), the entry (the row nearest
  * (L2) the mean) and the seeds (the rows nearest the centroids), then the build_degree nearest
  * neighbours of every row in rank units (squared L2 for L2), by option build_knn (automatic: IVF
- * from VS_GRAPH_IVF_MIN_ROWS rows on a CPU, exact through a GPU worker):
+ * from VS_GRAPH_IVF_MIN_ROWS rows on a CPU, from VS_GRAPH_IVF_MIN_ROWS_GPU through a GPU worker):
  *
  *   exact       vs_knn over all rows, queries in chunks of VS_GRAPH_KNN_CHUNK rows,
  *               VS_GRAPH_WORKER_KNN_CHUNK through the worker;
@@ -426,10 +426,9 @@ ivf_knn(KnnSource *src, const IvfLists *L, vs_metric rank, int K, int k, uint32 
 
 /*
  * Whether the build's kNN is the IVF one: the option, or automatic from VS_GRAPH_IVF_MIN_ROWS
- * rows on a CPU (the backend's engine, or a worker with vsearch.worker_device = cpu); never
- * automatic through a GPU worker, whose exact kNN (a GEMM) measured 13x faster at 1M x 128 than
- * the IVF kNN's per-list requests, each of which copies and uploads its candidate rows
- * (docs/BENCHMARKS.md, session 23).
+ * rows on a CPU (the backend's engine, or a worker with vsearch.worker_device = cpu) and from
+ * VS_GRAPH_IVF_MIN_ROWS_GPU through a GPU worker, whose exact kNN (a GEMM) is faster below it
+ * (graph.h, docs/BENCHMARKS.md).
  */
 static bool
 use_ivf_knn(Relation index, int64 n, bool worker)
@@ -441,8 +440,8 @@ use_ivf_knn(Relation index, int64 n, bool worker)
 		case VS_GRAPH_BUILD_KNN_IVF:
 			return true;
 		default:
-			return !(worker && vs_worker_device == VS_WORKER_DEVICE_GPU) &&
-				n >= VS_GRAPH_IVF_MIN_ROWS;
+			return n >= (worker && vs_worker_device == VS_WORKER_DEVICE_GPU ?
+						 VS_GRAPH_IVF_MIN_ROWS_GPU : VS_GRAPH_IVF_MIN_ROWS);
 	}
 }
 
