@@ -209,6 +209,14 @@ void check_scan(vs_context *ctx, const Built &B, const std::vector<float> &queri
     }
 }
 
+// B with params p, trained on x and holding x's rows.
+void build(vs_context *ctx, Built &B, const vs_ivfpq_params &p, const std::vector<float> &x)
+{
+    B.p = p;
+    train(ctx, B, x);
+    fill(ctx, B, x);
+}
+
 vt::ContextPtr cpu_context(int threads)
 {
     vs_context_options o;
@@ -240,9 +248,7 @@ TEST(EngineIvfpqScan, MatchesSearchOverTheSameEntries)
             for (size_t i = 1000; i < 1100; i++)
                 std::memcpy(&x[i * s.d], &x[999 * s.d], s.d * sizeof(float));
             Built B;
-            B.p = make_params(s.d, nlist, s.m, s.nbits, metric);
-            train(ctx.get(), B, x);
-            fill(ctx.get(), B, x);
+            build(ctx.get(), B, make_params(s.d, nlist, s.m, s.nbits, metric), x);
             std::vector<float> q = clustered(16, s.d, 20, s.d + s.m + 1);
             std::memcpy(q.data(), x.data() + 999 * s.d, s.d * sizeof(float));
             check_scan(ctx.get(), B, q, 0, 1, {1, 10, 150}, 1);
@@ -272,9 +278,7 @@ TEST(EngineIvfpqScan, ListsRankedFromProductsAsExactly)
         const size_t n = 3000, d = 32, nlist = 64;
         std::vector<float> x = clustered(n, d, 80, 31, 0.05);
         Built B;
-        B.p = make_params(d, nlist, 8, 8, metric);
-        train(ctx.get(), B, x);
-        fill(ctx.get(), B, x);
+        build(ctx.get(), B, make_params(d, nlist, 8, 8, metric), x);
         std::vector<float> q = clustered(8, d, 80, 32);
         for (size_t i = 0; i < 12; i++)
         {
@@ -327,9 +331,7 @@ TEST(EngineIvfpqScan, ThreadsGiveTheSameAnswers)
         const size_t n = 3000, d = 128, nlist = 8;
         std::vector<float> x = clustered(n, d, 10, 21, 0.05);
         Built B;
-        B.p = make_params(d, nlist, 16, 8, metric);
-        train(ctx.get(), B, x);
-        fill(ctx.get(), B, x);
+        build(ctx.get(), B, make_params(d, nlist, 16, 8, metric), x);
         std::vector<float> q = clustered(100, d, 10, 22);
         check_scan(ctx.get(), B, q, 0, nlist, {10}, 6, n + 1);
         if (HasFatalFailure())
@@ -341,11 +343,9 @@ TEST(EngineIvfpqScan, InvalidArguments)
 {
     VT_CONTEXT_OR_SKIP(ctx, "cpu");
     VT_CONTEXT_OR_SKIP(other, "cpu");
-    Built B;
-    B.p = make_params(16, 4, 4, 8, VS_METRIC_L2);
     std::vector<float> x = clustered(400, 16, 4, 9);
-    train(ctx.get(), B, x);
-    fill(ctx.get(), B, x);
+    Built B;
+    build(ctx.get(), B, make_params(16, 4, 4, 8, VS_METRIC_L2), x);
     std::vector<float> q(x.begin(), x.begin() + 16);
     vs_ivfpq_scan *s = nullptr;
     EXPECT_EQ(vs_ivfpq_scan_knn_begin(nullptr, B.ivf.get(), q.data(), 1, 0, 1, 5, &s),
