@@ -110,6 +110,7 @@ def ivfpq_markdown(rows, targets=(0.9, 0.95, 0.99)):
                     fbq = f"{num(fb[0]['qps'], 0)} (batch {prm_of(fb[0], 'batch')})" if fb else ""
                     out.append(f"| {ds} | ≥ {tg} | {via} → {served} | {pp} / {rr} | {fnum(best['recall']):.4f}{srec} | "
                                f"{num(best['qps'], 0)} (batch {prm_of(best, 'batch')}) | {s1} | {sN} | {fbq} | {f1} | {fN} |")
+    out += faiss_markdown(rows)
     ev = [r for r in rows if r["index"] == "engine-ivfpq" and fnum(r["recall"]) is not None and fnum(r["qps"])]
     if ev:
         out += ["", "The engine's IVF-PQ (gpu/bench `--mode ivfpq`, its clustered data; 40 candidates re-ranked "
@@ -147,3 +148,34 @@ def num(v, nd):
     except (TypeError, ValueError):
         return ""
     return f"{x:,.{nd}f}" if x >= 100 or nd == 0 else f"{x:.{nd}f}"
+
+
+def faiss_markdown(rows, targets=(0.9, 0.95, 0.98, 0.99)):
+    """vs_ivfpq's batch on the CPU beside Faiss's (bench/faiss_baseline.py, the same run): per
+    dataset and target recall@10, the highest batch QPS of each reaching it and their ratio."""
+    def batch(index, ds, cpu_only):
+        return [r for r in rows if r["index"] == index and r["dataset"] == ds
+                and prm_of(r, "mode") == "batch" and fnum(r["recall"]) is not None and fnum(r["qps"])
+                and (not cpu_only or r["device"] == "cpu")]
+
+    out = []
+    for ds in dict.fromkeys(r["dataset"] for r in rows if r["index"] == "faiss-ivfpq"):
+        fa, iv = batch("faiss-ivfpq", ds, False), batch("vs_ivfpq", ds, True)
+        if not fa or not iv:
+            continue
+        if not out:
+            out += ["", "vs_ivfpq's batch on the CPU beside Faiss IVF-PQ + refine (same run, same lists and m): "
+                    "the highest batch QPS of each reaching the target recall@10, and vs_ivfpq / Faiss.", "",
+                    "| dataset | target | vs_ivfpq probes / rerank: recall@10, QPS | Faiss nprobe / rerank: "
+                    "recall@10, QPS | ratio |", "| --- | --- | --- | --- | ---: |"]
+        for tg in targets:
+            a = [r for r in iv if fnum(r["recall"]) >= tg]
+            b = [r for r in fa if fnum(r["recall"]) >= tg]
+            if not a or not b:
+                continue
+            x, y = max(a, key=lambda r: fnum(r["qps"])), max(b, key=lambda r: fnum(r["qps"]))
+            out.append(f"| {ds} | ≥ {tg} | {prm_of(x, 'probes')} / {prm_of(x, 'rerank')}: "
+                       f"{fnum(x['recall']):.4f}, {num(x['qps'], 0)} | {prm_of(y, 'probes')} / "
+                       f"{prm_of(y, 'rerank')}: {fnum(y['recall']):.4f}, {num(y['qps'], 0)} | "
+                       f"{fnum(x['qps']) / fnum(y['qps']):.2f} |")
+    return out
