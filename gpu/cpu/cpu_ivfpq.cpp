@@ -114,7 +114,7 @@ void rank_lists(const CpuIvfpq &ivf, const float *q, size_t first, size_t count,
 // value (||c||^2 - 2 <q, c>, or -<q, c> for IP) is within nearest_slack of the (first + count)-th
 // smallest (gemm.h: the products' rounding and the exact distance's), so only those lists get the
 // exact distance, and the keys are rank_lists' bit for bit.  Every list's exact distance when a
-// value may not be finite.  first + count < nlist.
+// value may not be finite.  0 < count, first + count < nlist.
 void rank_lists_packed(const CpuIvfpq &ivf, const PackedRows &centroids, const float *x,
                        size_t nb, size_t first, size_t count, std::vector<uint64_t> *keys,
                        std::vector<float> &values)
@@ -164,7 +164,7 @@ void rank_queries(const BackendConfig &cfg, int threads, const CpuIvfpq &ivf, co
 {
     const size_t d = ivf.params().dim, nlist = ivf.params().nlist;
     threads = nq * nlist * d >= kListParallelWork ? threads : 1;
-    if (nq < kPackedRankQueries || first + count >= nlist)
+    if (nq < kPackedRankQueries || count == 0 || first + count >= nlist)
     {
         parallel_for(nq, threads, cfg,
                      [&](size_t q) { rank_lists(ivf, x + q * d, first, count, keys[q]); });

@@ -314,6 +314,7 @@ TEST(EngineIvfpqScan, ListsRankedFromProductsAsExactly)
         check_scan(ctx.get(), B, q, 0, 3, {10}, 12, n + 1, Held::Pieces);
         check_scan(ctx.get(), B, q, 2, 5, {20}, 13, 97);
         check_scan(ctx.get(), B, q, 0, nlist - 1, {10}, 14, n + 1);
+        check_scan(ctx.get(), B, q, 0, 0, {10}, 15, n + 1); // no probe: no candidate
         if (HasFatalFailure())
             return;
     }
