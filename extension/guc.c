@@ -4,6 +4,9 @@
 #include "postgres.h"
 
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "utils/guc.h"
 
@@ -23,6 +26,7 @@ int			vs_shard_min_size_mb = 1024;
 int			vs_debug_fail_device = -1;
 char	   *vs_debug_engine_fault = NULL;
 int			vs_max_request_work = 1000;
+static int	vs_malloc_trim_threshold_mb = 64;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", VS_DEVICE_AUTO, false},
@@ -44,6 +48,41 @@ static const struct config_enum_entry placement_options[] = {
 	{"sharded", VS_PLACE_SHARDED, false},
 	{NULL, 0, false}
 };
+
+/*
+ * vsearch.malloc_trim_threshold: how much freed memory glibc keeps in this process's heap.  By
+ * default glibc gives memory back to the kernel as soon as 128 kB lie free at the top of the heap
+ * and serves each block of 128 kB or more with a mapping of its own (thresholds it raises only
+ * after it sees a large block freed), so the buffers of a batch call (queries, candidates, the
+ * engine's copies: megabytes) come back as fresh pages in the next call, each first touch a page
+ * fault.  On virtual machines a fault costs microseconds (10 to 29 us per 4 kB page on the
+ * development VM): 20 % of a warm vs_ivfpq batch on Fashion-MNIST (docs/BENCHMARKS.md).  A
+ * threshold of N keeps up to N of free heap and serves blocks below N / 2 (at most 32 MB,
+ * glibc's largest) from the heap: what glibc itself converges to after freeing a 32 MB block
+ * when N is 64 MB.  0 leaves glibc's own policy (a process where it was set goes back to glibc's
+ * starting values, 128 kB).
+ */
+static void
+assign_malloc_trim_threshold(int newval, void *extra)
+{
+#ifdef __GLIBC__
+	static bool applied = false;
+	int			trim = 128 * 1024;
+	int			mmap_threshold = 128 * 1024;
+
+	if (newval <= 0 && !applied)
+		return;
+	if (newval > 0)
+	{
+		trim = newval * 1024 * 1024;
+		mmap_threshold = Min(trim / 2, 32 * 1024 * 1024);
+	}
+	/* settings glibc accepts; a refusal leaves its policy as it was */
+	(void) mallopt(M_TRIM_THRESHOLD, trim);
+	(void) mallopt(M_MMAP_THRESHOLD, mmap_threshold);
+	applied = true;
+#endif
+}
 
 int
 vs_parse_gpus(const char *value, int *out, int max)
@@ -265,6 +304,19 @@ vs_guc_init(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("vsearch.malloc_trim_threshold",
+							"Freed memory a process keeps for its next allocations instead of "
+							"giving it back to the kernel (glibc's trim threshold).",
+							"Blocks below half of it (at most 32 MB) come from the kept memory, so "
+							"repeated batch calls do not page-fault on fresh memory each time.  "
+							"0 leaves glibc's own policy.",
+							&vs_malloc_trim_threshold_mb,
+							64,
+							0, 1024,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, assign_malloc_trim_threshold, NULL);
 
 	DefineCustomIntVariable("vsearch.batch_max",
 							"Most queries the worker combines into one engine call.",

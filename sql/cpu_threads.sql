@@ -26,3 +26,41 @@ SELECT (SELECT count(*) FROM b) AS batch_rows, (SELECT count(*) FROM s) AS scan_
        (SELECT count(*) FROM (SELECT * FROM b EXCEPT SELECT * FROM s) x) AS differ;
 RESET vsearch.device;
 DROP TABLE ct, ct_q;
+
+-- vsearch.malloc_trim_threshold: freed memory a process keeps for its next allocations (glibc's
+-- trim threshold), so that repeated batch calls do not page-fault on fresh memory; the
+-- administrator's (postgresql.conf, reload), 0 to 1GB, 0 = glibc's own policy
+SELECT name, setting, unit, context, min_val, max_val
+  FROM pg_settings WHERE name = 'vsearch.malloc_trim_threshold';
+SET vsearch.malloc_trim_threshold = 0;
+ALTER SYSTEM SET vsearch.malloc_trim_threshold = -1;
+ALTER SYSTEM SET vsearch.malloc_trim_threshold = '2GB';
+-- applied at a reload in a running backend, to 0 and back: searches answer as before
+CREATE TABLE mt (id int PRIMARY KEY, v vector(4));
+INSERT INTO mt SELECT i, ARRAY[sin(i), cos(i), sin(i * 0.3), 1]::vector FROM generate_series(1, 2000) i;
+CREATE INDEX mt_flat ON mt USING vs_flat (v vector_l2_ops);
+SET vsearch.device = cpu;
+ALTER SYSTEM SET vsearch.malloc_trim_threshold = 0;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT count(*) AS differ_from_scan FROM (
+  SELECT b.query, t.id
+    FROM vsearch_knn_batch('mt_flat', ARRAY(SELECT v FROM mt WHERE id <= 300 ORDER BY id), 5) b
+    JOIN mt t ON t.ctid = b.row_ctid
+  EXCEPT
+  SELECT q.id, n.id FROM mt q CROSS JOIN LATERAL (SELECT id FROM mt ORDER BY v <-> q.v, id LIMIT 5) n
+   WHERE q.id <= 300) x;
+ALTER SYSTEM SET vsearch.malloc_trim_threshold = '16MB';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT count(*) AS differ_from_scan FROM (
+  SELECT b.query, t.id
+    FROM vsearch_knn_batch('mt_flat', ARRAY(SELECT v FROM mt WHERE id <= 300 ORDER BY id), 5) b
+    JOIN mt t ON t.ctid = b.row_ctid
+  EXCEPT
+  SELECT q.id, n.id FROM mt q CROSS JOIN LATERAL (SELECT id FROM mt ORDER BY v <-> q.v, id LIMIT 5) n
+   WHERE q.id <= 300) x;
+ALTER SYSTEM RESET vsearch.malloc_trim_threshold;
+SELECT pg_reload_conf();
+RESET vsearch.device;
+DROP TABLE mt;
