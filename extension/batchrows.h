@@ -7,6 +7,7 @@
 
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/relscan.h"
 #include "nodes/execnodes.h"
 #include "storage/buf.h"
@@ -45,6 +46,16 @@ typedef struct VsRowReader
 	bool		remember;
 	struct VsSeenRow *seen;
 	Size		nseen;
+
+	/* vectors stored out of line: the TOAST table, its index and one scan, open for the call */
+	MemoryContext cxt;			/* the reader's: where they live */
+	Relation	toastrel;
+	Relation	toastidx;
+	IndexScanDesc toastscan;
+	TupleTableSlot *toastslot;
+	SnapshotData toastsnap;
+	struct varlena *toastbuf;	/* the vector read last, whole */
+	Size		toastcap;
 } VsRowReader;
 
 /* One (query, row) pair to check: the row of index entry id against query number query; the

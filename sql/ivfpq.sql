@@ -368,6 +368,32 @@ SELECT pg_temp.compare(
   'SELECT q.id AS qid, x.rank, x.id FROM (SELECT * FROM ivf_long_rows WHERE id <= 3) q,
      LATERAL (SELECT id, row_number() OVER () AS rank
        FROM (SELECT id FROM ivf_long_rows ORDER BY v <-> q.v LIMIT 10) s) x');
+-- the batch function re-ranks their rows from vectors stored out of line (TOAST), read through
+-- one scan of the TOAST index kept open for the call: the seq scan's rows at its distances; so
+-- after updates (new values, the old ones dead) and for values stored compressed (STORAGE
+-- extended, read the usual way)
+CREATE TEMP VIEW long_rows_batch_differs AS
+SELECT count(*) AS differ FROM (
+  SELECT b.query, t.id, b.distance
+    FROM vsearch_knn_batch('long_rows_ivf', ARRAY(SELECT v FROM ivf_long_rows
+                                                  WHERE id IN (1, 2, 3, 301) ORDER BY id), 10) b
+    JOIN ivf_long_rows t ON t.ctid = b.row_ctid
+  EXCEPT
+  SELECT q.n, s.id, s.d
+    FROM (SELECT row_number() OVER (ORDER BY id) AS n, v FROM ivf_long_rows
+           WHERE id IN (1, 2, 3, 301)) q,
+         LATERAL (SELECT id, v <-> q.v AS d FROM ivf_long_rows ORDER BY v <-> q.v, id LIMIT 10) s) x;
+SELECT differ AS batch_differs_from_scan FROM long_rows_batch_differs;
+UPDATE ivf_long_rows SET v = v + v WHERE id % 10 = 0;
+SELECT differ AS after_updates FROM long_rows_batch_differs;
+ALTER TABLE ivf_long_rows ALTER COLUMN v SET STORAGE extended;
+INSERT INTO ivf_long_rows
+  SELECT i, (array_fill(0, ARRAY[2095]) || ARRAY[i, 1, 0, -i, 0.5])::vector
+    FROM generate_series(301, 320) i;
+SELECT count(*) AS compressed_rows FROM ivf_long_rows
+ WHERE id > 300 AND pg_column_compression(v) IS NOT NULL;
+SELECT differ AS with_compressed_rows FROM long_rows_batch_differs;
+DROP VIEW long_rows_batch_differs;
 RESET vsearch.ivfpq_probes;
 RESET vsearch.ivfpq_rerank;
 DROP TABLE ivf_long_rows;
