@@ -39,28 +39,25 @@ ALTER SYSTEM SET vsearch.malloc_trim_threshold = '2GB';
 CREATE TABLE mt (id int PRIMARY KEY, v vector(4));
 INSERT INTO mt SELECT i, ARRAY[sin(i), cos(i), sin(i * 0.3), 1]::vector FROM generate_series(1, 2000) i;
 CREATE INDEX mt_flat ON mt USING vs_flat (v vector_l2_ops);
+CREATE TEMP VIEW mt_batch_differs AS
+SELECT count(*) AS differ_from_scan FROM (
+  SELECT b.query, t.id
+    FROM vsearch_knn_batch('mt_flat', ARRAY(SELECT v FROM mt WHERE id <= 300 ORDER BY id), 5) b
+    JOIN mt t ON t.ctid = b.row_ctid
+  EXCEPT
+  SELECT q.id, n.id FROM mt q CROSS JOIN LATERAL (SELECT id FROM mt ORDER BY v <-> q.v, id LIMIT 5) n
+   WHERE q.id <= 300) x;
 SET vsearch.device = cpu;
 ALTER SYSTEM SET vsearch.malloc_trim_threshold = 0;
 SELECT pg_reload_conf();
 SELECT pg_sleep(0.5);
-SELECT count(*) AS differ_from_scan FROM (
-  SELECT b.query, t.id
-    FROM vsearch_knn_batch('mt_flat', ARRAY(SELECT v FROM mt WHERE id <= 300 ORDER BY id), 5) b
-    JOIN mt t ON t.ctid = b.row_ctid
-  EXCEPT
-  SELECT q.id, n.id FROM mt q CROSS JOIN LATERAL (SELECT id FROM mt ORDER BY v <-> q.v, id LIMIT 5) n
-   WHERE q.id <= 300) x;
+SELECT * FROM mt_batch_differs;
 ALTER SYSTEM SET vsearch.malloc_trim_threshold = '16MB';
 SELECT pg_reload_conf();
 SELECT pg_sleep(0.5);
-SELECT count(*) AS differ_from_scan FROM (
-  SELECT b.query, t.id
-    FROM vsearch_knn_batch('mt_flat', ARRAY(SELECT v FROM mt WHERE id <= 300 ORDER BY id), 5) b
-    JOIN mt t ON t.ctid = b.row_ctid
-  EXCEPT
-  SELECT q.id, n.id FROM mt q CROSS JOIN LATERAL (SELECT id FROM mt ORDER BY v <-> q.v, id LIMIT 5) n
-   WHERE q.id <= 300) x;
+SELECT * FROM mt_batch_differs;
 ALTER SYSTEM RESET vsearch.malloc_trim_threshold;
 SELECT pg_reload_conf();
 RESET vsearch.device;
+DROP VIEW mt_batch_differs;
 DROP TABLE mt;
