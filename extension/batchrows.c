@@ -113,12 +113,6 @@ vs_row_reader_end(VsRowReader *r)
 }
 
 /*
- * Fetches the row of index entry id: false if it is not visible (or, when the reader computes
- * distances, its vector is NULL or of another size); *tid is the visible version and *vec its
- * vector when distances are computed (valid, in the tuple's buffer or the per-tuple context, until
- * row_release).
- */
-/*
  * A vector stored out of line, uncompressed (vector columns are STORAGE external), read whole
  * into r->toastbuf through one scan of the TOAST index kept open for the call: what
  * detoast_attr does for one value, without opening and closing the TOAST table, its index and a
@@ -218,6 +212,12 @@ read_toasted(VsRowReader *r, struct varlena *attr)
 	return v;
 }
 
+/*
+ * Fetches the row of index entry id: false if it is not visible (or, when the reader computes
+ * distances, its vector is NULL or of another size); *tid is the visible version and *vec its
+ * vector when distances are computed (valid, in the tuple's buffer or the per-tuple context, until
+ * row_release).
+ */
 static bool
 row_fetch(VsRowReader *r, int64 id, ItemPointer tid, const float **vec)
 {
