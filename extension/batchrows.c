@@ -113,12 +113,12 @@ vs_row_reader_end(VsRowReader *r)
 }
 
 /*
- * A vector stored out of line, uncompressed (vector columns are STORAGE external), read whole
- * into r->toastbuf through one scan of the TOAST index kept open for the call: what
- * detoast_attr does for one value, without opening and closing the TOAST table, its index and a
- * scan per row (a batch on Fashion-MNIST re-ranks ~29 000 such rows).  NULL when the value is
- * not of that kind or its chunks are not as expected: the caller detoasts it the usual way,
- * which reports any damage.
+ * A vector stored out of line (VARATT_IS_EXTERNAL_ONDISK), uncompressed (vector columns are
+ * STORAGE external), read whole into r->toastbuf through one scan of the TOAST index kept open
+ * for the call: what detoast_attr does for one value, without opening and closing the TOAST
+ * table, its index and a scan per row (a batch on Fashion-MNIST re-ranks ~29 000 such rows).
+ * NULL when it is compressed or its chunks are not as expected: the caller detoasts it the usual
+ * way, which reports any damage.
  */
 static struct varlena *
 read_toasted_in(VsRowReader *r, struct varlena *attr)
@@ -130,8 +130,6 @@ read_toasted_in(VsRowReader *r, struct varlena *attr)
 				got = 0,
 				seq = 0;
 
-	if (!VARATT_IS_EXTERNAL_ONDISK(attr))
-		return NULL;
 	VARATT_EXTERNAL_GET_POINTER(ext, attr);
 	if (VARATT_EXTERNAL_IS_COMPRESSED(ext))
 		return NULL;
@@ -201,12 +199,18 @@ read_toasted_in(VsRowReader *r, struct varlena *attr)
 	return r->toastbuf;
 }
 
-/* read_toasted_in in the reader's memory context, which outlives the per-row one */
+/* read_toasted_in for a value stored out of line, in the reader's memory context, which
+ * outlives the per-row one; NULL for any other value */
 static struct varlena *
 read_toasted(VsRowReader *r, struct varlena *attr)
 {
-	MemoryContext old = MemoryContextSwitchTo(r->cxt);
-	struct varlena *v = read_toasted_in(r, attr);
+	MemoryContext old;
+	struct varlena *v;
+
+	if (!VARATT_IS_EXTERNAL_ONDISK(attr))
+		return NULL;
+	old = MemoryContextSwitchTo(r->cxt);
+	v = read_toasted_in(r, attr);
 
 	MemoryContextSwitchTo(old);
 	return v;
