@@ -13,12 +13,13 @@
  * ahead, prefetching their line pointers and tuples into the CPU cache while it works on the
  * current row: of the ~8 cache misses a row costs, those on the page then overlap with others.
  *
- * When no distance is needed (the index's search gave them: the exact kinds, vs_graph) a row on a
- * page the visibility map marks all-visible is visible to every MVCC snapshot, as for an
- * index-only scan: the check (vs_check_pairs, and vs_check_pair one row at a time) reads only its
- * line pointer (the version's tid, past a HOT redirect), under the pin and without the page's lock
- * or tuple.  Not under SERIALIZABLE, whose predicate locks need the tuple.  Such
- * a reader may also remember each row's answer (VsRowReader.remember): a kNN batch checks its
+ * A row on a page the visibility map marks all-visible is visible to every MVCC snapshot, as for
+ * an index-only scan: the check reads its line pointer (the version's tid, past a HOT redirect)
+ * under the pin and without the page's lock or a visibility test, and when no distance is needed
+ * (the index's search gave them: the exact kinds, vs_graph; also vs_check_pair one row at a time)
+ * not even the tuple; a vector is read from the tuple in place, which the pin keeps where it is
+ * and whose data no one changes.  Not under SERIALIZABLE, whose predicate locks need the tuple's
+ * check.  A reader without distances may also remember each row's answer (VsRowReader.remember): a kNN batch checks its
  * queries' rows slice by slice while the worker searches (batch.c), and a row wanted by queries
  * of several slices is still read once.
  *
@@ -73,8 +74,7 @@ vs_row_reader_begin(VsRowReader *r, Relation heap, Relation index, uint32 dim, v
 	r->attnum = r->indexInfo->ii_IndexAttrNumbers[0];
 	r->direct = heap->rd_tableam == GetHeapamTableAmRoutine() && r->attnum > 0 &&
 		r->indexInfo->ii_Expressions == NIL;
-	r->use_vm = r->direct && queries == NULL && IsMVCCSnapshot(r->snapshot) &&
-		!IsolationIsSerializable();
+	r->use_vm = r->direct && IsMVCCSnapshot(r->snapshot) && !IsolationIsSerializable();
 	r->vmbuf = InvalidBuffer;
 	r->remember = false;
 	r->seen = NULL;
@@ -308,7 +308,8 @@ vs_check_pair(VsRowReader *r, int64 id, int32 query, VsPairResult *out)
 
 	vs_id_to_tid(id, &tid);
 	/* as an index-only scan: the visibility map first, then only the line pointer */
-	if (r->use_vm && VM_ALL_VISIBLE(r->heap, ItemPointerGetBlockNumber(&tid), &r->vmbuf))
+	if (r->use_vm && r->queries == NULL &&
+		VM_ALL_VISIBLE(r->heap, ItemPointerGetBlockNumber(&tid), &r->vmbuf))
 	{
 		Buffer		buf = ReadBuffer(r->heap, ItemPointerGetBlockNumber(&tid));
 
@@ -423,14 +424,14 @@ pin_ahead(VsRowReader *r, RowRun *u, const RowRun *prev)
 }
 
 /* Prefetches the tuple of run u (its line pointer is in the cache by now; read without a lock, it
- * is only a hint); an all-visible row's tuple is not read. */
+ * is only a hint); an all-visible row's tuple is read only for its vector. */
 static void
-prefetch_tuple(const RowRun *u)
+prefetch_tuple(const VsRowReader *r, const RowRun *u)
 {
 	Page		page = BufferGetPage(u->buf);
 	ItemId		lp;
 
-	if (u->all_visible || u->offset > PageGetMaxOffsetNumber(page))
+	if ((u->all_visible && r->queries == NULL) || u->offset > PageGetMaxOffsetNumber(page))
 		return;
 	lp = PageGetItemId(page, u->offset);
 	if (ItemIdIsNormal(lp) && ItemIdGetOffset(lp) + ItemIdGetLength(lp) <= BLCKSZ)
@@ -440,6 +441,36 @@ prefetch_tuple(const RowRun *u)
 
 /* Checks the pairs of run u against its row, read from its pinned page; releases the pin.
  * prev_block: the page of the run checked before. */
+/*
+ * The vector of a visible tuple of the pinned page: false when it is NULL or of another size.
+ * *vec lies in the page or, for a TOASTed or copied value, in the reader's buffers or the
+ * per-tuple context (*copied: reset it after use).
+ */
+static bool
+tuple_vector(VsRowReader *r, HeapTuple tuple, const float **vec, bool *copied)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, r->attnum, RelationGetDescr(r->heap), &isnull);
+	MemoryContext old;
+	struct varlena *toasted;
+	Vector	   *v;
+
+	if (isnull)
+		return false;
+	old = MemoryContextSwitchTo(GetPerTupleMemoryContext(r->estate));
+	toasted = r->sparse ? NULL : read_toasted(r, (struct varlena *) DatumGetPointer(d));
+	/* the tuple stays in place while pinned; a TOASTed vector is read whole */
+	if (toasted != NULL)
+		d = PointerGetDatum(toasted);
+	v = vs_index_vector(d, r->sparse);
+	MemoryContextSwitchTo(old);
+	*copied = (Pointer) v != DatumGetPointer(d);
+	if ((uint32) v->dim != r->dim)
+		return false;
+	*vec = v->x;
+	return true;
+}
+
 static void
 check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const VsPair *sorted,
 				 VsPairResult *out)
@@ -456,10 +487,25 @@ check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const 
 	ItemPointerSet(&tid, u->block, u->offset);
 	if (u->all_visible)
 	{
+		Page		page = BufferGetPage(u->buf);
+
 		r->rows_all_visible++;
-		visible = all_visible_version(BufferGetPage(u->buf), u->offset, &tid);
+		visible = all_visible_version(page, u->offset, &tid);
+		if (visible && r->queries != NULL)
+		{
+			/* no lock: the pin keeps the tuple in place, and its data never changes */
+			ItemId		lp = PageGetItemId(page, ItemPointerGetOffsetNumber(&tid));
+
+			tuple.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+			tuple.t_len = ItemIdGetLength(lp);
+			tuple.t_tableOid = RelationGetRelid(r->heap);
+			tuple.t_self = tid;
+			visible = tuple_vector(r, &tuple, &vec, &copied);
+		}
 		for (Size j = u->first; j < u->next; j++)
-			check_against(r, visible, NULL, &tid, sorted[j].query, &out[sorted[j].slot]);
+			check_against(r, visible, vec, &tid, sorted[j].query, &out[sorted[j].slot]);
+		if (copied)
+			ResetExprContext(r->econtext);
 		ReleaseBuffer(u->buf);
 		return;
 	}
@@ -471,27 +517,7 @@ check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const 
 	if (found && r->queries == NULL)
 		visible = true;
 	else if (found)
-	{
-		bool		isnull;
-		Datum		d = heap_getattr(&tuple, r->attnum, RelationGetDescr(r->heap), &isnull);
-
-		if (!isnull)
-		{
-			MemoryContext old = MemoryContextSwitchTo(GetPerTupleMemoryContext(r->estate));
-			struct varlena *toasted = r->sparse ? NULL : read_toasted(r, (struct varlena *) DatumGetPointer(d));
-			Vector	   *v;
-
-			/* the tuple stays in place while pinned; a TOASTed vector is read whole */
-			if (toasted != NULL)
-				d = PointerGetDatum(toasted);
-			v = vs_index_vector(d, r->sparse);
-			MemoryContextSwitchTo(old);
-			copied = (Pointer) v != DatumGetPointer(d);
-			if ((uint32) v->dim == r->dim)
-				vec = v->x;
-			visible = vec != NULL;
-		}
-	}
+		visible = tuple_vector(r, &tuple, &vec, &copied);
 	for (Size j = u->first; j < u->next; j++)
 		check_against(r, visible, vec, &tid, sorted[j].query, &out[sorted[j].slot]);
 	if (copied)
@@ -530,7 +556,7 @@ check_sorted_direct(VsRowReader *r, const VsPair *sorted, Size n, VsPairResult *
 		if (tail == head)
 			break;
 		if (head - tail > 1)
-			prefetch_tuple(&ring[(tail + 1) % size]);
+			prefetch_tuple(r, &ring[(tail + 1) % size]);
 		if ((r->rows_read & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
 		check_run_direct(r, &ring[tail % size], prev_block, sorted, out);

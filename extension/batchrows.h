@@ -32,8 +32,8 @@ typedef struct VsRowReader
 	TupleTableSlot *slot;
 	IndexFetchTableData *fetch;
 	Snapshot	snapshot;
-	bool		use_vm;			/* direct, no distances, MVCC and not serializable: rows on
-								 * all-visible pages need no visibility check */
+	bool		use_vm;			/* direct, MVCC and not serializable: rows on all-visible
+								 * pages need no visibility check (nor the page's lock) */
 	Buffer		vmbuf;			/* the visibility map page last read (use_vm) */
 	int64		rows_read;		/* heap rows looked up so far */
 	int64		rows_all_visible;	/* of which on all-visible pages (use_vm) */

@@ -171,22 +171,29 @@ RESET enable_bitmapscan;
 RESET enable_indexscan;
 
 -- Rows on all-visible pages (after VACUUM) are checked from their line pointer alone, past the
--- redirects HOT pruning left: the same rows and ctids as the per-query SQL, with and without the
+-- redirects HOT pruning left, and an approximate index's re-rank reads their vectors without the
+-- page's lock: the same rows, ctids and distances as the per-query SQL, with and without the
 -- visibility map, under SERIALIZABLE (which reads the tuples), and with some pages changed since.
+-- vs_ivfpq probes every list and re-ranks every row here, so its answer is exact too.
 CREATE TABLE bvis (id int PRIMARY KEY, v vector(8), note text)
   WITH (fillfactor = 60, autovacuum_enabled = off);
 INSERT INTO bvis SELECT i, array_agg(random() - 0.5 ORDER BY j)::vector, 'x'
   FROM generate_series(1, 6000) i, generate_series(1, 8) j GROUP BY i;
 CREATE INDEX bvis_l2 ON bvis USING vs_flat (v vector_l2_ops);
+CREATE INDEX bvis_ivf ON bvis USING vs_ivfpq (v vector_l2_ops) WITH (lists = 4);
 CREATE TABLE bvq AS SELECT row_number() OVER (ORDER BY id) AS qid, v FROM bvis WHERE id % 150 = 1;
 UPDATE bvis SET note = 'hot' WHERE id % 3 = 0;
 DELETE FROM bvis WHERE id % 11 = 0;
 CREATE FUNCTION pg_temp.bvis_same() RETURNS text LANGUAGE sql AS $$
-  SELECT pg_temp.same(
+  SELECT string_agg(pg_temp.same(
     'SELECT q.qid, x.id, x.d, x.note FROM bvq q, LATERAL (
        SELECT id, v <-> q.v AS d, note FROM bvis ORDER BY v <-> q.v LIMIT 50) x',
-    'SELECT b.query, t.id, b.distance, t.note FROM vsearch_knn_batch(''bvis_l2'',
-       ARRAY(SELECT v FROM bvq ORDER BY qid), 50) b JOIN bvis t ON t.ctid = b.row_ctid') $$;
+    format('SELECT b.query, t.id, b.distance, t.note FROM vsearch_knn_batch(%L,
+       ARRAY(SELECT v FROM bvq ORDER BY qid), 50) b JOIN bvis t ON t.ctid = b.row_ctid', idx)),
+    ' / ' ORDER BY idx)
+  FROM unnest(ARRAY['bvis_l2', 'bvis_ivf']) idx $$;
+SET vsearch.ivfpq_probes = 4;
+SET vsearch.ivfpq_rerank = 6000;
 SET enable_indexscan = off;
 SET enable_bitmapscan = off;
 SELECT relallvisible FROM pg_class WHERE relname = 'bvis';
@@ -207,6 +214,8 @@ SELECT pg_temp.bvis_same();
 ROLLBACK;
 RESET enable_bitmapscan;
 RESET enable_indexscan;
+RESET vsearch.ivfpq_probes;
+RESET vsearch.ivfpq_rerank;
 
 -- Massive exact ties: coordinates in {0, 1, 2} (81 points, ~120 rows each), so that hundreds of
 -- rows share each distance, with dead, HOT-updated and moved rows among them.  Two right answers
