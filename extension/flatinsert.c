@@ -2,8 +2,8 @@
  * vs_flat: inserting one row (aminsert).
  *
  * Inserts are serialized by the metapage's exclusive lock: the vector goes to the last data page,
- * or to a new page when that one is full, and the metapage's row count, generation, last page and
- * norm bounds change in the same Generic WAL record as the data page.  Readers lock the metapage
+ * or to the next page when that one is full (next_free_page), and the metapage's row count,
+ * generation, last page and norm bounds change in the same Generic WAL record as the data page.  Readers lock the metapage
  * only to copy it, so they see either the state before or after an insert.
  */
 #include "postgres.h"
@@ -12,6 +12,28 @@
 #include "storage/bufmgr.h"
 
 #include "flat.h"
+
+/*
+ * The page after the last data page, locked: the relation's next block, or the one past
+ * last_block when it exists and is all zeros -- a page a crash left behind: the relation was
+ * extended (which no WAL record covers) but the record that filled the page and moved last_block
+ * was lost.  Reusing it keeps the data pages contiguous; extending past it would leave it
+ * between them for good.  Inserts hold the metapage's lock, so no one else extends.
+ */
+static Buffer
+next_free_page(Relation index, BlockNumber last_block)
+{
+	if (RelationGetNumberOfBlocks(index) > last_block + 1)
+	{
+		Buffer		buf = ReadBuffer(index, last_block + 1);
+
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		if (PageIsNew(BufferGetPage(buf)))
+			return buf;
+		UnlockReleaseBuffer(buf);
+	}
+	return vs_new_buffer(index, MAIN_FORKNUM);
+}
 
 bool
 vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
@@ -59,7 +81,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	}
 	if (!BufferIsValid(buf))
 	{
-		buf = vs_new_buffer(index, MAIN_FORKNUM);
+		buf = next_free_page(index, meta->last_block);
 		newpage = true;
 	}
 
