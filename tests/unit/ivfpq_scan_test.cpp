@@ -27,7 +27,8 @@ using ScanPtr = std::unique_ptr<vs_ivfpq_scan, ScanDeleter>;
 
 // Hands every list of B (probed or not: the scan ignores the others) to scan in random chunks of
 // fewer than max_chunk entries, lists in random order, the first chunk of every third list twice
-// (an entry seen again after a concurrent compaction moved it), each entry tagged 3 id + 1.
+// (an entry seen again after a concurrent compaction moved it) and that of every fifth list (from
+// the second) as one chunk holding each of its entries twice, each entry tagged 3 id + 1.
 void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t seed,
                 size_t max_chunk)
 {
@@ -51,11 +52,29 @@ void feed_lists(vs_context *ctx, const Built &B, vs_ivfpq_scan *scan, uint64_t s
         while (at < n || first)
         {
             size_t chunk = std::min<size_t>(n - at, rng() % max_chunk);
-            for (int twice = 0; twice < (first && l % 3 == 0 ? 2 : 1); twice++)
-                ASSERT_EQ(vs_ivfpq_scan_add(ctx, scan, l, B.ids[l].data() + at,
-                                            codes.data() + at * B.cs, tags.data() + at, chunk),
+            if (first && l % 5 == 1)
+            {
+                std::vector<int64_t> ids2;
+                std::vector<uint8_t> codes2;
+                std::vector<uint64_t> tags2;
+                for (int twice = 0; twice < 2; twice++)
+                {
+                    ids2.insert(ids2.end(), B.ids[l].begin() + at, B.ids[l].begin() + at + chunk);
+                    codes2.insert(codes2.end(), codes.begin() + at * B.cs,
+                                  codes.begin() + (at + chunk) * B.cs);
+                    tags2.insert(tags2.end(), tags.begin() + at, tags.begin() + at + chunk);
+                }
+                ASSERT_EQ(vs_ivfpq_scan_add(ctx, scan, l, ids2.data(), codes2.data(), tags2.data(),
+                                            2 * chunk),
                           VS_OK)
                     << vs_last_error(ctx);
+            }
+            else
+                for (int twice = 0; twice < (first && l % 3 == 0 ? 2 : 1); twice++)
+                    ASSERT_EQ(vs_ivfpq_scan_add(ctx, scan, l, B.ids[l].data() + at,
+                                                codes.data() + at * B.cs, tags.data() + at, chunk),
+                              VS_OK)
+                        << vs_last_error(ctx);
             at += chunk;
             first = false;
         }
