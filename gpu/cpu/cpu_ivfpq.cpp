@@ -506,7 +506,6 @@ private:
         const size_t parts = threads > 1 ? std::min(4 * static_cast<size_t>(threads), nq_) : 1;
         parallel_for(parts, threads, cfg_, [&](size_t part) {
             thread_local std::vector<float> residual, lut;
-            thread_local std::vector<uint32_t> keys, sel;
             for (size_t l = 0; l < nlists; l++)
             {
                 const ListEntries &h = lists[l];
@@ -523,12 +522,6 @@ private:
                         if (!range_ && kept.capacity() == 0)
                             kept.reserve(std::min<size_t>(2 * k_ + 256, 1024));
                         uint32_t &bound = bound_[pr[g]->query];
-                        if (!range_ && k_ > 0 && kept.empty() && h.n > k_)
-                        {
-                            first_entries(h, lut.data() + g * width, pr[g]->term, kept, bound,
-                                          keys, sel);
-                            continue;
-                        }
                         estimate_entries(p, lut.data() + g * width, pr[g]->term, h.codes, h.n,
                                          [&](size_t e, float est) {
                                              const uint32_t key = float_key(est);
@@ -556,31 +549,6 @@ private:
                     search_group();
             }
         });
-    }
-
-    // A query's first entries (kept empty, more than k of them): the k-th smallest estimate
-    // among them bounds its answer at once, so that only about k are kept instead of every one
-    // until a prune (the selection cost as much as the list scan itself).  The entries of one
-    // list part are distinct, so k of them lie at or below that key; should one come twice
-    // (prune finds fewer than k), the rest are kept too, as the general path would.
-    void first_entries(const ListEntries &h, const float *table, float term,
-                       std::vector<Kept> &kept, uint32_t &bound, std::vector<uint32_t> &keys,
-                       std::vector<uint32_t> &sel) const
-    {
-        keys.resize(h.n);
-        estimate_entries(ivf_.params(), table, term, h.codes, h.n,
-                         [&](size_t e, float est) { keys[e] = float_key(est); });
-        sel.assign(keys.begin(), keys.end());
-        std::nth_element(sel.begin(), sel.begin() + (k_ - 1), sel.end());
-        const uint32_t kth = sel[k_ - 1];
-        for (size_t e = 0; e < h.n; e++)
-            if (keys[e] <= kth)
-                kept.push_back({keys[e], h.ids[e], h.tags ? h.tags[e] : 0});
-        prune(kept, bound);
-        if (kept.size() < k_)
-            for (size_t e = 0; e < h.n; e++)
-                if (keys[e] > kth)
-                    kept.push_back({keys[e], h.ids[e], h.tags ? h.tags[e] : 0});
     }
 
     // Keeps the k smallest distinct entries, sorted; bound: the k-th's key once there are k.
