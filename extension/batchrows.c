@@ -19,9 +19,9 @@
  * (the index's search gave them: the exact kinds, vs_graph; also vs_check_pair one row at a time)
  * not even the tuple; a vector is read from the tuple in place, which the pin keeps where it is
  * and whose data no one changes.  Not under SERIALIZABLE, whose predicate locks need the tuple's
- * check.  A reader without distances may also remember each row's answer (VsRowReader.remember): a kNN batch checks its
- * queries' rows slice by slice while the worker searches (batch.c), and a row wanted by queries
- * of several slices is still read once.
+ * check.  A reader without distances may also remember each row's answer (VsRowReader.remember):
+ * a kNN batch checks its queries' rows slice by slice while the worker searches (batch.c), and a
+ * row wanted by queries of several slices is still read once.
  *
  * Tried and measured, then left out: the same reads split among parallel workers (a parallel
  * context sharing the leader's snapshot).  On an H100 host (16 cores, shared_buffers = 8GB, 1M x
@@ -438,9 +438,6 @@ prefetch_tuple(const VsRowReader *r, const RowRun *u)
 		prefetch_range((const char *) page + ItemIdGetOffset(lp), ItemIdGetLength(lp));
 }
 
-
-/* Checks the pairs of run u against its row, read from its pinned page; releases the pin.
- * prev_block: the page of the run checked before. */
 /*
  * The vector of a visible tuple of the pinned page: false when it is NULL or of another size.
  * *vec lies in the page or, for a TOASTed or copied value, in the reader's buffers or the
@@ -471,6 +468,8 @@ tuple_vector(VsRowReader *r, HeapTuple tuple, const float **vec, bool *copied)
 	return true;
 }
 
+/* Checks the pairs of run u against its row, read from its pinned page; releases the pin.
+ * prev_block: the page of the run checked before. */
 static void
 check_run_direct(VsRowReader *r, const RowRun *u, BlockNumber prev_block, const VsPair *sorted,
 				 VsPairResult *out)

@@ -3,8 +3,9 @@
  *
  * Inserts are serialized by the metapage's exclusive lock: the vector goes to the last data page,
  * or to the next page when that one is full (next_free_page), and the metapage's row count,
- * generation, last page and norm bounds change in the same Generic WAL record as the data page.  Readers lock the metapage
- * only to copy it, so they see either the state before or after an insert.
+ * generation, last page and norm bounds change in the same Generic WAL record as the data page.
+ * Readers lock the metapage only to copy it, so they see either the state before or after an
+ * insert.
  */
 #include "postgres.h"
 
