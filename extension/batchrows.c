@@ -211,7 +211,6 @@ read_toasted(VsRowReader *r, struct varlena *attr)
 		return NULL;
 	old = MemoryContextSwitchTo(r->cxt);
 	v = read_toasted_in(r, attr);
-
 	MemoryContextSwitchTo(old);
 	return v;
 }
