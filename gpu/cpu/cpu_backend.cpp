@@ -110,6 +110,8 @@ public:
         if (buf_.size() == cap_)
             cut();
     }
+    // No key above this distance can be kept any more (+inf until the first cut).
+    float bound() const { return thr_ == kNoKey ? INFINITY : key_dist(thr_); }
     // The kept keys, ascending.
     std::vector<uint64_t> &finish()
     {
@@ -132,6 +134,18 @@ private:
     uint64_t thr_ = kNoKey;
     std::vector<uint64_t> buf_;
 };
+
+// A batch of at least this many queries (but L1) finds its candidates through blocked products
+// (knn_scan): from a handful of queries on, reading each row once per block of queries beats
+// reading it once per query.
+constexpr size_t kGemmMinQueries = 4;
+// Queries per block: one packed panel (gemm.h, at most 256 columns).
+constexpr size_t kGemmQueries = 128;
+// Rows per dot_block call: its output (rows x queries) stays in the core's caches.
+constexpr size_t kGemmTileRows = 48;
+// Squared norms below this underflow the float products (subnormal terms), where the bounds of
+// engine/exact.h no longer hold.
+constexpr double kTinyNorm2 = 1e-30;
 
 class CpuBackend final : public Backend
 {
@@ -340,29 +354,20 @@ private:
     {
         const size_t n = c.size(), d = c.dim();
         const size_t kp = knn_candidates(k, n);
-        // Split a query's rows over threads only when there are few queries and many rows.
+        const bool gemm = kp < n && metric != VS_METRIC_L1 && nq >= kGemmMinQueries;
+        // cand[q * parts + p]: query q's kp best approximate keys among part p of the rows
+        std::vector<std::vector<uint64_t>> cand;
         size_t parts = 1;
-        if (nq < static_cast<size_t>(threads_) && n >= 16384)
-            parts = std::min<size_t>((threads_ + nq - 1) / nq, n / 8192);
-        std::vector<std::vector<uint64_t>> cand(nq * parts);
-        if (kp < n)
-        {
-            parallel_for(nq * parts, threads_, cfg_, [&](size_t item) {
-                size_t q = item / parts, p = item % parts;
-                const float *x = queries + q * d;
-                Approx ap{metric, x, d, sqnorm_double(x, d)};
-                size_t r0 = n * p / parts, r1 = n * (p + 1) / parts;
-                BufferedTopK top(kp);
-                for (size_t r = r0; r < r1; r++)
-                    top.add(make_key(ap(c, r), static_cast<uint32_t>(r)));
-                cand[item] = std::move(top.finish());
-            });
-        }
+        if (gemm)
+            parts = gemm_candidates(c, queries, nq, kp, metric, cand);
+        else if (kp < n)
+            parts = direct_candidates(c, queries, nq, kp, metric, cand);
+        const int kind = gemm ? APPROX_GEMM_F32 : APPROX_DIRECT_F32;
         parallel_for(nq, threads_, cfg_, [&](size_t q) {
             const float *x = queries + q * d;
             std::vector<uint64_t> keys;
             bool certified = false;
-            if (kp < n)
+            if (kp < n && !cand[q * parts].empty())
             {
                 std::vector<uint64_t> approx;
                 for (size_t p = 0; p < parts; p++)
@@ -378,7 +383,7 @@ private:
                 }
                 std::sort(keys.begin(), keys.end());
                 double qn = std::sqrt(sqnorm_double(x, d));
-                ErrBound e = approx_error(APPROX_DIRECT_F32, metric, d, qn, c.maxnorm);
+                ErrBound e = approx_error(kind, metric, d, qn, c.maxnorm);
                 float lb = base_to_output(metric, approx_lower(e, key_dist(approx[kp - 1])));
                 certified = lb > key_dist(keys[k - 1]);
                 keys.resize(k);
@@ -388,6 +393,100 @@ private:
             write_result(c, keys, k, out_ids + q * k, out_dists + q * k,
                          out_counts ? out_counts + q : nullptr);
         });
+    }
+
+    // Candidates from the SIMD float kernels, a query at a time; a query's rows are split over
+    // threads only when there are few queries and many rows.
+    size_t direct_candidates(const CpuDataset &c, const float *queries, size_t nq, size_t kp,
+                             vs_metric metric, std::vector<std::vector<uint64_t>> &cand)
+    {
+        const size_t n = c.size(), d = c.dim();
+        size_t parts = 1;
+        if (nq < static_cast<size_t>(threads_) && n >= 16384)
+            parts = std::min<size_t>((threads_ + nq - 1) / nq, n / 8192);
+        cand.assign(nq * parts, {});
+        parallel_for(nq * parts, threads_, cfg_, [&](size_t item) {
+            size_t q = item / parts, p = item % parts;
+            const float *x = queries + q * d;
+            Approx ap{metric, x, d, sqnorm_double(x, d)};
+            size_t r0 = n * p / parts, r1 = n * (p + 1) / parts;
+            BufferedTopK top(kp);
+            for (size_t r = r0; r < r1; r++)
+                top.add(make_key(ap(c, r), static_cast<uint32_t>(r)));
+            cand[item] = std::move(top.finish());
+        });
+        return parts;
+    }
+
+    // Candidates from blocked products (gemm.h): a block of kGemmQueries queries is packed as one
+    // panel and the rows are the tiles' other operand, read in place, so a row is read once per
+    // block instead of once per query and the products run at the FMA units' rate.  The values
+    // are the CUDA GEMM path's (||x||^2 + ||y||^2 - 2 <x, y> for L2, 1 - <x, y> / (||x|| ||y||)
+    // for cosine), certified with APPROX_GEMM_F32's bound.  A query whose squared norm is not a
+    // finite number of at least kTinyNorm2 gets no candidates (its exact scan): below that the
+    // float products underflow and the bound no longer holds; so does a cosine row below it
+    // (-inf: a candidate, never certified past).
+    size_t gemm_candidates(const CpuDataset &c, const float *queries, size_t nq, size_t kp,
+                           vs_metric metric, std::vector<std::vector<uint64_t>> &cand)
+    {
+        const size_t n = c.size(), d = c.dim();
+        const size_t blocks = (nq + kGemmQueries - 1) / kGemmQueries;
+        const size_t want = 2 * static_cast<size_t>(threads_);
+        size_t parts = 1;
+        if (blocks < want)
+            parts = std::max<size_t>(1, std::min((want + blocks - 1) / blocks, n / 4096));
+        cand.assign(nq * parts, {});
+        parallel_for(blocks * parts, threads_, cfg_, [&](size_t item) {
+            const size_t b = item / parts, p = item % parts;
+            const size_t q0 = b * kGemmQueries, qn = std::min(kGemmQueries, nq - q0);
+            PackedRows qp(queries + q0 * d, qn, d, d);
+            const size_t w = qp.padded();
+            std::vector<float> xsq(qn), xinv(qn), bound(qn, INFINITY);
+            std::vector<char> scanned(qn);
+            for (size_t i = 0; i < qn; i++)
+            {
+                const double s = sqnorm_double(queries + (q0 + i) * d, d);
+                xsq[i] = static_cast<float>(s);
+                xinv[i] = static_cast<float>(1.0 / std::sqrt(s));
+                scanned[i] = std::isfinite(s) && s >= kTinyNorm2;
+                if (!scanned[i])
+                    bound[i] = -INFINITY; // only NaN and -inf values get past it
+            }
+            std::vector<BufferedTopK> top(qn, BufferedTopK(kp));
+            std::vector<float> out(kGemmTileRows * w);
+            const size_t r0 = n * p / parts, r1 = n * (p + 1) / parts;
+            for (size_t t0 = r0; t0 < r1; t0 += kGemmTileRows)
+            {
+                const size_t tn = std::min(kGemmTileRows, r1 - t0);
+                dot_block(c.row(t0), d, tn, qp, out.data(), w);
+                for (size_t j = 0; j < tn; j++)
+                {
+                    const uint32_t r = static_cast<uint32_t>(t0 + j);
+                    const float *o = out.data() + j * w;
+                    const double ys = c.sqnorms[r];
+                    const float ysq = static_cast<float>(ys);
+                    const float yinv = static_cast<float>(1.0 / std::sqrt(ys));
+                    for (size_t i = 0; i < qn; i++)
+                    {
+                        float v = metric == VS_METRIC_IP       ? -o[i]
+                                  : metric == VS_METRIC_COSINE ? 1.0f - o[i] * xinv[i] * yinv
+                                                               : (xsq[i] + ysq) - 2.0f * o[i];
+                        // +inf (an overflowed float sum, whatever the exact value's sign)
+                        // and NaN go on to become -inf
+                        if ((v > bound[i] && v != INFINITY) || !scanned[i])
+                            continue;
+                        if (!std::isfinite(v) || (metric == VS_METRIC_COSINE && ys < kTinyNorm2))
+                            v = -INFINITY;
+                        top[i].add(make_key(v, r));
+                        bound[i] = top[i].bound();
+                    }
+                }
+            }
+            for (size_t i = 0; i < qn; i++)
+                if (scanned[i])
+                    cand[(q0 + i) * parts + p] = std::move(top[i].finish());
+        });
+        return parts;
     }
 
     // Rows of a query's candidate ids: known ids only, ascending, each once.
