@@ -10,6 +10,7 @@
 // order the rows arrive in.
 #include "cpu/rowscan.h"
 
+#include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "cpu/simd.h"
 #include "engine/exact.h"
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -80,11 +82,19 @@ private:
     Key thr_ = kNoBound;
 };
 
+// A scan of at least this many queries (but L1) bounds its pairs from blocked products (gemm.h):
+// each row is read once per block of kGemmQueries queries, where the float kernels read it once
+// per query, and the products run at the FMA units' rate.
+constexpr size_t kGemmMinQueries = 4;
+constexpr size_t kGemmQueries = 128; // one packed panel (at most 256 columns)
+constexpr size_t kGemmTileRows = 48; // rows gathered from the blocks per dot_block call
+
 struct Query
 {
     const float *x;
     double qsq;
     double qn;
+    float xsq, xinv; // float(||x||^2), float(1 / ||x||): the GEMM values' operands (CUDA's)
 };
 
 class CpuRowScan final : public RowScan
@@ -104,11 +114,18 @@ public:
             q_[i].x = &x_[i * d_];
             q_[i].qsq = sqnorm_double(q_[i].x, d_);
             q_[i].qn = std::sqrt(q_[i].qsq);
+            q_[i].xsq = static_cast<float>(q_[i].qsq);
+            q_[i].xinv = static_cast<float>(1.0 / q_[i].qn);
         }
+        if (nq_ >= kGemmMinQueries && m_ != VS_METRIC_L1)
+            for (size_t q0 = 0; q0 < nq_; q0 += kGemmQueries)
+                panels_.emplace_back(q_[q0].x, std::min(kGemmQueries, nq_ - q0), d_, d_);
         g_ = (static_cast<double>(d_) + 4.0) * 5.9604644775390625e-08;
         rel_ = approx_error(APPROX_DIRECT_F32, m_, d_, 0.0, 0.0).rel;
         limit_ = range_ ? range_base_limit(m_, radius_) : 0.0;
         under_ = 2.0 * static_cast<double>(d_) * 0x1p-149;
+        if (!panels_.empty())
+            gemm_terms();
     }
 
     size_t nq() const override { return nq_; }
@@ -264,8 +281,152 @@ private:
             __builtin_prefetch(row + off);
     }
 
+    // Per query, the terms of a lower bound of the exact base value of (query, row) from the dot
+    // product o of a blocked product: the value is the CUDA GEMM path's, the error
+    // APPROX_GEMM_F32's (engine/exact.h) for the row's own norm yn >= ||y||, spelled out so that
+    // a pair costs a few operations:
+    //   L2:     (xsq + ysq) - 2 o - (e0 + e1 yn + e2 yn^2) - under_
+    //   IP:     -o - e1 yn - under_
+    //   cosine: 1 - o xinv yinv - e0
+    // NaN terms (a query or row whose squared norm is below kTinyNorm2 where the bound needs
+    // more, their products underflowing) make the bound NaN: the exact value decides, as with
+    // lower_base's NaN; so do values that overflowed.
+    void gemm_terms()
+    {
+        const double u = 5.9604644775390625e-08, safety = 2.0;
+        e0_.assign(nq_, 0.0);
+        e1_.assign(nq_, 0.0);
+        e2_.assign(nq_, 0.0);
+        for (size_t i = 0; i < nq_; i++)
+        {
+            const Query &q = q_[i];
+            const bool tiny = !(q.qsq >= kTinyNorm2);
+            switch (m_)
+            {
+            case VS_METRIC_L2SQ:
+            case VS_METRIC_L2: // safety (2 g qn yn + 3 u (qn + yn)^2)
+                e0_[i] = tiny ? NAN : safety * 3.0 * u * q.qsq;
+                e1_[i] = safety * (2.0 * g_ + 6.0 * u) * q.qn;
+                e2_[i] = safety * 3.0 * u;
+                break;
+            case VS_METRIC_IP: // safety g qn yn + 1e-300
+                e0_[i] = 1e-300;
+                e1_[i] = safety * g_ * q.qn;
+                break;
+            case VS_METRIC_COSINE: // the float norms' share 2 g besides, as lower_base
+                e0_[i] = tiny ? NAN : approx_error(APPROX_GEMM_F32, m_, d_, q.qn, 0.0).abs + 2.0 * g_;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+
+    // The rows of blocks [b0, b1) against every query through blocked products: up to
+    // kGemmTileRows rows are copied together (rows of index pages lie between page headers), each
+    // block of queries' products taken at once, and every pair whose bound does not rule it out
+    // gets its exact distance as in scan().
+    void scan_gemm(const vs_row_block *blocks, size_t b0, size_t b1, int slot)
+    {
+        const size_t T = kGemmTileRows;
+        std::vector<float> tile(T * d_), out(T * 256), ysq(T), yinv(T);
+        std::vector<const float *> row(T);
+        std::vector<int64_t> id(T);
+        std::vector<double> yn(T), yn2(T);
+        // per query, a base value above which a row cannot enter its top k (kNN), or the radius's
+        std::vector<double> skip(nq_);
+        for (size_t qi = 0; qi < nq_; qi++)
+            skip[qi] = range_ ? limit_ : base_skip(top_[slot][qi]);
+        size_t b = b0, i = 0;
+        while (b < b1)
+        {
+            size_t tn = 0;
+            for (; b < b1 && tn < T; i = 0, b++)
+            {
+                const vs_row_block &blk = blocks[b];
+                const char *base = reinterpret_cast<const char *>(blk.rows);
+                for (; i < blk.n && tn < T; i++, tn++)
+                {
+                    row[tn] = reinterpret_cast<const float *>(base + i * blk.stride);
+                    id[tn] = blk.ids[i];
+                    std::memcpy(&tile[tn * d_], row[tn], d_ * sizeof(float));
+                    const double s = sqnorm_double(row[tn], d_);
+                    const bool tiny = !(s >= kTinyNorm2);
+                    ysq[tn] = static_cast<float>(s);
+                    yn[tn] = std::sqrt(s) * (1.0 + 1e-9);
+                    yn2[tn] = yn[tn] * yn[tn];
+                    yinv[tn] = tiny ? NAN : static_cast<float>(1.0 / std::sqrt(s));
+                    if (tiny && m_ == VS_METRIC_IP)
+                        yn[tn] = NAN;
+                }
+                if (i < blk.n)
+                    break; // the tile is full inside this block: go on from row i
+            }
+            for (size_t pb = 0; pb < panels_.size(); pb++)
+            {
+                const PackedRows &qp = panels_[pb];
+                const size_t w = qp.padded(), q0 = pb * kGemmQueries, qn = qp.size();
+                dot_block(tile.data(), d_, tn, qp, out.data(), w);
+                for (size_t j = 0; j < tn; j++)
+                {
+                    const float *o = &out[j * w];
+                    for (size_t c = 0; c < qn; c++)
+                    {
+                        const size_t qi = q0 + c;
+                        float a;
+                        double lb;
+                        if (m_ == VS_METRIC_IP)
+                        {
+                            a = -o[c];
+                            lb = a - e0_[qi] - e1_[qi] * yn[j] - under_;
+                        }
+                        else if (m_ == VS_METRIC_COSINE)
+                        {
+                            a = 1.0f - o[c] * q_[qi].xinv * yinv[j];
+                            lb = a - e0_[qi];
+                        }
+                        else
+                        {
+                            a = (q_[qi].xsq + ysq[j]) - 2.0f * o[c];
+                            lb = a - (e0_[qi] + e1_[qi] * yn[j] + e2_[qi] * yn2[j]) - under_;
+                        }
+                        if (lb > skip[qi] && a < INFINITY)
+                            continue;
+                        const Query &q = q_[qi];
+                        float dist = exact_distance_simd(m_, q.x, row[j], d_);
+                        if (range_)
+                        {
+                            if (dist <= radius_)
+                                hits_[slot][qi].emplace_back(id[j], dist);
+                            continue;
+                        }
+                        TopK &top = top_[slot][qi];
+                        top.add(make_key128(dist, id[j]), k_);
+                        skip[qi] = base_skip(top);
+                    }
+                }
+            }
+        }
+    }
+
+    // A base value above which a row's exact distance is above the top's bound (+inf while it
+    // is not bounded): the base value of the next float past the bound, so that a lower bound
+    // beyond it gives an output distance beyond the bound whatever the rounding.
+    double base_skip(const TopK &top) const
+    {
+        if (!top.bounded())
+            return INFINITY;
+        const double up = nextafterf(top.bound(), INFINITY);
+        return m_ == VS_METRIC_L2 ? (up > 0 ? up * up : 0.0) : up;
+    }
+
     void scan(const vs_row_block *blocks, size_t b0, size_t b1, int slot)
     {
+        if (!panels_.empty())
+        {
+            scan_gemm(blocks, b0, b1, slot);
+            return;
+        }
         for (size_t b = b0; b < b1; b++)
         {
             const vs_row_block &blk = blocks[b];
@@ -318,6 +479,8 @@ private:
     float radius_;
     std::vector<float> x_;
     std::vector<Query> q_;
+    std::vector<PackedRows> panels_; // blocks of kGemmQueries queries packed (GEMM scans only)
+    std::vector<double> e0_, e1_, e2_; // gemm_terms()
     double g_, rel_, limit_, under_;
     int threads_;
     std::vector<std::vector<TopK>> top_;                                  // [slot][query]

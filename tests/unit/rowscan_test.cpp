@@ -83,12 +83,13 @@ TEST_P(RowScanTest, KnnIsTheDatasetsAnswer)
         D.x[5 * d + j] = 3e19f * (j % 2 ? 1.0f : -1.0f);
         D.x[9 * d + j] = 1e18f;
     }
-    const size_t nq = 13;
-    std::vector<float> Q = vt::make_queries(D, nq, 11);
     Pages P = make_pages(D, 3);
     auto ds = vt::upload(ctx.get(), D);
+    // 3 queries: the float kernels' bounds; 13: blocked products' (both the scan's and vs_knn's)
+    for (size_t nq : {size_t(3), size_t(13)})
     for (size_t k : {size_t(1), size_t(10), D.n + 5})
     {
+        std::vector<float> Q = vt::make_queries(D, nq, 11);
         std::vector<int64_t> ids(nq * k), want_ids(nq * k), counts(nq), want_counts(nq);
         std::vector<float> dists(nq * k), want_dists(nq * k);
         ASSERT_EQ(vs_knn(ctx.get(), ds.get(), Q.data(), nq, k, metric, nullptr, want_ids.data(),
@@ -103,7 +104,8 @@ TEST_P(RowScanTest, KnnIsTheDatasetsAnswer)
         EXPECT_EQ(counts, want_counts);
         for (size_t i = 0; i < nq * k; i++)
         {
-            ASSERT_EQ(ids[i], want_ids[i]) << "k " << k << " query " << i / k << " rank " << i % k;
+            ASSERT_EQ(ids[i], want_ids[i]) << nq << " queries, k " << k << " query " << i / k
+                                           << " rank " << i % k;
             ASSERT_TRUE(same_float(dists[i], want_dists[i])) << dists[i] << " " << want_dists[i];
         }
         // and the independent reference: every returned distance, and the order
@@ -128,13 +130,14 @@ TEST_P(RowScanTest, RangeIsTheDatasetsAnswer)
     auto [metric, threads, d] = GetParam();
     auto ctx = cpu_context(threads);
     vt::Data D = vt::make_data(d > 100 ? 900 : 2500, d, 17 + d, 0.2, true);
-    const size_t nq = 7;
-    std::vector<float> Q = vt::make_queries(D, nq, 5);
     Pages P = make_pages(D, 9);
     auto ds = vt::upload(ctx.get(), D);
-    std::vector<vt::RefHit> ref = vt::ref_sorted(D, &Q[0], metric);
+    // 2 queries: the float kernels' bounds; 7: blocked products'
+    for (size_t nq : {size_t(2), size_t(7)})
     for (size_t at : {size_t(0), D.n / 50, D.n / 3})
     {
+        std::vector<float> Q = vt::make_queries(D, nq, 5);
+        std::vector<vt::RefHit> ref = vt::ref_sorted(D, &Q[0], metric);
         float radius = ref[at].dist;
         if (radius != radius)
             continue;
