@@ -50,7 +50,7 @@ graph_init(void)
 	add_enum_reloption(graph_relopt_kind, "build_knn",
 					   "How the build finds each row's build_degree nearest rows: exact (every "
 					   "pair of rows), ivf (the rows of the nearest k-means lists) or auto (ivf "
-					   "from 100000 rows)",
+					   "from 50000 rows on a CPU)",
 					   build_knn_values, VS_GRAPH_BUILD_KNN_AUTO,
 					   "Valid values are \"auto\", \"exact\" and \"ivf\".",
 					   AccessExclusiveLock);
