@@ -441,16 +441,21 @@ private:
             const size_t q0 = b * kGemmQueries, qn = std::min(kGemmQueries, nq - q0);
             PackedRows qp(queries + q0 * d, qn, d, d);
             const size_t w = qp.padded();
-            std::vector<float> xsq(qn), xinv(qn), bound(qn, INFINITY);
+            const GemmValue kind = metric == VS_METRIC_IP       ? GemmValue::IP
+                                   : metric == VS_METRIC_COSINE ? GemmValue::Cosine
+                                                                : GemmValue::L2;
+            // xa: ||x||^2 (L2) or 1 / ||x|| (cosine); the padding columns and the queries left
+            // to the exact scan get the bound -inf, which only +inf and NaN values pass
+            std::vector<float> xa(w), bound(w, -INFINITY), vals(w);
+            std::vector<uint32_t> cols(w);
             std::vector<char> scanned(qn);
             for (size_t i = 0; i < qn; i++)
             {
                 const double s = sqnorm_double(queries + (q0 + i) * d, d);
-                xsq[i] = static_cast<float>(s);
-                xinv[i] = static_cast<float>(1.0 / std::sqrt(s));
+                xa[i] = static_cast<float>(kind == GemmValue::Cosine ? 1.0 / std::sqrt(s) : s);
                 scanned[i] = std::isfinite(s) && s >= kTinyNorm2;
-                if (!scanned[i])
-                    bound[i] = -INFINITY; // only NaN and -inf values get past it
+                if (scanned[i])
+                    bound[i] = INFINITY;
             }
             std::vector<BufferedTopK> top(qn, BufferedTopK(kp));
             std::vector<float> out(kGemmTileRows * w);
@@ -462,21 +467,21 @@ private:
                 for (size_t j = 0; j < tn; j++)
                 {
                     const uint32_t r = static_cast<uint32_t>(t0 + j);
-                    const float *o = out.data() + j * w;
                     const double ys = c.sqnorms[r];
-                    const float ysq = static_cast<float>(ys);
-                    const float yinv = static_cast<float>(1.0 / std::sqrt(ys));
-                    for (size_t i = 0; i < qn; i++)
+                    // a cosine row below kTinyNorm2: NaN values, made -inf below
+                    const float s = kind == GemmValue::L2 ? static_cast<float>(ys)
+                                    : ys < kTinyNorm2    ? NAN
+                                                         : static_cast<float>(1.0 / std::sqrt(ys));
+                    const size_t m = bounded_columns(out.data() + j * w, xa.data(), s,
+                                                     bound.data(), w, kind, vals.data(), cols.data());
+                    for (size_t t = 0; t < m; t++)
                     {
-                        float v = metric == VS_METRIC_IP       ? -o[i]
-                                  : metric == VS_METRIC_COSINE ? 1.0f - o[i] * xinv[i] * yinv
-                                                               : (xsq[i] + ysq) - 2.0f * o[i];
-                        // +inf (an overflowed float sum, whatever the exact value's sign)
-                        // and NaN go on to become -inf
-                        if ((v > bound[i] && v != INFINITY) || !scanned[i])
+                        const size_t i = cols[t];
+                        if (i >= qn || !scanned[i])
                             continue;
-                        if (!std::isfinite(v) || (metric == VS_METRIC_COSINE && ys < kTinyNorm2))
-                            v = -INFINITY;
+                        // +inf (an overflowed float sum, whatever the exact value's sign) and NaN
+                        // become -inf: candidates that no bound certifies past
+                        const float v = std::isfinite(vals[i]) ? vals[i] : -INFINITY;
                         top[i].add(make_key(v, r));
                         bound[i] = top[i].bound();
                     }

@@ -47,6 +47,8 @@ struct Table
     size_t (*row_candidates)(const float *, const float *, size_t, size_t, size_t, const float *,
                              bool, float *, double, uint32_t *);
     size_t (*dot_candidates)(float *, const float *, size_t, bool, double, uint32_t *);
+    size_t (*bounded_columns)(const float *, const float *, float, const float *, size_t, int,
+                              float *, uint32_t *);
     void (*pq_table)(const float *, const float *const *, size_t, size_t, bool, float *);
     size_t (*lane_rows)(size_t);
     void (*lane_candidates)(const float *, size_t, size_t, const float *, size_t, size_t, size_t,
@@ -68,8 +70,8 @@ bool has_avx2()
 bool always() { return true; }
 
 #define VS_TABLE(ns, usable)                                                                       \
-    {#ns,         ns::dot_block, ns::row_candidates,  ns::dot_candidates,                          \
-     ns::pq_table, ns::lane_rows, ns::lane_candidates, usable}
+    {#ns,         ns::dot_block,      ns::row_candidates, ns::dot_candidates,                     \
+     ns::bounded_columns, ns::pq_table,     ns::lane_rows,      ns::lane_candidates, usable}
 const Table kTables[] = {VS_TABLE(avx512, has_avx512), VS_TABLE(avx2, has_avx2),
                          VS_TABLE(sse2, always)};
 #undef VS_TABLE
@@ -187,6 +189,12 @@ size_t nearest_candidates(float *v, const float *sqnorms, size_t k, NearestKind 
     return gemm_isa::active().dot_candidates(v, sqnorms, k, kind == NearestKind::L2, slack, out);
 }
 
+size_t bounded_columns(const float *o, const float *xa, float s, const float *bound, size_t n,
+                       GemmValue kind, float *v, uint32_t *out)
+{
+    return gemm_isa::active().bounded_columns(o, xa, s, bound, n, static_cast<int>(kind), v, out);
+}
+
 void pq_table(const float *x, const float *const *rows, size_t d, size_t w, bool inner_product,
               float *out)
 {
@@ -202,6 +210,21 @@ bool pq_table_with(const char *isa, const float *x, const float *const *rows, si
             if (!t.usable())
                 return false;
             t.pq_table(x, rows, d, w, inner_product, out);
+            return true;
+        }
+    return false;
+}
+
+bool bounded_columns_with(const char *isa, const float *o, const float *xa, float s,
+                          const float *bound, size_t n, GemmValue kind, float *v, uint32_t *out,
+                          size_t *count)
+{
+    for (const gemm_isa::Table &t : gemm_isa::kTables)
+        if (std::strcmp(t.name, isa) == 0)
+        {
+            if (!t.usable())
+                return false;
+            *count = t.bounded_columns(o, xa, s, bound, n, static_cast<int>(kind), v, out);
             return true;
         }
     return false;

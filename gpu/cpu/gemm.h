@@ -69,6 +69,25 @@ void dot_block(const float *x, size_t ldx, size_t nx, const PackedRows &rows, fl
 bool dot_block_with(const char *isa, const float *x, size_t ldx, size_t nx, const PackedRows &rows,
                     float *out, size_t ldo);
 
+// The values of exact kNN's blocked products (the CUDA GEMM path's, cpu_backend.cpp) for one row
+// y against columns c < n (n a multiple of 16: a packed panel's padded()) from its row of dot
+// products o: L2 (xa[c] + s) - 2 o[c] (xa: ||x||^2, s: ||y||^2), IP -o[c], cosine
+// 1 - o[c] xa[c] s (xa: 1 / ||x||, s: 1 / ||y||), into v[c]; the columns whose value is not above
+// bound[c], or is +inf or NaN (a float sum that overflowed: it says nothing), ascending into out.
+// Returns how many.
+enum class GemmValue
+{
+    L2 = 0,
+    IP = 1,
+    Cosine = 2
+};
+size_t bounded_columns(const float *o, const float *xa, float s, const float *bound, size_t n,
+                       GemmValue kind, float *v, uint32_t *out);
+// The same with a named kernel table (tests): *count columns; false if not supported.
+bool bounded_columns_with(const char *isa, const float *o, const float *xa, float s,
+                          const float *bound, size_t n, GemmValue kind, float *v, uint32_t *out,
+                          size_t *count);
+
 // IVF-PQ lookup table of one sub-vector x (d elements) against w <= 256 codewords (w a multiple
 // of 32), given as rows[t] = element t of every codeword (w floats: a single-panel PackedRows'
 // panel_rows(), or the same floats where the caller keeps them, e.g. index pages):

@@ -124,6 +124,54 @@ TEST(PqTable, EveryKernelMatchesThePlainSumsBitForBit)
                 }
 }
 
+// The filter of exact kNN's blocked products for every instruction set: values within float
+// rounding of the plain formulas, and exactly the columns whose own value is not above its bound or
+// is +inf or NaN (overflowed sums), ascending; bounds of -inf keep only those.
+TEST(BoundedColumns, EveryKernelKeepsTheColumnsNotAboveTheirBound)
+{
+    const size_t n = 64;
+    std::vector<float> o = gaussian(n, 5, 4.0f), xa = gaussian(n, 6, 2.0f), bound = gaussian(n, 7, 6.0f);
+    o[3] = INFINITY;
+    o[4] = -INFINITY;
+    o[5] = NAN;
+    xa[6] = INFINITY;
+    bound[7] = INFINITY;
+    for (size_t c = 8; c < n; c += 9)
+        bound[c] = -INFINITY;
+    for (size_t c = 0; c < n; c++)
+        xa[c] = std::fabs(xa[c]);
+    for (const char *isa : {"avx512", "avx2", "sse2"})
+        for (vs::GemmValue kind : {vs::GemmValue::L2, vs::GemmValue::IP, vs::GemmValue::Cosine})
+            for (float s : {0.5f, 3.0f})
+            {
+                std::vector<float> v(n, vt::poison_float());
+                std::vector<uint32_t> cols(n, 999);
+                size_t m = 0;
+                if (!vs::bounded_columns_with(isa, o.data(), xa.data(), s, bound.data(), n, kind,
+                                              v.data(), cols.data(), &m))
+                    break; // not supported here
+                std::vector<uint32_t> want;
+                for (size_t c = 0; c < n; c++)
+                {
+                    const double ref = kind == vs::GemmValue::L2 ? (double(xa[c]) + s) - 2.0 * o[c]
+                                       : kind == vs::GemmValue::IP ? -double(o[c])
+                                                                   : 1.0 - double(o[c]) * xa[c] * s;
+                    if (std::isfinite(ref))
+                        EXPECT_NEAR(v[c], ref, 1e-6 * (1.0 + std::fabs(ref))) << isa << " column " << c;
+                    else if (ref == ref)
+                        EXPECT_EQ(v[c], static_cast<float>(ref)) << isa << " column " << c;
+                    else
+                        EXPECT_TRUE(v[c] != v[c]) << isa << " column " << c;
+                    if (!(v[c] > bound[c]) || v[c] == INFINITY)
+                        want.push_back(static_cast<uint32_t>(c));
+                }
+                ASSERT_EQ(std::vector<uint32_t>(cols.begin(), cols.begin() + m), want)
+                    << isa << " kind " << static_cast<int>(kind) << " s " << s;
+                EXPECT_GE(m, 5u) << isa;        // the specials at least
+                EXPECT_LT(m, n - 6) << isa;     // and not everything
+            }
+}
+
 // The lane kernel of nearest_rows (rows of up to 16 elements, one per vector lane) for every
 // instruction set, against the same values computed one at a time in the kernels' order
 // (products summed in order t = 0..d-1 from the first product, fused with FMA instruction sets;
