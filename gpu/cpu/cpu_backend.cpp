@@ -139,6 +139,9 @@ private:
 // (knn_scan): from a handful of queries on, reading each row once per block of queries beats
 // reading it once per query.
 constexpr size_t kGemmMinQueries = 4;
+// Beyond this many candidates a query the blocked path's selections (a block's 128 queries at
+// once, 2 x K' keys each) would hold too much memory per thread: the per-query path takes it.
+constexpr size_t kGemmMaxCandidates = 4096;
 // Queries per block: one packed panel (gemm.h, at most 256 columns).
 constexpr size_t kGemmQueries = 128;
 // Rows per dot_block call: its output (rows x queries) stays in the core's caches.
@@ -354,7 +357,8 @@ private:
     {
         const size_t n = c.size(), d = c.dim();
         const size_t kp = knn_candidates(k, n);
-        const bool gemm = kp < n && metric != VS_METRIC_L1 && nq >= kGemmMinQueries;
+        const bool gemm = kp < n && kp <= kGemmMaxCandidates && metric != VS_METRIC_L1 &&
+                          nq >= kGemmMinQueries;
         // cand[q * parts + p]: query q's kp best approximate keys among part p of the rows
         std::vector<std::vector<uint64_t>> cand;
         size_t parts = 1;

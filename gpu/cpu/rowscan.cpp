@@ -333,6 +333,14 @@ private:
         std::vector<const float *> row(T);
         std::vector<int64_t> id(T);
         std::vector<double> yn(T), yn2(T);
+        // rows whose bound needs their own norm to be normal (IP, cosine below kTinyNorm2): every
+        // pair of theirs takes the pair's bound
+        std::vector<char> special(T);
+        std::vector<float> thr(256), xa(256), vals(256);
+        std::vector<uint32_t> cols(256);
+        const GemmValue kind = m_ == VS_METRIC_IP       ? GemmValue::IP
+                               : m_ == VS_METRIC_COSINE ? GemmValue::Cosine
+                                                        : GemmValue::L2;
         // per query, a base value above which a row cannot enter its top k (kNN), or the radius's
         std::vector<double> skip(nq_);
         for (size_t qi = 0; qi < nq_; qi++)
@@ -356,22 +364,50 @@ private:
                     yn[tn] = std::sqrt(s) * (1.0 + 1e-9);
                     yn2[tn] = yn[tn] * yn[tn];
                     yinv[tn] = tiny ? NAN : static_cast<float>(1.0 / std::sqrt(s));
+                    special[tn] = tiny && m_ != VS_METRIC_L2 && m_ != VS_METRIC_L2SQ;
                     if (tiny && m_ == VS_METRIC_IP)
                         yn[tn] = NAN;
                 }
                 if (i < blk.n)
                     break; // the tile is full inside this block: go on from row i
             }
+            // the largest row norm of the tile, for one threshold per query and tile
+            double ymax = 0;
+            for (size_t j = 0; j < tn; j++)
+                ymax = std::max(ymax, yn[j]);
             for (size_t pb = 0; pb < panels_.size(); pb++)
             {
                 const PackedRows &qp = panels_[pb];
                 const size_t w = qp.padded(), q0 = pb * kGemmQueries, qn = qp.size();
                 dot_block(tile.data(), d_, tn, qp, out.data(), w);
+                // A value above thr[c] puts the pair's lower bound above skip for every row of
+                // the tile (the error grows with the row's norm): bounded_columns passes the
+                // others, and those that overflowed, to the pair's own bound.  A NaN threshold
+                // (a tiny query) passes every pair; padding columns pass none.
+                std::fill(thr.begin(), thr.end(), -INFINITY);
+                for (size_t c = 0; c < qn; c++)
+                {
+                    const size_t qi = q0 + c;
+                    const double e = m_ == VS_METRIC_COSINE ? e0_[qi]
+                                     : m_ == VS_METRIC_IP
+                                         ? e0_[qi] + e1_[qi] * ymax + under_
+                                         : e0_[qi] + (e1_[qi] + e2_[qi] * ymax) * ymax + under_;
+                    // (the double sums' rounding is far inside the bound's safety factor)
+                    thr[c] = float_at_least(skip[qi] + e);
+                    xa[c] = m_ == VS_METRIC_COSINE ? q_[qi].xinv : q_[qi].xsq;
+                }
                 for (size_t j = 0; j < tn; j++)
                 {
                     const float *o = &out[j * w];
-                    for (size_t c = 0; c < qn; c++)
+                    size_t m = qn;
+                    if (!special[j])
+                        m = bounded_columns(o, xa.data(), m_ == VS_METRIC_COSINE ? yinv[j] : ysq[j],
+                                            thr.data(), w, kind, vals.data(), cols.data());
+                    for (size_t t = 0; t < m; t++)
                     {
+                        const size_t c = special[j] ? t : cols[t];
+                        if (c >= qn)
+                            continue;
                         const size_t qi = q0 + c;
                         float a;
                         double lb;
@@ -407,6 +443,13 @@ private:
                 }
             }
         }
+    }
+
+    // The smallest float no lower than x (+inf above float's range, NaN for NaN).
+    static float float_at_least(double x)
+    {
+        float f = static_cast<float>(x);
+        return static_cast<double>(f) < x ? std::nextafter(f, INFINITY) : f;
     }
 
     // A base value above which a row's exact distance is above the top's bound (+inf while it
