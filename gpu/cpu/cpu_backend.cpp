@@ -424,7 +424,9 @@ private:
 
     // Candidates from blocked products (gemm.h): a block of kGemmQueries queries is packed as one
     // panel and the rows are the tiles' other operand, read in place, so a row is read once per
-    // block instead of once per query and the products run at the FMA units' rate.  The values
+    // block instead of once per query and the products run at the FMA units' rate.  Blocks one
+    // after the other, each block's rows split in parts over the threads (gemm_parts), the parts'
+    // candidates cut back to kp a query after each block (cand[q], one part).  The values
     // are the CUDA GEMM path's (||x||^2 + ||y||^2 - 2 <x, y> for L2, 1 - <x, y> / (||x|| ||y||)
     // for cosine), certified with APPROX_GEMM_F32's bound.  A query whose squared norm is not a
     // finite number of at least kTinyNorm2 gets no candidates (its exact scan): below that the
@@ -434,24 +436,17 @@ private:
                            vs_metric metric, std::vector<std::vector<uint64_t>> &cand)
     {
         const size_t n = c.size(), d = c.dim();
-        const size_t blocks = (nq + kGemmQueries - 1) / kGemmQueries;
-        const size_t want = 2 * static_cast<size_t>(threads_);
-        size_t parts = 1;
-        if (blocks < want)
-            parts = std::max<size_t>(1, std::min((want + blocks - 1) / blocks, n / 4096));
-        cand.assign(nq * parts, {});
-        parallel_for(blocks * parts, threads_, cfg_, [&](size_t item) {
-            const size_t b = item / parts, p = item % parts;
-            const size_t q0 = b * kGemmQueries, qn = std::min(kGemmQueries, nq - q0);
+        const size_t parts = gemm_parts(n, d);
+        const GemmValue kind = gemm_value(metric);
+        cand.assign(nq, {});
+        for (size_t q0 = 0; q0 < nq; q0 += kGemmQueries)
+        {
+            const size_t qn = std::min(kGemmQueries, nq - q0);
             PackedRows qp(queries + q0 * d, qn, d, d);
             const size_t w = qp.padded();
-            const GemmValue kind = metric == VS_METRIC_IP       ? GemmValue::IP
-                                   : metric == VS_METRIC_COSINE ? GemmValue::Cosine
-                                                                : GemmValue::L2;
             // xa: ||x||^2 (L2) or 1 / ||x|| (cosine); the padding columns and the queries left
             // to the exact scan get the bound -inf, which only +inf and NaN values pass
-            std::vector<float> xa(w), bound(w, -INFINITY), vals(w);
-            std::vector<uint32_t> cols(w);
+            std::vector<float> xa(w), start(w, -INFINITY);
             std::vector<char> scanned(qn);
             for (size_t i = 0; i < qn; i++)
             {
@@ -459,43 +454,83 @@ private:
                 xa[i] = static_cast<float>(kind == GemmValue::Cosine ? 1.0 / std::sqrt(s) : s);
                 scanned[i] = std::isfinite(s) && s >= kTinyNorm2;
                 if (scanned[i])
-                    bound[i] = INFINITY;
+                    start[i] = INFINITY;
             }
-            std::vector<BufferedTopK> top(qn, BufferedTopK(kp));
-            std::vector<float> out(kGemmTileRows * w);
-            const size_t r0 = n * p / parts, r1 = n * (p + 1) / parts;
-            for (size_t t0 = r0; t0 < r1; t0 += kGemmTileRows)
-            {
-                const size_t tn = std::min(kGemmTileRows, r1 - t0);
-                dot_block(c.row(t0), d, tn, qp, out.data(), w);
-                for (size_t j = 0; j < tn; j++)
+            std::vector<std::vector<std::vector<uint64_t>>> kept(parts);
+            parallel_for(parts, threads_, cfg_, [&](size_t p) {
+                std::vector<float> bound(start), vals(w), out(kGemmTileRows * w);
+                std::vector<uint32_t> cols(w);
+                std::vector<BufferedTopK> top(qn, BufferedTopK(kp));
+                const size_t r1 = n * (p + 1) / parts;
+                for (size_t t0 = n * p / parts; t0 < r1; t0 += kGemmTileRows)
                 {
-                    const uint32_t r = static_cast<uint32_t>(t0 + j);
-                    const double ys = c.sqnorms[r];
-                    // a cosine row below kTinyNorm2: NaN values, made -inf below
-                    const float s = kind == GemmValue::L2 ? static_cast<float>(ys)
-                                    : ys < kTinyNorm2    ? NAN
-                                                         : static_cast<float>(1.0 / std::sqrt(ys));
-                    const size_t m = bounded_columns(out.data() + j * w, xa.data(), s,
-                                                     bound.data(), w, kind, vals.data(), cols.data());
-                    for (size_t t = 0; t < m; t++)
+                    const size_t tn = std::min(kGemmTileRows, r1 - t0);
+                    dot_block(c.row(t0), d, tn, qp, out.data(), w);
+                    for (size_t j = 0; j < tn; j++)
                     {
-                        const size_t i = cols[t];
-                        if (i >= qn || !scanned[i])
-                            continue;
-                        // +inf (an overflowed float sum, whatever the exact value's sign) and NaN
-                        // become -inf: candidates that no bound certifies past
-                        const float v = std::isfinite(vals[i]) ? vals[i] : -INFINITY;
-                        top[i].add(make_key(v, r));
-                        bound[i] = top[i].bound();
+                        const uint32_t r = static_cast<uint32_t>(t0 + j);
+                        const size_t m = bounded_columns(out.data() + j * w, xa.data(),
+                                                         row_operand(kind, c.sqnorms[r]),
+                                                         bound.data(), w, kind, vals.data(),
+                                                         cols.data());
+                        for (size_t t = 0; t < m; t++)
+                        {
+                            const size_t i = cols[t];
+                            if (i >= qn || !scanned[i])
+                                continue;
+                            // +inf (an overflowed float sum, whatever the exact value's sign)
+                            // and NaN become -inf: candidates that no bound certifies past
+                            const float v = std::isfinite(vals[i]) ? vals[i] : -INFINITY;
+                            top[i].add(make_key(v, r));
+                            bound[i] = top[i].bound();
+                        }
                     }
                 }
-            }
+                kept[p].resize(qn);
+                for (size_t i = 0; i < qn; i++)
+                    if (scanned[i])
+                        kept[p][i] = std::move(top[i].finish());
+            });
             for (size_t i = 0; i < qn; i++)
-                if (scanned[i])
-                    cand[(q0 + i) * parts + p] = std::move(top[i].finish());
-        });
-        return parts;
+            {
+                if (!scanned[i])
+                    continue;
+                std::vector<uint64_t> &all = cand[q0 + i];
+                for (size_t p = 0; p < parts; p++)
+                    all.insert(all.end(), kept[p][i].begin(), kept[p][i].end());
+                if (all.size() > kp)
+                {
+                    std::nth_element(all.begin(), all.begin() + (kp - 1), all.end());
+                    all.resize(kp);
+                }
+            }
+        }
+        return 1;
+    }
+
+    // Row parts of a blocked scan: at least two per thread, and at most about 2^24 row elements
+    // each (a part with a block of 128 queries is then tens of milliseconds, and only the calling
+    // thread polls the cancel callback, between parts), each of at least one tile.
+    size_t gemm_parts(size_t n, size_t d) const
+    {
+        size_t parts = std::max<size_t>(2 * static_cast<size_t>(threads_), (n * d >> 24) + 1);
+        return std::max<size_t>(1, std::min(parts, n / kGemmTileRows));
+    }
+
+    static GemmValue gemm_value(vs_metric metric)
+    {
+        return metric == VS_METRIC_IP       ? GemmValue::IP
+               : metric == VS_METRIC_COSINE ? GemmValue::Cosine
+                                            : GemmValue::L2;
+    }
+
+    // A row's operand of bounded_columns from its squared norm: ||y||^2 (L2) or 1 / ||y||
+    // (cosine; NaN below kTinyNorm2, so that every pair of the row is a candidate).
+    static float row_operand(GemmValue kind, double ysq)
+    {
+        if (kind == GemmValue::L2)
+            return static_cast<float>(ysq);
+        return ysq < kTinyNorm2 ? NAN : static_cast<float>(1.0 / std::sqrt(ysq));
     }
 
     // Rows of a query's candidate ids: known ids only, ascending, each once.
@@ -534,11 +569,95 @@ private:
 
     // ---- range ----------------------------------------------------------------------------
 
+    // Range through blocked products (gemm_candidates' values and bound): blocks of kGemmQueries
+    // queries, each block's rows split over the threads in contiguous parts, whose matches are
+    // joined in row order (so in id order) before they reach the collector.  A pair whose value is
+    // not above the query's threshold (range_approx_threshold of APPROX_GEMM_F32's bound), or
+    // overflowed, gets its exact distance; a query whose squared norm is below kTinyNorm2 or not
+    // finite gets it for every row (threshold NaN), and so does a cosine row below it.
+    void range_gemm(const CpuDataset &c, const float *queries, size_t nq, float radius,
+                    vs_metric metric, double limit, RangeCollector *collector)
+    {
+        const size_t n = c.size(), d = c.dim();
+        const GemmValue kind = gemm_value(metric);
+        const size_t parts = gemm_parts(n, d);
+        for (size_t q0 = 0; q0 < nq; q0 += kGemmQueries)
+        {
+            const size_t qn = std::min(kGemmQueries, nq - q0);
+            PackedRows qp(queries + q0 * d, qn, d, d);
+            const size_t w = qp.padded();
+            // xa as in gemm_candidates; thr: the largest float not above the double threshold
+            std::vector<float> xa(w), thr(w, -INFINITY);
+            for (size_t i = 0; i < qn; i++)
+            {
+                const double s = sqnorm_double(queries + (q0 + i) * d, d);
+                xa[i] = static_cast<float>(kind == GemmValue::Cosine ? 1.0 / std::sqrt(s) : s);
+                if (!(std::isfinite(s) && s >= kTinyNorm2))
+                {
+                    thr[i] = NAN;
+                    continue;
+                }
+                const double t = range_approx_threshold(
+                    approx_error(APPROX_GEMM_F32, metric, d, std::sqrt(s), c.maxnorm), limit);
+                float f = static_cast<float>(t);
+                thr[i] = static_cast<double>(f) > t ? std::nextafter(f, -INFINITY) : f;
+            }
+            // [part][query]: the part's matches in row order
+            std::vector<std::vector<std::vector<int64_t>>> ids(parts, std::vector<std::vector<int64_t>>(qn));
+            std::vector<std::vector<std::vector<float>>> dists(parts, std::vector<std::vector<float>>(qn));
+            parallel_for(parts, threads_, cfg_, [&](size_t p) {
+                std::vector<float> out(kGemmTileRows * w), vals(w);
+                std::vector<uint32_t> cols(w);
+                const size_t r1 = n * (p + 1) / parts;
+                for (size_t t0 = n * p / parts; t0 < r1; t0 += kGemmTileRows)
+                {
+                    const size_t tn = std::min(kGemmTileRows, r1 - t0);
+                    dot_block(c.row(t0), d, tn, qp, out.data(), w);
+                    for (size_t j = 0; j < tn; j++)
+                    {
+                        const uint32_t r = static_cast<uint32_t>(t0 + j);
+                        const size_t m = bounded_columns(out.data() + j * w, xa.data(),
+                                                         row_operand(kind, c.sqnorms[r]),
+                                                         thr.data(), w, kind, vals.data(),
+                                                         cols.data());
+                        for (size_t t = 0; t < m; t++)
+                        {
+                            const size_t i = cols[t];
+                            if (i >= qn)
+                                continue;
+                            float dist = exact_distance_simd(metric, queries + (q0 + i) * d, c.row(r), d);
+                            if (dist <= radius)
+                            {
+                                ids[p][i].push_back(c.ids[r]);
+                                dists[p][i].push_back(dist);
+                            }
+                        }
+                    }
+                }
+            });
+            std::vector<int64_t> counts(qn), all_ids;
+            std::vector<float> all_d;
+            for (size_t i = 0; i < qn; i++)
+                for (size_t p = 0; p < parts; p++)
+                {
+                    counts[i] += static_cast<int64_t>(ids[p][i].size());
+                    all_ids.insert(all_ids.end(), ids[p][i].begin(), ids[p][i].end());
+                    all_d.insert(all_d.end(), dists[p][i].begin(), dists[p][i].end());
+                }
+            collector->add(q0, qn, counts.data(), all_ids.data(), all_d.data());
+        }
+    }
+
     void range_impl(const CpuDataset &c, const float *queries, size_t nq, float radius,
                     vs_metric metric, const Subsets *subsets, RangeCollector *collector)
     {
         const size_t n = c.size(), d = c.dim();
         const double limit = range_base_limit(metric, radius);
+        if (!subsets && metric != VS_METRIC_L1 && nq >= kGemmMinQueries)
+        {
+            range_gemm(c, queries, nq, radius, metric, limit, collector);
+            return;
+        }
         // Queries in blocks so that results reach the collector in order with bounded memory.
         const size_t block = std::max<size_t>(1, std::min<size_t>(256, 4 * threads_));
         for (size_t q0 = 0; q0 < nq; q0 += block)
