@@ -458,34 +458,18 @@ private:
             }
             std::vector<std::vector<std::vector<uint64_t>>> kept(parts);
             parallel_for(parts, threads_, cfg_, [&](size_t p) {
-                std::vector<float> bound(start), vals(w), out(kGemmTileRows * w);
-                std::vector<uint32_t> cols(w);
+                std::vector<float> bound(start);
                 std::vector<BufferedTopK> top(qn, BufferedTopK(kp));
-                const size_t r1 = n * (p + 1) / parts;
-                for (size_t t0 = n * p / parts; t0 < r1; t0 += kGemmTileRows)
-                {
-                    const size_t tn = std::min(kGemmTileRows, r1 - t0);
-                    dot_block(c.row(t0), d, tn, qp, out.data(), w);
-                    for (size_t j = 0; j < tn; j++)
-                    {
-                        const uint32_t r = static_cast<uint32_t>(t0 + j);
-                        const size_t m = bounded_columns(out.data() + j * w, xa.data(),
-                                                         row_operand(kind, c.sqnorms[r]),
-                                                         bound.data(), w, kind, vals.data(),
-                                                         cols.data());
-                        for (size_t t = 0; t < m; t++)
-                        {
-                            const size_t i = cols[t];
-                            if (i >= qn || !scanned[i])
-                                continue;
-                            // +inf (an overflowed float sum, whatever the exact value's sign)
-                            // and NaN become -inf: candidates that no bound certifies past
-                            const float v = std::isfinite(vals[i]) ? vals[i] : -INFINITY;
-                            top[i].add(make_key(v, r));
-                            bound[i] = top[i].bound();
-                        }
-                    }
-                }
+                bounded_pairs(c, qp, kind, xa.data(), bound.data(), n * p / parts,
+                              n * (p + 1) / parts, [&](size_t i, uint32_t r, float value) {
+                                  if (!scanned[i])
+                                      return;
+                                  // +inf (an overflowed float sum, whatever the exact value's
+                                  // sign) and NaN become -inf: candidates that no bound
+                                  // certifies past
+                                  top[i].add(make_key(std::isfinite(value) ? value : -INFINITY, r));
+                                  bound[i] = top[i].bound();
+                              });
                 kept[p].resize(qn);
                 for (size_t i = 0; i < qn; i++)
                     if (scanned[i])
@@ -506,6 +490,34 @@ private:
             }
         }
         return 1;
+    }
+
+    // The pairs of rows [r0, r1) and a packed block of queries whose value bounded_columns does
+    // not put above bound (which visit may lower as it goes): visit(i, r, value) for query i of
+    // the block and row r, in row order.
+    template <typename Visit>
+    static void bounded_pairs(const CpuDataset &c, const PackedRows &qp, GemmValue kind,
+                              const float *xa, const float *bound, size_t r0, size_t r1,
+                              Visit &&visit)
+    {
+        const size_t w = qp.padded();
+        std::vector<float> out(kGemmTileRows * w), vals(w);
+        std::vector<uint32_t> cols(w);
+        for (size_t t0 = r0; t0 < r1; t0 += kGemmTileRows)
+        {
+            const size_t tn = std::min(kGemmTileRows, r1 - t0);
+            dot_block(c.row(t0), c.dim(), tn, qp, out.data(), w);
+            for (size_t j = 0; j < tn; j++)
+            {
+                const uint32_t r = static_cast<uint32_t>(t0 + j);
+                const size_t m = bounded_columns(out.data() + j * w, xa,
+                                                 row_operand(kind, c.sqnorms[r]), bound, w, kind,
+                                                 vals.data(), cols.data());
+                for (size_t t = 0; t < m; t++)
+                    if (cols[t] < qp.size())
+                        visit(cols[t], r, vals[cols[t]]);
+            }
+        }
     }
 
     // Row parts of a blocked scan: at least two per thread, and at most about 2^24 row elements
@@ -606,34 +618,16 @@ private:
             std::vector<std::vector<std::vector<int64_t>>> ids(parts, std::vector<std::vector<int64_t>>(qn));
             std::vector<std::vector<std::vector<float>>> dists(parts, std::vector<std::vector<float>>(qn));
             parallel_for(parts, threads_, cfg_, [&](size_t p) {
-                std::vector<float> out(kGemmTileRows * w), vals(w);
-                std::vector<uint32_t> cols(w);
-                const size_t r1 = n * (p + 1) / parts;
-                for (size_t t0 = n * p / parts; t0 < r1; t0 += kGemmTileRows)
-                {
-                    const size_t tn = std::min(kGemmTileRows, r1 - t0);
-                    dot_block(c.row(t0), d, tn, qp, out.data(), w);
-                    for (size_t j = 0; j < tn; j++)
-                    {
-                        const uint32_t r = static_cast<uint32_t>(t0 + j);
-                        const size_t m = bounded_columns(out.data() + j * w, xa.data(),
-                                                         row_operand(kind, c.sqnorms[r]),
-                                                         thr.data(), w, kind, vals.data(),
-                                                         cols.data());
-                        for (size_t t = 0; t < m; t++)
-                        {
-                            const size_t i = cols[t];
-                            if (i >= qn)
-                                continue;
-                            float dist = exact_distance_simd(metric, queries + (q0 + i) * d, c.row(r), d);
-                            if (dist <= radius)
-                            {
-                                ids[p][i].push_back(c.ids[r]);
-                                dists[p][i].push_back(dist);
-                            }
-                        }
-                    }
-                }
+                bounded_pairs(c, qp, kind, xa.data(), thr.data(), n * p / parts,
+                              n * (p + 1) / parts, [&](size_t i, uint32_t r, float) {
+                                  const float dist = exact_distance_simd(
+                                      metric, queries + (q0 + i) * d, c.row(r), d);
+                                  if (dist <= radius)
+                                  {
+                                      ids[p][i].push_back(c.ids[r]);
+                                      dists[p][i].push_back(dist);
+                                  }
+                              });
             });
             std::vector<int64_t> counts(qn), all_ids;
             std::vector<float> all_d;
