@@ -25,6 +25,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -424,9 +425,9 @@ private:
 
     // Candidates from blocked products (gemm.h): a block of kGemmQueries queries is packed as one
     // panel and the rows are the tiles' other operand, read in place, so a row is read once per
-    // block instead of once per query and the products run at the FMA units' rate.  Blocks one
-    // after the other, each block's rows split in parts over the threads (gemm_parts), the parts'
-    // candidates cut back to kp a query after each block (cand[q], one part).  The values
+    // block instead of once per query and the products run at the FMA units' rate.  Items are a
+    // block and a part of the rows (gemm_parts); each item merges its candidates into the block's
+    // under the block's lock, cut back to kp a query (cand[q], one part).  The values
     // are the CUDA GEMM path's (||x||^2 + ||y||^2 - 2 <x, y> for L2, 1 - <x, y> / (||x|| ||y||)
     // for cosine), certified with APPROX_GEMM_F32's bound.  A query whose squared norm is not a
     // finite number of at least kTinyNorm2 gets no candidates (its exact scan): below that the
@@ -436,17 +437,18 @@ private:
                            vs_metric metric, std::vector<std::vector<uint64_t>> &cand)
     {
         const size_t n = c.size(), d = c.dim();
-        const size_t parts = gemm_parts(n, d);
+        const size_t blocks = (nq + kGemmQueries - 1) / kGemmQueries;
+        const size_t parts = gemm_parts(n, d, blocks);
         const GemmValue kind = gemm_value(metric);
         cand.assign(nq, {});
-        for (size_t q0 = 0; q0 < nq; q0 += kGemmQueries)
-        {
-            const size_t qn = std::min(kGemmQueries, nq - q0);
+        std::unique_ptr<std::mutex[]> merging(new std::mutex[blocks]);
+        parallel_for(blocks * parts, threads_, cfg_, [&](size_t item) {
+            const size_t b = item / parts, p = item % parts;
+            const size_t q0 = b * kGemmQueries, qn = std::min(kGemmQueries, nq - q0);
             PackedRows qp(queries + q0 * d, qn, d, d);
-            const size_t w = qp.padded();
             // xa: ||x||^2 (L2) or 1 / ||x|| (cosine); the padding columns and the queries left
             // to the exact scan get the bound -inf, which only +inf and NaN values pass
-            std::vector<float> xa(w), start(w, -INFINITY);
+            std::vector<float> xa(qp.padded()), bound(qp.padded(), -INFINITY);
             std::vector<char> scanned(qn);
             for (size_t i = 0; i < qn; i++)
             {
@@ -454,41 +456,33 @@ private:
                 xa[i] = static_cast<float>(kind == GemmValue::Cosine ? 1.0 / std::sqrt(s) : s);
                 scanned[i] = std::isfinite(s) && s >= kTinyNorm2;
                 if (scanned[i])
-                    start[i] = INFINITY;
+                    bound[i] = INFINITY;
             }
-            std::vector<std::vector<std::vector<uint64_t>>> kept(parts);
-            parallel_for(parts, threads_, cfg_, [&](size_t p) {
-                std::vector<float> bound(start);
-                std::vector<BufferedTopK> top(qn, BufferedTopK(kp));
-                bounded_pairs(c, qp, kind, xa.data(), bound.data(), n * p / parts,
-                              n * (p + 1) / parts, [&](size_t i, uint32_t r, float value) {
-                                  if (!scanned[i])
-                                      return;
-                                  // +inf (an overflowed float sum, whatever the exact value's
-                                  // sign) and NaN become -inf: candidates that no bound
-                                  // certifies past
-                                  top[i].add(make_key(std::isfinite(value) ? value : -INFINITY, r));
-                                  bound[i] = top[i].bound();
-                              });
-                kept[p].resize(qn);
-                for (size_t i = 0; i < qn; i++)
-                    if (scanned[i])
-                        kept[p][i] = std::move(top[i].finish());
-            });
+            std::vector<BufferedTopK> top(qn, BufferedTopK(kp));
+            bounded_pairs(c, qp, kind, xa.data(), bound.data(), n * p / parts, n * (p + 1) / parts,
+                          [&](size_t i, uint32_t r, float value) {
+                              if (!scanned[i])
+                                  return;
+                              // +inf (an overflowed float sum, whatever the exact value's sign)
+                              // and NaN become -inf: candidates that no bound certifies past
+                              top[i].add(make_key(std::isfinite(value) ? value : -INFINITY, r));
+                              bound[i] = top[i].bound();
+                          });
+            // the block's candidates so far, cut back to kp a query
+            std::lock_guard<std::mutex> lock(merging[b]);
             for (size_t i = 0; i < qn; i++)
             {
                 if (!scanned[i])
                     continue;
-                std::vector<uint64_t> &all = cand[q0 + i];
-                for (size_t p = 0; p < parts; p++)
-                    all.insert(all.end(), kept[p][i].begin(), kept[p][i].end());
+                std::vector<uint64_t> &all = cand[q0 + i], &mine = top[i].finish();
+                all.insert(all.end(), mine.begin(), mine.end());
                 if (all.size() > kp)
                 {
                     std::nth_element(all.begin(), all.begin() + (kp - 1), all.end());
                     all.resize(kp);
                 }
             }
-        }
+        });
         return 1;
     }
 
@@ -520,12 +514,14 @@ private:
         }
     }
 
-    // Row parts of a blocked scan: at least two per thread, and at most about 2^24 row elements
-    // each (a part with a block of 128 queries is then tens of milliseconds, and only the calling
-    // thread polls the cancel callback, between parts), each of at least one tile.
-    size_t gemm_parts(size_t n, size_t d) const
+    // Row parts of a blocked scan of `blocks` blocks of queries: enough (block, part) items for
+    // two a thread, and parts of at most about 2^24 row elements (an item is then tens of
+    // milliseconds, and only the calling thread polls the cancel callback, between items), each
+    // of at least one tile.
+    size_t gemm_parts(size_t n, size_t d, size_t blocks) const
     {
-        size_t parts = std::max<size_t>(2 * static_cast<size_t>(threads_), (n * d >> 24) + 1);
+        const size_t want = 2 * static_cast<size_t>(threads_);
+        size_t parts = std::max<size_t>((want + blocks - 1) / blocks, (n * d >> 24) + 1);
         return std::max<size_t>(1, std::min(parts, n / kGemmTileRows));
     }
 
@@ -592,7 +588,7 @@ private:
     {
         const size_t n = c.size(), d = c.dim();
         const GemmValue kind = gemm_value(metric);
-        const size_t parts = gemm_parts(n, d);
+        const size_t parts = gemm_parts(n, d, 1);
         for (size_t q0 = 0; q0 < nq; q0 += kGemmQueries)
         {
             const size_t qn = std::min(kGemmQueries, nq - q0);
