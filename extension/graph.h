@@ -109,10 +109,10 @@
  * searched among the rows of the lists nearest its centroid.  Automatic: IVF from
  * VS_GRAPH_IVF_MIN_ROWS rows when the kNN runs on a CPU (the backend's engine or a CPU worker;
  * chosen by measurement, docs/BENCHMARKS.md: with the engine's blocked products the IVF build was
- * 1.16x faster at 50 000 x 64, 1.70x on Fashion-MNIST's 60 000 x 784, at the same recall), from VS_GRAPH_IVF_MIN_ROWS_GPU through a GPU
- * worker, whose exact kNN is a GEMM: on an H100 at 1M x 128 the exact kNN took 7.6 s and the IVF
- * one 22.2 s, at 10M x 96 the IVF one 344 s, where the exact one's O(rows^2) makes ~570 s
- * (not run); they cross near 4M rows.
+ * 1.16x faster at 50 000 x 64, 1.70x on Fashion-MNIST's 60 000 x 784, at the same recall), from
+ * VS_GRAPH_IVF_MIN_ROWS_GPU through a GPU worker, whose exact kNN is a GEMM: on an H100 at 1M x
+ * 128 the exact kNN took 7.6 s and the IVF one 22.2 s, at 10M x 96 the IVF one 344 s, where the
+ * exact one's O(rows^2) makes ~570 s (not run); they cross near 4M rows.
  */
 typedef enum VsGraphBuildKnn
 {

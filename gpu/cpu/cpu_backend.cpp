@@ -136,20 +136,9 @@ private:
     std::vector<uint64_t> buf_;
 };
 
-// A batch of at least this many queries (but L1) finds its candidates through blocked products
-// (knn_scan): from a handful of queries on, reading each row once per block of queries beats
-// reading it once per query.
-constexpr size_t kGemmMinQueries = 4;
 // Beyond this many candidates a query the blocked path's selections (a block's 128 queries at
 // once, 2 x K' keys each) would hold too much memory per thread: the per-query path takes it.
 constexpr size_t kGemmMaxCandidates = 4096;
-// Queries per block: one packed panel (gemm.h, at most 256 columns).
-constexpr size_t kGemmQueries = 128;
-// Rows per dot_block call: its output (rows x queries) stays in the core's caches.
-constexpr size_t kGemmTileRows = 48;
-// Squared norms below this underflow the float products (subnormal terms), where the bounds of
-// engine/exact.h no longer hold.
-constexpr double kTinyNorm2 = 1e-30;
 
 class CpuBackend final : public Backend
 {
@@ -525,13 +514,6 @@ private:
         return std::max<size_t>(1, std::min(parts, n / kGemmTileRows));
     }
 
-    static GemmValue gemm_value(vs_metric metric)
-    {
-        return metric == VS_METRIC_IP       ? GemmValue::IP
-               : metric == VS_METRIC_COSINE ? GemmValue::Cosine
-                                            : GemmValue::L2;
-    }
-
     // A row's operand of bounded_columns from its squared norm: ||y||^2 (L2) or 1 / ||y||
     // (cosine; NaN below kTinyNorm2, so that every pair of the row is a candidate).
     static float row_operand(GemmValue kind, double ysq)
@@ -611,8 +593,10 @@ private:
                 thr[i] = static_cast<double>(f) > t ? std::nextafter(f, -INFINITY) : f;
             }
             // [part][query]: the part's matches in row order
-            std::vector<std::vector<std::vector<int64_t>>> ids(parts, std::vector<std::vector<int64_t>>(qn));
-            std::vector<std::vector<std::vector<float>>> dists(parts, std::vector<std::vector<float>>(qn));
+            std::vector<std::vector<std::vector<int64_t>>> ids(
+                parts, std::vector<std::vector<int64_t>>(qn));
+            std::vector<std::vector<std::vector<float>>> dists(
+                parts, std::vector<std::vector<float>>(qn));
             parallel_for(parts, threads_, cfg_, [&](size_t p) {
                 bounded_pairs(c, qp, kind, xa.data(), thr.data(), n * p / parts,
                               n * (p + 1) / parts, [&](size_t i, uint32_t r, float) {

@@ -88,6 +88,27 @@ bool bounded_columns_with(const char *isa, const float *o, const float *xa, floa
                           const float *bound, size_t n, GemmValue kind, float *v, uint32_t *out,
                           size_t *count);
 
+// bounded_columns' values for a metric (L2 for L2 and L2SQ; L1 has none).
+inline GemmValue gemm_value(vs_metric m)
+{
+    return m == VS_METRIC_IP       ? GemmValue::IP
+           : m == VS_METRIC_COSINE ? GemmValue::Cosine
+                                   : GemmValue::L2;
+}
+
+// The shape of the exact searches through blocked products (the CPU backend's kNN and range,
+// row scans): from a handful of queries on (but L1), reading each row once per block of queries
+// beats reading it once per query; a block is one packed panel (at most 256 columns); rows per
+// dot_block call, whose output (rows x queries) stays in the core's caches.
+constexpr size_t kGemmMinQueries = 4;
+constexpr size_t kGemmQueries = 128;
+constexpr size_t kGemmTileRows = 48;
+
+// Squared norms below this get exact distances where a bound needs them: the float sums' error is
+// then no longer relative to them (subnormal terms), and |x| |y| >= 1e-30 keeps the absolute part
+// of a cosine's error (d 2^-149 / (|x| |y|)) far below the bound's slack.
+constexpr float kTinyNorm2 = 1e-30f;
+
 // IVF-PQ lookup table of one sub-vector x (d elements) against w <= 256 codewords (w a multiple
 // of 32), given as rows[t] = element t of every codeword (w floats: a single-panel PackedRows'
 // panel_rows(), or the same floats where the caller keeps them, e.g. index pages):

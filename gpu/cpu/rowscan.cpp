@@ -43,10 +43,6 @@ constexpr size_t kParallelWork = size_t(1) << 21;
 // a contiguous scan's time without, 1.07x with (BENCHMARKS.md, "CPU path: vs_flat streaming").
 constexpr size_t kPrefetchAhead = 2;
 constexpr size_t kPrefetchBytes = 512;
-// Squared norms below this get exact distances (IP, cosine): the float sums' error is then no
-// longer relative to them (subnormal terms), and |x| |y| >= 1e-30 keeps the absolute part of a
-// cosine's error (d 2^-149 / (|x| |y|)) far below the bound's slack.
-constexpr float kTinyNorm2 = 1e-30f;
 
 Key make_key128(float dist, int64_t id)
 {
@@ -81,13 +77,6 @@ private:
     std::vector<Key> buf_;
     Key thr_ = kNoBound;
 };
-
-// A scan of at least this many queries (but L1) bounds its pairs from blocked products (gemm.h):
-// each row is read once per block of kGemmQueries queries, where the float kernels read it once
-// per query, and the products run at the FMA units' rate.
-constexpr size_t kGemmMinQueries = 4;
-constexpr size_t kGemmQueries = 128; // one packed panel (at most 256 columns)
-constexpr size_t kGemmTileRows = 48; // rows gathered from the blocks per dot_block call
 
 struct Query
 {
@@ -314,7 +303,8 @@ private:
                 e1_[i] = safety * g_ * q.qn;
                 break;
             case VS_METRIC_COSINE: // the float norms' share 2 g besides, as lower_base
-                e0_[i] = tiny ? NAN : approx_error(APPROX_GEMM_F32, m_, d_, q.qn, 0.0).abs + 2.0 * g_;
+                e0_[i] = tiny ? NAN
+                              : approx_error(APPROX_GEMM_F32, m_, d_, q.qn, 0.0).abs + 2.0 * g_;
                 break;
             default:
                 break;
@@ -338,9 +328,7 @@ private:
         std::vector<char> special(T);
         std::vector<float> thr(256), xa(256), vals(256);
         std::vector<uint32_t> cols(256);
-        const GemmValue kind = m_ == VS_METRIC_IP       ? GemmValue::IP
-                               : m_ == VS_METRIC_COSINE ? GemmValue::Cosine
-                                                        : GemmValue::L2;
+        const GemmValue kind = gemm_value(m_);
         // per query, a base value above which a row cannot enter its top k (kNN), or the radius's
         std::vector<double> skip(nq_);
         for (size_t qi = 0; qi < nq_; qi++)
