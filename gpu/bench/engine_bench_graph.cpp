@@ -222,7 +222,15 @@ std::vector<Row> graph_bench(vs_context *ctx, std::vector<float> x, std::vector<
         {
             const std::string &kernel = kernels[ki];
             if (!kernel.empty())
-                setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.c_str(), 1);
+            {
+                // "team+tiles": VSEARCH_CUDA_GRAPH_KERNEL, then VSEARCH_CUDA_GRAPH_STARTS
+                const size_t plus = kernel.find('+');
+                setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.substr(0, plus).c_str(), 1);
+                if (plus == std::string::npos)
+                    unsetenv("VSEARCH_CUDA_GRAPH_STARTS");
+                else
+                    setenv("VSEARCH_CUDA_GRAPH_STARTS", kernel.substr(plus + 1).c_str(), 1);
+            }
             GraphRun r = graph_run(ctx, g, p, q, d, batch, k);
             const double recall = recall_of(r.ids);
             std::string note = "recall@10 " + std::to_string(recall).substr(0, 6);

@@ -18,7 +18,8 @@
 // measured once while it can be in the beam); the merge finds the next nodes to expand and the
 // step's counters alternate between two sets, so a step has two barriers.  The start nodes go in
 // first, a chunk at a time, the same way; more of them than a step takes are measured beforehand
-// by start_keys_kernel over the whole grid, and the search only selects among their keys.  This
+// over the whole grid (a batch's by tiles of queries x start nodes, impl/pair_keys.cu; a few
+// queries' by start_keys_kernel's teams), and the search only selects among their keys.  This
 // is the reference's search: the same beam after every step, so the same ids and bit-identical
 // distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
 // VSEARCH_CUDA_GRAPH_KERNEL=team4 .. team32 forces the team size (for timings).
@@ -33,6 +34,7 @@
 // with 32-lane teams.
 #include "cuda/graph_cuda.cuh"
 
+#include "cuda/impl/pair_keys.cuh"
 #include "cuda/utils/error.cuh"
 #include "cuda/utils/exact_team.cuh"
 #include "cuda/utils/launch.cuh"
@@ -669,6 +671,29 @@ int forced_team_lanes()
                     v);
 }
 
+// VSEARCH_CUDA_GRAPH_STARTS, read per call for tests and timings: how the start nodes' keys are
+// measured when there are more of them than a step takes: "auto" (or unset: tiles from
+// kPairKeyTileQueries queries on, teams below), "tiles" or "teams".
+enum class StartPass
+{
+    automatic,
+    tiles,
+    teams
+};
+
+StartPass forced_start_pass()
+{
+    const char *v = std::getenv("VSEARCH_CUDA_GRAPH_STARTS");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0)
+        return StartPass::automatic;
+    if (std::strcmp(v, "tiles") == 0)
+        return StartPass::tiles;
+    if (std::strcmp(v, "teams") == 0)
+        return StartPass::teams;
+    throw Error(VS_INVALID_ARGUMENT,
+                std::string("VSEARCH_CUDA_GRAPH_STARTS is auto, tiles or teams, not ") + v);
+}
+
 using TeamKernel = void (*)(GraphView, vs_metric, const float *, const uint32_t *,
                             const uint64_t *, int, int, int, int, TeamLayout, int64_t *, float *,
                             int64_t *);
@@ -765,8 +790,17 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     // One upload (the start nodes with the first launch, each launch's queries) and one download
     // (ids, counts, distances) per launch, through pinned buffers: a pageable copy costs several
     // microseconds, which a one-query search would otherwise pay five times.
-    // more start nodes than a step takes: their keys first, by start_keys_kernel over the grid
+    // more start nodes than a step takes: their keys first, over the grid
     const bool start_pass = !pq && p.nstarts > static_cast<size_t>(shape.fresh_cap);
+    // a batch's start keys by tiles (impl/pair_keys.cu: every value read serves several pairs),
+    // a few queries' by teams over the grid (a tile would be mostly idle)
+    const PairKeyPlan tile_plan = pair_key_plan(g.dim);
+    const StartPass forced = forced_start_pass();
+    if (forced == StartPass::tiles && tile_plan.leaves == 0)
+        throw Error(VS_UNSUPPORTED, "VSEARCH_CUDA_GRAPH_STARTS=tiles: no tile of dimension " +
+                                        std::to_string(g.dim) + " fits shared memory");
+    const bool tiles = start_pass && tile_plan.leaves > 0 && forced != StartPass::teams &&
+                       (forced == StartPass::tiles || nq >= kPairKeyTileQueries);
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
     if (start_pass)
@@ -777,6 +811,8 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     DeviceArray<unsigned char> d_in(*dev.pool, in_bytes, s);
     DeviceArray<unsigned char> d_out(*dev.pool, out_bytes, s);
     DeviceArray<uint64_t> d_keys(*dev.pool, start_pass ? chunk * p.nstarts : 1, s);
+    DeviceArray<double> d_norms(*dev.pool,
+                                tiles && p.metric == VS_METRIC_COSINE ? chunk + p.nstarts : 1, s);
     const uint32_t *d_starts = reinterpret_cast<const uint32_t *>(d_in.get());
     const float *d_queries = reinterpret_cast<const float *>(d_in.get() + starts_bytes);
     int64_t *d_ids = reinterpret_cast<int64_t *>(d_out.get());
@@ -799,7 +835,12 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
                                       starts_bytes - first + c * g.dim * sizeof(float),
                                       cudaMemcpyHostToDevice, s));
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
-        if (start_pass)
+        if (tiles)
+            exact_pair_keys(p.metric, d_queries, static_cast<int>(c),
+                            PairKeyRows{g.vectors, g.n, g.dim, g.live, d_starts,
+                                        static_cast<int>(p.nstarts)},
+                            tile_plan, d_norms.get(), d_keys.get(), s);
+        else if (start_pass)
         {
             const size_t group = 32 / shape.lanes, warps = (c + group - 1) / group * p.nstarts;
             const unsigned blocks = static_cast<unsigned>(std::min<size_t>((warps + 7) / 8, 8192));

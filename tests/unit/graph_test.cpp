@@ -498,26 +498,43 @@ class GraphObject : public testing::TestWithParam<std::string>
 {
 };
 
-// The CUDA backend's team sizes (VSEARCH_CUDA_GRAPH_KERNEL, read per search): the default, teams
-// sized by the dimension, and 32 lanes whatever the dimension; other backends have one search.
-std::vector<std::string> graph_kernels(const std::string &param)
-{
-    if (param.rfind("cuda", 0) == 0)
-        return {"team", "team32"};
-    return {""};
-}
-
-// Sets VSEARCH_CUDA_GRAPH_KERNEL for a scope ("" leaves it unset).
+// The CUDA backend's choices, read per search: team sizes (VSEARCH_CUDA_GRAPH_KERNEL: the
+// default, teams sized by the dimension, and 32 lanes whatever the dimension) and how the start
+// pass measures many start nodes (VSEARCH_CUDA_GRAPH_STARTS: by the batch's size, by teams, by
+// tiles); other backends have one search.
 struct KernelChoice
 {
-    explicit KernelChoice(const std::string &kernel)
+    std::string kernel, starts;
+    std::string name() const { return kernel + (starts.empty() ? "" : " starts " + starts); }
+};
+
+std::vector<KernelChoice> graph_kernels(const std::string &param)
+{
+    if (param.rfind("cuda", 0) == 0)
+        return {{"team", ""}, {"team32", ""}, {"team", "teams"}, {"team", "tiles"}};
+    return {{"", ""}};
+}
+
+// Sets the environment of a KernelChoice for a scope ("" leaves a variable unset).
+struct KernelScope
+{
+    explicit KernelScope(const KernelChoice &c)
     {
-        if (kernel.empty())
-            unsetenv("VSEARCH_CUDA_GRAPH_KERNEL");
-        else
-            setenv("VSEARCH_CUDA_GRAPH_KERNEL", kernel.c_str(), 1);
+        set("VSEARCH_CUDA_GRAPH_KERNEL", c.kernel);
+        set("VSEARCH_CUDA_GRAPH_STARTS", c.starts);
     }
-    ~KernelChoice() { unsetenv("VSEARCH_CUDA_GRAPH_KERNEL"); }
+    ~KernelScope()
+    {
+        unsetenv("VSEARCH_CUDA_GRAPH_KERNEL");
+        unsetenv("VSEARCH_CUDA_GRAPH_STARTS");
+    }
+    static void set(const char *name, const std::string &value)
+    {
+        if (value.empty())
+            unsetenv(name);
+        else
+            setenv(name, value.c_str(), 1);
+    }
 };
 
 // A graph like a vs_graph index's: a kNN graph with reverse edges, a tenth of the nodes free
@@ -526,7 +543,7 @@ struct KernelChoice
 // vsearch.graph_expand's limit); every metric, beam widths 10 .. n, 120 queries (a zero query
 // among them); on CUDA also dimensions that give the team kernel teams of 8 and 16 lanes (and
 // blocks of 256 threads).  The object's answers equal the reference search's, bit for bit, with
-// each of the CUDA team sizes.
+// each of the CUDA team sizes and, with many start nodes, each of its start passes.
 TEST_P(GraphObject, EqualsReferenceSearch)
 {
     std::string why;
@@ -570,10 +587,12 @@ TEST_P(GraphObject, EqualsReferenceSearch)
                     continue; // exhaustive from any start: the few starts cover it
                 vs_graph_search_params p{m, ef, starts->data(), starts->size(), expand};
                 Answer ref = reference_answer(t, p, queries, nq, k);
-                for (const std::string &kernel : graph_kernels(GetParam()))
+                for (const KernelChoice &kernel : graph_kernels(GetParam()))
                 {
-                    KernelChoice choice(kernel);
-                    SCOPED_TRACE(kernel + " " + std::to_string(starts->size()) +
+                    if (starts == &few && !kernel.starts.empty())
+                        continue; // no start pass
+                    KernelScope scope(kernel);
+                    SCOPED_TRACE(kernel.name() + " " + std::to_string(starts->size()) +
                                  " starts expand " + std::to_string(expand) + " " +
                                  std::string(vt::metric_name(m)) + " ef " + std::to_string(ef));
                     Answer got;
@@ -693,10 +712,10 @@ TEST_P(GraphObject, ArgumentsAndLimits)
     vs_graph_search_params many = p;
     many.starts = repeated.data();
     many.nstarts = repeated.size();
-    for (const std::string &kernel : graph_kernels(GetParam()))
+    for (const KernelChoice &kernel : graph_kernels(GetParam()))
     {
-        KernelChoice choice(kernel);
-        SCOPED_TRACE(kernel);
+        KernelScope scope(kernel);
+        SCOPED_TRACE(kernel.name());
         ASSERT_EQ(vs_graph_knn(ctx.get(), g.get(), &many, q, 1, 4, ids, d, &count), VS_OK);
         EXPECT_EQ(count, 4);
         for (int i = 0; i < 4; i++)
@@ -705,10 +724,11 @@ TEST_P(GraphObject, ArgumentsAndLimits)
             EXPECT_EQ(d[i], 0.0f);
         }
     }
-    // the CUDA backend refuses a kernel name it does not know, the removed old kernel's too
-    for (const char *bogus : {"bogus", "old"})
+    // the CUDA backend refuses a kernel or start pass it does not know, the removed old kernel's
+    for (const KernelChoice &bogus :
+         {KernelChoice{"bogus", ""}, KernelChoice{"old", ""}, KernelChoice{"team", "bogus"}})
     {
-        KernelChoice choice(bogus);
+        KernelScope scope(bogus);
         const vs_status st = vs_graph_knn(ctx.get(), g.get(), &p, q, 1, 4, ids, d, &count);
         EXPECT_EQ(st, GetParam().rfind("cuda", 0) == 0 ? VS_INVALID_ARGUMENT : VS_OK);
     }
@@ -730,10 +750,10 @@ TEST_P(GraphObject, ArgumentsAndLimits)
     GraphPtr bg(braw, GraphDeleter{ctx.get()});
     vs_graph_search_params widest{VS_METRIC_L2SQ, VS_GRAPH_GPU_MAX_EF, &start, 1};
     std::vector<float> bq(big.vectors.begin(), big.vectors.begin() + 2000);
-    for (const std::string &kernel : graph_kernels(GetParam()))
+    for (const KernelChoice &kernel : graph_kernels(GetParam()))
     {
-        KernelChoice choice(kernel);
-        SCOPED_TRACE(kernel);
+        KernelScope scope(kernel);
+        SCOPED_TRACE(kernel.name());
         EXPECT_EQ(vs_graph_knn(ctx.get(), bg.get(), &widest, bq.data(), 1, 4, ids, d, &count),
                   VS_OK)
             << vs_last_error(ctx.get());
