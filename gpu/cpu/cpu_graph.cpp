@@ -1,17 +1,28 @@
-// Graph objects on the CPU: host copies of the arrays, searched by vs_graph_search (graph.cpp) on
-// blocks of queries handed to the backend's threads; compressed objects add the codes and the
-// quantizer and are searched by graph_search_pq.  The answers do not depend on the thread count
-// (each query is searched on its own).
+// Graph objects on the CPU: host copies of the arrays, searched by vs_graph_search's search
+// (graph.cpp) on blocks of queries handed to the backend's threads; compressed objects add the
+// codes and the quantizer and are searched by graph_search_pq.  A batch under an L2 metric or IP
+// measures of its many start nodes only those that can be in a query's first beam
+// (graph_starts.h): the same searches, so the same answers as vs_graph_search.  The answers do
+// not depend on the thread count (each query is searched on its own).
 #include "cpu/cpu_graph.h"
 
 #include "cpu/graph_search.h"
+#include "cpu/graph_starts.h"
 #include "cpu/parallel.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace vs {
 namespace {
+
+constexpr size_t kStartChunk = 8;    // queries multiplied with the starts at once
+constexpr size_t kStartMinQueries = 4; // fewer: packing the starts costs about what it saves
+// The exact keys' rounding (engine/exact.h: a double sum rounded to float once, or its root
+// rounded), in gemm.h's units for the squared distance or the product, with room to spare: a
+// start certified farther has a larger key, not an equal one.
+constexpr double kExactKeyError = 0x1p-20;
 
 class CpuGraph final : public Graph
 {
@@ -79,6 +90,40 @@ const CpuGraph &as_cpu_graph(const Graph *g)
     return *c;
 }
 
+// Queries q0 .. q1 of a search, each from the starts that can be in its first beam.
+void search_block(const vs_graph_arrays &a, const vs_graph_search_params &params,
+                  const GraphStarts &st, size_t width, const float *queries, size_t q0, size_t q1,
+                  size_t k, int64_t *out_ids, float *out_dists, int64_t *out_counts)
+{
+    std::vector<uint8_t> visited(a.n, 0);
+    std::vector<uint32_t> touched, subset;
+    StartScratch scratch;
+    scratch.reserve(st, kStartChunk);
+    const size_t ld = scratch.ld(st);
+    for (size_t c0 = q0; c0 < q1; c0 += kStartChunk)
+    {
+        const size_t c1 = std::min(q1, c0 + kStartChunk);
+        const float *x = queries + c0 * a.dim;
+        dot_block(x, a.dim, c1 - c0, st.rows, scratch.values.data(), ld);
+        row_norms(x, a.dim, c1 - c0, a.dim, scratch.xnorms.data());
+        for (size_t q = c0; q < c1; q++)
+        {
+            vs_graph_search_params one = params;
+            if (start_candidates(scratch.values.data() + (q - c0) * ld, st, width,
+                                 scratch.xnorms[q - c0], scratch))
+            {
+                subset.clear();
+                for (uint32_t j : scratch.picked)
+                    subset.push_back(st.nodes[j]);
+                one.starts = subset.data();
+                one.nstarts = subset.size();
+            }
+            graph_search_one(a, one, queries + q * a.dim, k, visited, touched, out_ids + q * k,
+                             out_dists + q * k, out_counts ? out_counts + q : nullptr);
+        }
+    }
+}
+
 class CpuGraphBackend final : public GraphBackend
 {
 public:
@@ -102,6 +147,13 @@ public:
         return guarded([&] {
             const CpuGraph &cg = as_cpu_graph(g);
             const vs_graph_arrays a = cg.arrays();
+            const size_t width = std::max(params.ef, k);
+            std::optional<GraphStarts> starts;
+            if (!cg.compressed() && nq >= kStartMinQueries && params.nstarts > width &&
+                (params.metric == VS_METRIC_L2SQ || params.metric == VS_METRIC_L2 ||
+                 params.metric == VS_METRIC_IP))
+                starts.emplace(params.starts, params.nstarts, a.n, a.live, a.vectors, a.dim,
+                               params.metric, kExactKeyError, width);
             // blocks of queries: each search clears a visited map of n bytes once per block
             const size_t blocks = std::min(nq, static_cast<size_t>(std::max(threads_, 1)) * 4);
             const size_t per = blocks ? (nq + blocks - 1) / blocks : 0;
@@ -114,6 +166,12 @@ public:
                     graph_search_pq(a, cg.pq(), params, queries + q0 * a.dim, q1 - q0, k,
                                     out_ids + q0 * k, out_dists + q0 * k,
                                     out_counts ? out_counts + q0 : nullptr);
+                    return;
+                }
+                if (starts && starts->blocked)
+                {
+                    search_block(a, params, *starts, width, queries, q0, q1, k, out_ids,
+                                 out_dists, out_counts);
                     return;
                 }
                 int st = vs_graph_search(&a, &params, queries + q0 * a.dim, q1 - q0, k,

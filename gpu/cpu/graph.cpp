@@ -202,6 +202,17 @@ extern "C" int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_sear
 
 namespace vs {
 
+void graph_search_one(const vs_graph_arrays &g, const vs_graph_search_params &p,
+                      const float *query, size_t k, std::vector<uint8_t> &visited,
+                      std::vector<uint32_t> &touched, int64_t *ids, float *dists, int64_t *count)
+{
+    auto exact = [&](uint32_t v) {
+        return engine_distance(p.metric, query, g.vectors + static_cast<size_t>(v) * g.dim, g.dim);
+    };
+    uint64_t nd = 0;
+    search_one(g, p, query, k, exact, visited, touched, ids, dists, count, nd);
+}
+
 void graph_search_pq(const vs_graph_arrays &g, const GraphPqView &pq,
                      const vs_graph_search_params &p, const float *queries, size_t nq, size_t k,
                      int64_t *out_ids, float *out_distances, int64_t *out_counts)

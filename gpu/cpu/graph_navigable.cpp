@@ -12,16 +12,11 @@
 // SIMD kernel the machine's CPU selects is part of the distance, as in the index's own scans).
 //
 // Cost: a search measures every start node (a thousand at a million rows) before it walks a few
-// hundred nodes.  Of the starts only the `width` nearest stay in its beam, and a start outside
-// them is never expanded (it is farther than the beam's worst, which only gets nearer), so the
-// search is the same when it measures just those: a thread's chunk of queries takes its products
-// with all starts as one blocked product (cpu/gemm.h) and a rigorous bound on their rounding
-// names the few starts that can be among the `width` nearest; only they are measured with the
-// search's own distance.  The walk fetches the vectors of a node's neighbours a few measurements
-// ahead.
+// hundred nodes; a thread's chunk of queries measures only the starts that can be in its beam
+// (graph_starts.h).  The walk fetches the vectors of a node's neighbours a few measurements ahead.
 #include "cpu/cpu_graph.h"
 
-#include "cpu/gemm.h"
+#include "cpu/graph_starts.h"
 #include "cpu/parallel.h"
 
 #include <algorithm>
@@ -48,18 +43,6 @@ inline bool nearer(const Item &a, const Item &b)
     return a.key < b.key || (a.key == b.key && a.node < b.node);
 }
 
-// The start nodes as the searches take them: in range, each once, in the given order; packed for
-// the blocked products when the metric has a bound for them (L2SQ and IP: vs_distance_f32 is then
-// a float sum, whose rounding gemm.h bounds).
-struct Starts
-{
-    std::vector<uint32_t> nodes;
-    bool blocked = false;
-    NearestKind kind = NearestKind::L2;
-    double ref_err = 0;
-    PackedRows rows;
-};
-
 // One thread's search state, reused from search to search.
 struct Searcher
 {
@@ -67,42 +50,8 @@ struct Searcher
     std::vector<uint32_t> touched;
     std::vector<Item> cand, beam; // heaps: cand nearest on top, beam farthest on top
     std::vector<uint32_t> next;   // the neighbours a step measures
-    // the blocked products of a chunk of queries with the starts, and their use
-    std::vector<float> values;
-    std::vector<double> xnorms;
-    std::vector<uint32_t> below, picked;
-    std::vector<float> smallest;
+    StartScratch starts;
 };
-
-// The starts (positions in st.nodes, ascending) that can be among the `width` nearest of a query
-// of norm xnorm, from v, its products with the starts (dot_block): with v_j turned into
-// nearest_rows' values, each within e of the search's distance to start j (up to a term of the
-// query alone), a start whose value exceeds the width-th smallest by more than 2e is farther
-// than `width` others.  False when a value is not finite: then every start is measured.
-bool start_candidates(float *v, const Starts &st, size_t width, double xnorm, Searcher &s)
-{
-    const size_t k = st.nodes.size();
-    if (!nearest_values_finite(xnorm, st.rows.max_norm()) ||
-        nearest_candidates(v, st.rows.sqnorms(), k, st.kind, 0.0, s.below.data()) == 0)
-        return false;
-    // the width-th smallest value (a max-heap of the width smallest)
-    s.smallest.assign(v, v + width);
-    std::make_heap(s.smallest.begin(), s.smallest.end());
-    for (size_t j = width; j < k; j++)
-        if (v[j] < s.smallest.front())
-        {
-            std::pop_heap(s.smallest.begin(), s.smallest.end());
-            s.smallest.back() = v[j];
-            std::push_heap(s.smallest.begin(), s.smallest.end());
-        }
-    const double e = nearest_row_error(st.kind, st.rows.dim(), st.ref_err, xnorm, st.rows.max_norm());
-    const double limit = static_cast<double>(s.smallest.front()) + 2.0 * e;
-    s.picked.clear();
-    for (size_t j = 0; j < k; j++)
-        if (static_cast<double>(v[j]) <= limit)
-            s.picked.push_back(static_cast<uint32_t>(j));
-    return true;
-}
 
 // The beam search of graph.cpp (starts first, expand the nearest candidate, stop when it is
 // farther than the worst of a full beam) for node `self`'s vector, navigating as the index's scans
@@ -111,7 +60,7 @@ bool start_candidates(float *v, const Starts &st, size_t width, double xnorm, Se
 // `found` gets the beam, nearest first.  start_values: self's products with the starts
 // (dot_block) when st.blocked, else null.
 bool search_for(const uint32_t *graph, size_t n, size_t degree, const float *vectors, size_t dim,
-                vs_metric metric, const Starts &st, float *start_values, double xnorm,
+                vs_metric metric, const GraphStarts &st, float *start_values, double xnorm,
                 size_t width, uint32_t self, Searcher &s, std::vector<uint32_t> &found)
 {
     // a start is the first thing a search measures: a start finds itself
@@ -142,8 +91,8 @@ bool search_for(const uint32_t *graph, size_t n, size_t degree, const float *vec
     };
     // The starts, in their order (only the width nearest stay in the beam, whatever the order).
     if (start_values && st.nodes.size() > width &&
-        start_candidates(start_values, st, width, xnorm, s))
-        for (uint32_t j : s.picked)
+        start_candidates(start_values, st, width, xnorm, s.starts))
+        for (uint32_t j : s.starts.picked)
             offer(measure(st.nodes[j]));
     else
         for (uint32_t v : st.nodes)
@@ -240,28 +189,12 @@ void graph_link_unfound(uint32_t *out, size_t n, size_t degree, const float *vec
         if (graph[i] != kNone)
             indeg[graph[i]]++;
 
-    Starts st;
-    {
-        std::vector<uint8_t> seen(n, 0);
-        for (size_t i = 0; i < p.nstarts; i++)
-            if (p.starts[i] < n && !seen[p.starts[i]])
-            {
-                seen[p.starts[i]] = 1;
-                st.nodes.push_back(p.starts[i]);
-            }
-    }
-    st.blocked = (p.metric == VS_METRIC_L2SQ || p.metric == VS_METRIC_IP) &&
-                 st.nodes.size() > p.width;
-    if (st.blocked)
-    {
-        std::vector<float> rows(st.nodes.size() * dim);
-        for (size_t j = 0; j < st.nodes.size(); j++)
-            std::copy(vectors + static_cast<size_t>(st.nodes[j]) * dim,
-                      vectors + static_cast<size_t>(st.nodes[j] + 1) * dim, &rows[j * dim]);
-        st.rows.pack(rows.data(), st.nodes.size(), dim, dim);
-        st.kind = p.metric == VS_METRIC_IP ? NearestKind::IP : NearestKind::L2;
-        st.ref_err = float_sum_error(dim);
-    }
+    // the search's distance is vs_distance_f32: for L2SQ and IP a float sum (gemm.h's bound)
+    const GraphStarts st(p.starts, p.nstarts, n, nullptr, vectors, dim, p.metric,
+                         p.metric == VS_METRIC_L2SQ || p.metric == VS_METRIC_IP
+                             ? float_sum_error(dim)
+                             : 0.0,
+                         p.width);
 
     Crew crew(std::max(threads, 1));
     std::vector<Searcher> searchers(static_cast<size_t>(crew.size()));
@@ -270,12 +203,7 @@ void graph_link_unfound(uint32_t *out, size_t n, size_t degree, const float *vec
         s.visited.assign(n, 0);
         for (uint32_t v : st.nodes)
             s.visited[v] = 1;
-        if (st.blocked)
-        {
-            s.values.resize(kChunk * st.rows.padded());
-            s.xnorms.resize(kChunk);
-            s.below.resize(st.rows.padded());
-        }
+        s.starts.reserve(st, kChunk);
     }
     std::vector<uint8_t> hit(kBlock);
     std::vector<std::vector<uint32_t>> found(kBlock);
@@ -297,15 +225,16 @@ void graph_link_unfound(uint32_t *out, size_t n, size_t degree, const float *vec
                 const size_t c1 = std::min(b1, c0 + kChunk);
                 if (st.blocked)
                 {
-                    dot_block(vectors + c0 * dim, dim, c1 - c0, st.rows, s.values.data(), ld);
-                    row_norms(vectors + c0 * dim, dim, c1 - c0, dim, s.xnorms.data());
+                    dot_block(vectors + c0 * dim, dim, c1 - c0, st.rows, s.starts.values.data(),
+                              ld);
+                    row_norms(vectors + c0 * dim, dim, c1 - c0, dim, s.starts.xnorms.data());
                 }
                 for (size_t v = c0; v < c1; v++)
                     hit[v - b0] = search_for(
                         graph, n, degree, vectors, dim, p.metric, st,
-                        st.blocked ? s.values.data() + (v - c0) * ld : nullptr,
-                        st.blocked ? s.xnorms[v - c0] : 0.0, p.width, static_cast<uint32_t>(v), s,
-                        found[v - b0]);
+                        st.blocked ? s.starts.values.data() + (v - c0) * ld : nullptr,
+                        st.blocked ? s.starts.xnorms[v - c0] : 0.0, p.width,
+                        static_cast<uint32_t>(v), s, found[v - b0]);
             }
         });
         // the links, in node order: into each unfound node from the nearest nodes its search

@@ -1,0 +1,61 @@
+// The start nodes of a batch of graph searches, cut by blocked products (cpu/gemm.h).
+//
+// A search measures every start node (a thousand at a million rows) before it walks a few hundred
+// nodes.  Of the starts only the beam's width nearest stay in its beam, and a start outside them
+// is never expanded (it is farther than the beam's worst, which only gets nearer) nor enters the
+// beam later, so the search is the same when it measures just those.  A chunk of queries takes
+// its products with all starts as one blocked product, and a rigorous bound on their rounding
+// names the few starts that can be among the width nearest; only they are measured with the
+// search's own distance.  Used by the build's navigability pass (graph_navigable.cpp, navigating
+// by the SIMD float distance) and the CPU graph objects' exact search (cpu_graph.cpp).
+#ifndef VSEARCH_CPU_GRAPH_STARTS_H
+#define VSEARCH_CPU_GRAPH_STARTS_H
+
+#include "cpu/gemm.h"
+#include "vsearch/graph.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace vs {
+
+// The start nodes as a search takes them: in range, live (live null: every node), each once, in
+// the given order; packed for the blocked products when there are more than `width` and ref_err
+// > 0 bounds the search distance's own rounding (gemm.h, NearestKind: L2 for the L2 metrics, IP
+// for IP; the caller's distance must have such a bound, 0 when it has none).
+struct GraphStarts
+{
+    GraphStarts(const uint32_t *starts, size_t nstarts, size_t n, const uint8_t *live,
+                const float *vectors, size_t dim, vs_metric metric, double ref_err, size_t width);
+
+    std::vector<uint32_t> nodes;
+    bool blocked = false;
+    NearestKind kind = NearestKind::L2;
+    double ref_err = 0;
+    PackedRows rows;
+};
+
+// One thread's scratch for start_candidates (sized by reserve, reused from query to query).
+struct StartScratch
+{
+    std::vector<float> values; // products of a chunk of queries with the starts (dot_block)
+    std::vector<double> xnorms;
+    std::vector<uint32_t> below, picked;
+    std::vector<float> smallest;
+
+    void reserve(const GraphStarts &st, size_t chunk);
+    size_t ld(const GraphStarts &st) const { return st.rows.padded(); }
+};
+
+// The starts (positions in st.nodes, ascending) that can be among the `width` nearest of a query
+// of norm xnorm, into s.picked, from v, its products with the starts (dot_block; turned in place
+// into nearest_rows' values, each within e of the search's distance to start j up to a term of
+// the query alone): a start whose value exceeds the width-th smallest by more than 2e is farther
+// than `width` others.  False when a value is not finite: then every start is measured.
+bool start_candidates(float *v, const GraphStarts &st, size_t width, double xnorm,
+                      StartScratch &s);
+
+} // namespace vs
+
+#endif
