@@ -336,6 +336,99 @@ vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
  * their ids VS_GRAPH_HIT_UNREAD: a caller that takes hits in order until it has enough reads
  * only the pages of the nodes it takes (vs_graph_read_hit_ids), not all ef of them.
  */
+/* Queries from which a batch's searches here share a start cut: fewer pay more for reading the
+ * start nodes than the cut saves them. */
+#define VS_GRAPH_CUT_MIN_QUERIES	4
+/* Queries whose starts are picked at a time (their positions: this many x the starts). */
+#define VS_GRAPH_CUT_GROUP			64
+
+/*
+ * vs_graph_search_hits' searches in this backend, one query after the other.  A batch under L2 or
+ * IP with more start nodes that can be results than ef searches each query from the starts that
+ * can be in its first beam (vs_graph_start_cut_*: the same search, which measures a thousand
+ * starts at a million rows before it walks a few hundred nodes): the starts are read once, as
+ * the search would read them (no node, out of range, unreadable or free: never measured), the
+ * live ones the results.
+ */
+static void
+search_here(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
+			const float *queries, int nq, int ef, int expand, VsGraphHit *out, int *counts)
+{
+	vs_metric	nav = vs_rank_metric(metric);
+	vs_graph_start_cut *volatile cut = NULL;
+	float	   *rows = NULL;
+	uint8	   *results = NULL;
+	uint32	   *kept = NULL;
+	int			nkept = 0;
+
+	if (nq >= VS_GRAPH_CUT_MIN_QUERIES && nstarts > ef &&
+		(nav == VS_METRIC_L2SQ || nav == VS_METRIC_IP))
+	{
+		rows = palloc_extended(sizeof(float) * nstarts * r->dim, MCXT_ALLOC_HUGE);
+		results = palloc(nstarts);
+		kept = palloc(sizeof(uint32) * nstarts);
+		for (int s = 0; s < nstarts; s++)
+		{
+			VsGraphNodeCopy nc;
+
+			if (starts[s] == VS_GRAPH_NO_NODE || (uint64) starts[s] >= r->nnodes ||
+				!vs_graph_read_node(r, starts[s], &nc, rows + (Size) nkept * r->dim, NULL) ||
+				(nc.flags & VS_GRAPH_NODE_FREE))
+				continue;
+			results[nkept] = (nc.flags & VS_GRAPH_NODE_LIVE) != 0;
+			kept[nkept++] = starts[s];
+		}
+		cut = vs_graph_start_cut_create(nav, rows, results, nkept, r->dim, ef);
+	}
+	if (cut == NULL)
+	{
+		for (int q = 0; q < nq; q++)
+			counts[q] = vs_graph_beam_search(r, metric, starts, nstarts,
+											 queries + (Size) q * r->dim, ef, expand,
+											 out + (Size) q * ef);
+		return;
+	}
+	PG_TRY();
+	{
+		int			group = Min(nq, VS_GRAPH_CUT_GROUP);
+		uint32	   *picked = palloc_extended(sizeof(uint32) * group * nkept, MCXT_ALLOC_HUGE);
+		size_t	   *npicked = palloc(sizeof(size_t) * group);
+		uint32	   *subset = palloc(sizeof(uint32) * nkept);
+
+		for (int q0 = 0; q0 < nq; q0 += group)
+		{
+			int			nc = Min(group, nq - q0);
+
+			if (vs_graph_start_cut_pick(cut, queries + (Size) q0 * r->dim, nc, picked,
+										npicked) != VS_OK)
+				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+								errmsg("out of memory picking a vs_graph batch's start nodes")));
+			for (int q = q0; q < q0 + nc; q++)
+			{
+				const uint32 *mine = picked + (Size) (q - q0) * nkept;
+				int			n = (int) npicked[q - q0];
+
+				for (int i = 0; i < n; i++)
+					subset[i] = kept[mine[i]];
+				counts[q] = vs_graph_beam_search(r, metric, subset, n,
+												 queries + (Size) q * r->dim, ef, expand,
+												 out + (Size) q * ef);
+			}
+		}
+		pfree(picked);
+		pfree(npicked);
+		pfree(subset);
+	}
+	PG_FINALLY();
+	{
+		vs_graph_start_cut_destroy(cut);
+	}
+	PG_END_TRY();
+	pfree(rows);
+	pfree(results);
+	pfree(kept);
+}
+
 void
 vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
 					 const float *queries, int nq, int ef, int expand, bool unread_ids,
@@ -406,10 +499,7 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 		pfree(dists);
 		pfree(found);
 	}
-	for (int q = 0; q < nq; q++)
-		counts[q] = vs_graph_beam_search(r, metric, starts, nstarts,
-										 queries + (Size) q * r->dim, ef, expand,
-										 out + (Size) q * ef);
+	search_here(r, metric, starts, nstarts, queries, nq, ef, expand, out, counts);
 }
 
 static bool

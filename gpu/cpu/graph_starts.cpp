@@ -30,6 +30,23 @@ GraphStarts::GraphStarts(const uint32_t *starts, size_t nstarts, size_t n, const
     ref_err = err;
 }
 
+GraphStarts::GraphStarts(const float *start_rows, const uint8_t *can_be_result, size_t nstarts,
+                         size_t dim, vs_metric metric, double err, size_t width)
+    : results(can_be_result, can_be_result + nstarts)
+{
+    nodes.resize(nstarts);
+    for (size_t j = 0; j < nstarts; j++)
+        nodes[j] = static_cast<uint32_t>(j);
+    const size_t nresults = static_cast<size_t>(
+        std::count_if(results.begin(), results.end(), [](uint8_t r) { return r != 0; }));
+    blocked = err > 0 && nresults > width;
+    if (!blocked)
+        return;
+    rows.pack(start_rows, nstarts, dim, dim);
+    kind = metric == VS_METRIC_IP ? NearestKind::IP : NearestKind::L2;
+    ref_err = err;
+}
+
 void StartScratch::reserve(const GraphStarts &st, size_t chunk)
 {
     if (!st.blocked)
@@ -46,16 +63,25 @@ bool start_candidates(float *v, const GraphStarts &st, size_t width, double xnor
     if (!nearest_values_finite(xnorm, st.rows.max_norm()) ||
         nearest_candidates(v, st.rows.sqnorms(), k, st.kind, 0.0, s.below.data()) == 0)
         return false;
-    // the width-th smallest value (a max-heap of the width smallest)
-    s.smallest.assign(v, v + width);
-    std::make_heap(s.smallest.begin(), s.smallest.end());
-    for (size_t j = width; j < k; j++)
-        if (v[j] < s.smallest.front())
+    // the width-th smallest value of the starts that can be results (a max-heap of the width
+    // smallest)
+    s.smallest.clear();
+    for (size_t j = 0; j < k; j++)
+    {
+        if (!st.results.empty() && st.results[j] == 0)
+            continue;
+        if (s.smallest.size() < width)
+        {
+            s.smallest.push_back(v[j]);
+            std::push_heap(s.smallest.begin(), s.smallest.end());
+        }
+        else if (v[j] < s.smallest.front())
         {
             std::pop_heap(s.smallest.begin(), s.smallest.end());
             s.smallest.back() = v[j];
             std::push_heap(s.smallest.begin(), s.smallest.end());
         }
+    }
     const double e =
         nearest_row_error(st.kind, st.rows.dim(), st.ref_err, xnorm, st.rows.max_norm());
     const double limit = static_cast<double>(s.smallest.front()) + 2.0 * e;
@@ -67,3 +93,82 @@ bool start_candidates(float *v, const GraphStarts &st, size_t width, double xnor
 }
 
 } // namespace vs
+
+// ---- the C API (vsearch/graph.h) ------------------------------------------------------------
+
+struct vs_graph_start_cut
+{
+    vs::GraphStarts starts;
+    size_t width;
+};
+
+extern "C" vs_graph_start_cut *vs_graph_start_cut_create(vs_metric metric, const float *rows,
+                                                         const uint8_t *results, size_t nstarts,
+                                                         size_t dim, size_t width)
+{
+    if ((metric != VS_METRIC_L2SQ && metric != VS_METRIC_IP) || rows == nullptr ||
+        results == nullptr || dim == 0 || width == 0)
+        return nullptr;
+    try
+    {
+        // vs_distance_f32 under L2SQ and IP: a float sum (gemm.h's bound)
+        auto *cut = new vs_graph_start_cut{
+            vs::GraphStarts(rows, results, nstarts, dim, metric, vs::float_sum_error(dim), width),
+            width};
+        if (!cut->starts.blocked)
+        {
+            delete cut;
+            return nullptr;
+        }
+        return cut;
+    }
+    catch (...)
+    {
+        return nullptr;
+    }
+}
+
+extern "C" int vs_graph_start_cut_pick(const vs_graph_start_cut *cut, const float *queries,
+                                       size_t nq, uint32_t *out, size_t *counts)
+{
+    constexpr size_t kChunk = 8; // queries multiplied with the starts at once
+    if (cut == nullptr || (nq > 0 && (queries == nullptr || out == nullptr || counts == nullptr)))
+        return VS_INVALID_ARGUMENT;
+    try
+    {
+        const vs::GraphStarts &st = cut->starts;
+        const size_t n = st.nodes.size(), dim = st.rows.dim();
+        vs::StartScratch scratch;
+        scratch.reserve(st, kChunk);
+        const size_t ld = scratch.ld(st);
+        for (size_t c0 = 0; c0 < nq; c0 += kChunk)
+        {
+            const size_t c1 = std::min(nq, c0 + kChunk);
+            vs::dot_block(queries + c0 * dim, dim, c1 - c0, st.rows, scratch.values.data(), ld);
+            vs::row_norms(queries + c0 * dim, dim, c1 - c0, dim, scratch.xnorms.data());
+            for (size_t q = c0; q < c1; q++)
+            {
+                uint32_t *mine = out + q * n;
+                if (vs::start_candidates(scratch.values.data() + (q - c0) * ld, st, cut->width,
+                                         scratch.xnorms[q - c0], scratch))
+                {
+                    std::copy(scratch.picked.begin(), scratch.picked.end(), mine);
+                    counts[q] = scratch.picked.size();
+                }
+                else
+                {
+                    for (size_t j = 0; j < n; j++)
+                        mine[j] = static_cast<uint32_t>(j);
+                    counts[q] = n;
+                }
+            }
+        }
+        return VS_OK;
+    }
+    catch (...)
+    {
+        return VS_OUT_OF_MEMORY;
+    }
+}
+
+extern "C" void vs_graph_start_cut_destroy(vs_graph_start_cut *cut) { delete cut; }

@@ -28,8 +28,14 @@ struct GraphStarts
 {
     GraphStarts(const uint32_t *starts, size_t nstarts, size_t n, const uint8_t *live,
                 const float *vectors, size_t dim, vs_metric metric, double ref_err, size_t width);
+    // Starts given as rows (nodes 0 .. nstarts - 1), of which only those with results[j] != 0
+    // can be results (a search navigates through the others): the cut keeps every start that can
+    // be nearer than the width-th nearest of those, and is made when there are more than width.
+    GraphStarts(const float *rows, const uint8_t *results, size_t nstarts, size_t dim,
+                vs_metric metric, double ref_err, size_t width);
 
     std::vector<uint32_t> nodes;
+    std::vector<uint8_t> results; // empty: every start can be a result
     bool blocked = false;
     NearestKind kind = NearestKind::L2;
     double ref_err = 0;
@@ -49,10 +55,11 @@ struct StartScratch
 };
 
 // The starts (positions in st.nodes, ascending) that can be among the `width` nearest of a query
-// of norm xnorm, into s.picked, from v, its products with the starts (dot_block; turned in place
-// into nearest_rows' values, each within e of the search's distance to start j up to a term of
-// the query alone): a start whose value exceeds the width-th smallest by more than 2e is farther
-// than `width` others.  False when a value is not finite: then every start is measured.
+// of norm xnorm (or nearer than the width-th nearest result), into s.picked, from v, its products
+// with the starts (dot_block; turned in place into nearest_rows' values, each within e of the
+// search's distance to start j up to a term of the query alone): a start whose value exceeds the
+// width-th smallest (of the results) by more than 2e is farther than `width` of them.  False when
+// a value is not finite: then every start is measured.
 bool start_candidates(float *v, const GraphStarts &st, size_t width, double xnorm,
                       StartScratch &s);
 

@@ -400,6 +400,91 @@ TEST(Graph, PaddingStartsAndDeterminism)
     EXPECT_EQ(ids[0], -1);
 }
 
+// The start cut for the backend's batches (vs_graph_start_cut_*): every start whose navigation
+// distance (vs_distance_f32) is at most the width-th smallest of the starts that can be results
+// is picked, for L2SQ and IP, ties included (exact duplicates of rows), positions ascending; a
+// query with values that overflow gets every start; random data is actually cut; no cut for
+// cosine or too few results.
+TEST(Graph, StartCutKeepsEveryStartAsNearAsTheWidthNearestResults)
+{
+    std::mt19937_64 rng(31);
+    const size_t nstarts = 300, nq = 40;
+    for (size_t dim : {3, 40, 129})
+    {
+        std::vector<float> rows = random_vectors(rng, nstarts, dim, true);
+        for (size_t j = 10; j < 20; j++) // ties: rows equal to others
+            std::copy(rows.begin() + (j - 10) * dim, rows.begin() + (j - 9) * dim,
+                      rows.begin() + j * dim);
+        std::vector<uint8_t> results(nstarts);
+        for (size_t j = 0; j < nstarts; j++)
+            results[j] = rng() % 10 < 7;
+        std::vector<float> queries = random_vectors(rng, nq, dim, true);
+        std::fill(queries.begin(), queries.begin() + dim, 0.0f);
+        std::copy(rows.begin(), rows.begin() + dim, queries.begin() + dim); // on a start
+        for (size_t i = 0; i < dim; i++)
+            queries[2 * dim + i] = 3e19f; // its values overflow
+        for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_IP})
+            for (size_t width : {1, 10, 64})
+            {
+                SCOPED_TRACE("dim " + std::to_string(dim) + " " + vt::metric_name(m) + " width " +
+                             std::to_string(width));
+                vs_graph_start_cut *cut =
+                    vs_graph_start_cut_create(m, rows.data(), results.data(), nstarts, dim, width);
+                ASSERT_NE(cut, nullptr);
+                std::vector<uint32_t> picked(nq * nstarts);
+                std::vector<size_t> counts(nq);
+                ASSERT_EQ(vs_graph_start_cut_pick(cut, queries.data(), nq, picked.data(),
+                                                  counts.data()),
+                          VS_OK);
+                vs_graph_start_cut_destroy(cut);
+                size_t total = 0;
+                for (size_t q = 0; q < nq; q++)
+                {
+                    const float *x = queries.data() + q * dim;
+                    std::vector<float> key(nstarts), of_results;
+                    for (size_t j = 0; j < nstarts; j++)
+                    {
+                        const float d = static_cast<float>(
+                            vs_distance_f32(m, x, rows.data() + j * dim, dim));
+                        key[j] = std::isnan(d) ? INFINITY : d;
+                        if (results[j])
+                            of_results.push_back(key[j]);
+                    }
+                    std::nth_element(of_results.begin(), of_results.begin() + (width - 1),
+                                     of_results.end());
+                    const float limit = of_results[width - 1];
+                    const uint32_t *mine = picked.data() + q * nstarts;
+                    ASSERT_LE(counts[q], nstarts);
+                    EXPECT_TRUE(std::is_sorted(mine, mine + counts[q]) &&
+                                std::adjacent_find(mine, mine + counts[q]) == mine + counts[q])
+                        << "query " << q;
+                    std::set<uint32_t> got(mine, mine + counts[q]);
+                    for (size_t j = 0; j < nstarts; j++)
+                        if (key[j] <= limit)
+                            EXPECT_TRUE(got.count(static_cast<uint32_t>(j)))
+                                << "query " << q << " start " << j;
+                    if (q == 2)
+                        EXPECT_EQ(counts[q], nstarts) << "overflowing values: every start";
+                    total += counts[q];
+                }
+                EXPECT_LT(total, nq * nstarts / 2) << "the cut keeps most starts";
+            }
+        EXPECT_EQ(vs_graph_start_cut_create(VS_METRIC_COSINE, rows.data(), results.data(), nstarts,
+                                            dim, 10),
+                  nullptr);
+        std::vector<uint8_t> few(nstarts, 0);
+        std::fill(few.begin(), few.begin() + 10, 1);
+        EXPECT_EQ(vs_graph_start_cut_create(VS_METRIC_L2SQ, rows.data(), few.data(), nstarts, dim,
+                                            10),
+                  nullptr)
+            << "10 results, width 10: nothing to cut";
+        vs_graph_start_cut *nine =
+            vs_graph_start_cut_create(VS_METRIC_L2SQ, rows.data(), few.data(), nstarts, dim, 9);
+        EXPECT_NE(nine, nullptr);
+        vs_graph_start_cut_destroy(nine);
+    }
+}
+
 TEST(Graph, ArgumentChecks)
 {
     TestGraph t = knn_graph(std::vector<float>(8 * 2, 1.0f), 8, 2, 2);

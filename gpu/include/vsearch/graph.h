@@ -82,6 +82,30 @@ int vs_graph_search(const vs_graph_arrays *graph, const vs_graph_search_params *
                     const float *queries, size_t nq, size_t k, int64_t *out_ids,
                     float *out_distances, int64_t *out_counts, uint64_t *ndist);
 
+/*
+ * Start-node cuts for a batch of searches that navigate by vs_distance_f32 from every start node
+ * (the index's own search in the backend): only the `width` nearest starts that can be results
+ * stay in a search's beam, and a start farther than all of them is never expanded nor enters the
+ * beam later, so each query's search is the same from the starts that can be nearer
+ * (cpu/graph_starts.h: certified from blocked products).  metric: L2SQ or IP (for others no
+ * bound is known); rows: the starts' vectors, nstarts x dim; results: per start, 1 when it can be
+ * a result (a live node), 0 when it is only navigated through.  NULL when no cut applies (another
+ * metric, at most width starts that can be results) or memory is short: then every query needs
+ * every start.
+ */
+typedef struct vs_graph_start_cut vs_graph_start_cut;
+vs_graph_start_cut *vs_graph_start_cut_create(vs_metric metric, const float *rows,
+                                              const uint8_t *results, size_t nstarts, size_t dim,
+                                              size_t width);
+/*
+ * For each of nq queries (nq x dim floats), the positions of the starts it needs, ascending, into
+ * out + q x nstarts and how many into counts[q] (every start when a value is not finite).  VS_OK
+ * or VS_OUT_OF_MEMORY.
+ */
+int vs_graph_start_cut_pick(const vs_graph_start_cut *cut, const float *queries, size_t nq,
+                            uint32_t *out, size_t *counts);
+void vs_graph_start_cut_destroy(vs_graph_start_cut *cut);
+
 /* ---- graph objects in a context ------------------------------------------------------------ */
 
 typedef struct vs_graph vs_graph;
