@@ -312,7 +312,7 @@ extern void vs_graph_reader_init(VsGraphReader *r, const VsIndexRef *ref, Relati
 								 uint32 dim, uint32 degree, uint64 nnodes);
 extern void vs_graph_reader_use_recent(VsGraphReader *r);
 extern void vs_graph_reader_end(VsGraphReader *r);
-extern void vs_graph_prefetch_node(const VsGraphReader *r, uint32 node);
+extern void vs_graph_prefetch_node(const VsGraphReader *r, uint32 node, bool with_vector);
 extern bool vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *out, float *x,
 							   uint32 *nbrs);
 extern float vs_graph_distance(vs_metric metric, const float *a, const float *b, uint32 dim);

@@ -461,7 +461,7 @@ vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, i
 
 				if (!unread_ids)
 					for (int64 i = 0; i < found[q]; i++)
-						vs_graph_prefetch_node(r, (uint32) ids[(Size) q * ef + i]);
+						vs_graph_prefetch_node(r, (uint32) ids[(Size) q * ef + i], false);
 				for (int64 i = 0; i < found[q]; i++)
 				{
 					int64		node = ids[(Size) q * ef + i];
