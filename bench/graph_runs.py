@@ -91,11 +91,12 @@ class GraphRuns:
     """Mixed into harness.Harness (self.pg, self.plan, self.add, self.log, ...)."""
 
     def graph_settings(self):
-        """(path, settings, device column, via) of the searches: the plan's worker path, or the
-        backend on the CPU when the worker does not serve (noted)."""
+        """(path, settings, device column, via) of the searches: the plan's path (a worker's, or
+        --graph-path cpu: the backend), or the backend on the CPU when the worker does not serve
+        (noted)."""
         g = self.plan["graph"]
         P = PATHS[g["path"]]
-        if self.worker_ok():
+        if P["via"] == "backend" or self.worker_ok():
             return g["path"], dict(P["settings"]), P["device"], P["via"]
         self.notes.append(f"the worker does not serve ({self.worker.get('worker_state')}): "
                           f"vs_graph and vs_ivfpq searched in the backend on the CPU")

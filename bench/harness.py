@@ -165,6 +165,8 @@ class Harness(SqlRuns, IvfpqRuns, EngineRuns, GraphRuns):
                 g["efs"] = [int(x) for x in args.graph_efs.split(",")]
             if args.graph_expands:
                 g["expands"] = [int(x) for x in args.graph_expands.split(",")]
+            if args.graph_path:
+                g["path"] = args.graph_path
             self.plan.update(datasets=g.pop("datasets"), engine=[], ivfpq=None, graph=g)
             self.plan["seconds"] = dict(self.plan["seconds"], **{p: g["seconds"] for p in PATHS})
         if args.seconds:
@@ -534,6 +536,9 @@ def main(argv):
                     "with every graph_ef (comma-separated; default 1); the first is the one the "
                     "single queries use")
     ap.add_argument("--graph-options", help="--graph: the vs_graph index's WITH options, e.g. degree=64")
+    ap.add_argument("--graph-path", choices=["gpu", "worker-cpu", "cpu"],
+                    help="--graph: where the vs_graph and vs_ivfpq searches run (default: the plan's, "
+                    "the worker; cpu: the backend, vsearch.device = cpu)")
     ap.add_argument("--no-hnswlib", action="store_true", help="--graph: no hnswlib baseline")
     ap.add_argument("--no-graph-ivfpq", action="store_true",
                     help="--graph: no vs_ivfpq build and sweep beside the graph (--no-ivfpq leaves them)")
