@@ -324,18 +324,6 @@ vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
 	return false;
 }
 
-/*
- * nq beam searches of width ef expanding `expand` nodes per step (a scan round, a batch's first
- * round): in the GPU worker when it serves and ef is within its limit, as one request, else
- * graphsearch.c's in this backend, one query after the other.  Query i's hits go to out + i x ef and counts[i] says how many: as
- * vs_graph_beam_search, the best ef live nodes found, in the engine's order, with exact distances
- * in rank units and their tids.  A node the worker answered that is no longer live when its page
- * is read (VACUUM freed it meanwhile) is left out.
- *
- * With unread_ids, the worker's hits come as it answered them, in the order (distance, node),
- * their ids VS_GRAPH_HIT_UNREAD: a caller that takes hits in order until it has enough reads
- * only the pages of the nodes it takes (vs_graph_read_hit_ids), not all ef of them.
- */
 /* Queries from which a batch's searches here share a start cut: fewer pay more for reading the
  * start nodes than the cut saves them. */
 #define VS_GRAPH_CUT_MIN_QUERIES	4
@@ -382,6 +370,12 @@ search_here(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstart
 	}
 	if (cut == NULL)
 	{
+		if (rows != NULL)
+		{
+			pfree(rows);
+			pfree(results);
+			pfree(kept);
+		}
 		for (int q = 0; q < nq; q++)
 			counts[q] = vs_graph_beam_search(r, metric, starts, nstarts,
 											 queries + (Size) q * r->dim, ef, expand,
@@ -429,6 +423,19 @@ search_here(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstart
 	pfree(kept);
 }
 
+/*
+ * nq beam searches of width ef expanding `expand` nodes per step (a scan round, a batch's first
+ * round): in the GPU worker when it serves and ef is within its limit, as one request, else
+ * graphsearch.c's in this backend, one query after the other (search_here).  Query i's hits go to
+ * out + i x ef and counts[i] says how many: as
+ * vs_graph_beam_search, the best ef live nodes found, in the engine's order, with exact distances
+ * in rank units and their tids.  A node the worker answered that is no longer live when its page
+ * is read (VACUUM freed it meanwhile) is left out.
+ *
+ * With unread_ids, the worker's hits come as it answered them, in the order (distance, node),
+ * their ids VS_GRAPH_HIT_UNREAD: a caller that takes hits in order until it has enough reads
+ * only the pages of the nodes it takes (vs_graph_read_hit_ids), not all ef of them.
+ */
 void
 vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
 					 const float *queries, int nq, int ef, int expand, bool unread_ids,
