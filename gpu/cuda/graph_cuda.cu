@@ -18,8 +18,8 @@
 // measured once while it can be in the beam); the merge finds the next nodes to expand and the
 // step's counters alternate between two sets, so a step has two barriers.  The start nodes go in
 // first, a chunk at a time, the same way; more of them than a step takes are measured beforehand
-// over the whole grid (a batch's by tiles of queries x start nodes, impl/pair_keys.cu; a few
-// queries' by start_keys_kernel's teams), and the search only selects among their keys.  This
+// over the whole grid (by start_keys_kernel's teams; VSEARCH_CUDA_GRAPH_STARTS=tiles: by tiles
+// of queries x start nodes, impl/pair_keys.cu), and the search only selects among their keys.  This
 // is the reference's search: the same beam after every step, so the same ids and bit-identical
 // distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
 // VSEARCH_CUDA_GRAPH_KERNEL=team4 .. team32 forces the team size (for timings).
@@ -672,8 +672,9 @@ int forced_team_lanes()
 }
 
 // VSEARCH_CUDA_GRAPH_STARTS, read per call for tests and timings: how the start nodes' keys are
-// measured when there are more of them than a step takes: "auto" (or unset: tiles from
-// kPairKeyTileQueries queries on, teams below), "tiles" or "teams".
+// measured when there are more of them than a step takes: "auto" (or unset), "teams" or "tiles".
+// auto takes teams: the tiles (impl/pair_keys.cu, for batches of kPairKeyTileQueries queries or
+// more) are built but have not yet run on a device (docs/ENGINE.md, "Graphs").
 enum class StartPass
 {
     automatic,
@@ -792,15 +793,14 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     // microseconds, which a one-query search would otherwise pay five times.
     // more start nodes than a step takes: their keys first, over the grid
     const bool start_pass = !pq && p.nstarts > static_cast<size_t>(shape.fresh_cap);
-    // a batch's start keys by tiles (impl/pair_keys.cu: every value read serves several pairs),
-    // a few queries' by teams over the grid (a tile would be mostly idle)
+    // the start keys by tiles (impl/pair_keys.cu: every value read serves several pairs) when
+    // asked for, else by teams over the grid
     const PairKeyPlan tile_plan = pair_key_plan(g.dim);
     const StartPass forced = forced_start_pass();
     if (forced == StartPass::tiles && tile_plan.leaves == 0)
         throw Error(VS_UNSUPPORTED, "VSEARCH_CUDA_GRAPH_STARTS=tiles: no tile of dimension " +
                                         std::to_string(g.dim) + " fits shared memory");
-    const bool tiles = start_pass && tile_plan.leaves > 0 && forced != StartPass::teams &&
-                       (forced == StartPass::tiles || nq >= kPairKeyTileQueries);
+    const bool tiles = start_pass && forced == StartPass::tiles;
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
     if (start_pass)

@@ -1,5 +1,6 @@
 // Exact keys (engine/exact.h) of every (query, row) pair of a batch against a list of rows, as
-// tiles of 16 queries x 64 rows a block, for the graph search's start nodes (graph_cuda.cu).
+// tiles of 16 queries x 64 rows a block, for the graph search's start nodes (graph_cuda.cu, with
+// VSEARCH_CUDA_GRAPH_STARTS=tiles: not yet run on a device, so not the default).
 #ifndef VSEARCH_CUDA_IMPL_PAIR_KEYS_CUH
 #define VSEARCH_CUDA_IMPL_PAIR_KEYS_CUH
 
@@ -12,7 +13,7 @@
 
 namespace vs::cuda {
 
-constexpr int kPairKeyTileQueries = 16; // a block's queries: fewer leave most of its work idle
+constexpr int kPairKeyTileQueries = 16; // a block's queries
 
 // The rows: list[s] indexes vectors (n x dim); an entry >= n or not live (live[v] == 0, when
 // live is not null) gets kNoKey.
