@@ -1,6 +1,6 @@
 // Exact keys (engine/exact.h) of every (query, row) pair of a batch against a list of rows, as
 // tiles of 16 queries x 64 rows a block, for the graph search's start nodes (graph_cuda.cu, with
-// VSEARCH_CUDA_GRAPH_STARTS=tiles: not yet run on a device, so not the default).
+// VSEARCH_CUDA_GRAPH_STARTS=tiles: not the default, docs/ENGINE.md "Graphs").
 #ifndef VSEARCH_CUDA_IMPL_PAIR_KEYS_CUH
 #define VSEARCH_CUDA_IMPL_PAIR_KEYS_CUH
 
