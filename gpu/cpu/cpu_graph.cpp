@@ -17,7 +17,6 @@
 namespace vs {
 namespace {
 
-constexpr size_t kStartChunk = 8;    // queries multiplied with the starts at once
 constexpr size_t kStartMinQueries = 4; // fewer: packing the starts costs about what it saves
 // The exact keys' rounding (engine/exact.h: a double sum rounded to float once, or its root
 // rounded), in gemm.h's units for the squared distance or the product, with room to spare: a
@@ -99,29 +98,19 @@ void search_block(const vs_graph_arrays &a, const vs_graph_search_params &params
     std::vector<uint32_t> touched, subset;
     StartScratch scratch;
     scratch.reserve(st, kStartChunk);
-    const size_t ld = scratch.ld(st);
-    for (size_t c0 = q0; c0 < q1; c0 += kStartChunk)
-    {
-        const size_t c1 = std::min(q1, c0 + kStartChunk);
-        const float *x = queries + c0 * a.dim;
-        dot_block(x, a.dim, c1 - c0, st.rows, scratch.values.data(), ld);
-        row_norms(x, a.dim, c1 - c0, a.dim, scratch.xnorms.data());
-        for (size_t q = c0; q < c1; q++)
-        {
-            vs_graph_search_params one = params;
-            if (start_candidates(scratch.values.data() + (q - c0) * ld, st, width,
-                                 scratch.xnorms[q - c0], scratch))
-            {
-                subset.clear();
-                for (uint32_t j : scratch.picked)
-                    subset.push_back(st.nodes[j]);
-                one.starts = subset.data();
-                one.nstarts = subset.size();
-            }
-            graph_search_one(a, one, queries + q * a.dim, k, visited, touched, out_ids + q * k,
-                             out_dists + q * k, out_counts ? out_counts + q : nullptr);
-        }
-    }
+    pick_starts(st, width, queries + q0 * a.dim, q1 - q0, scratch,
+                [&](size_t i, const uint32_t *positions, size_t count) {
+                    const size_t q = q0 + i;
+                    subset.clear();
+                    for (size_t j = 0; j < count; j++)
+                        subset.push_back(st.nodes[positions[j]]);
+                    vs_graph_search_params one = params;
+                    one.starts = subset.data();
+                    one.nstarts = subset.size();
+                    graph_search_one(a, one, queries + q * a.dim, k, visited, touched,
+                                     out_ids + q * k, out_dists + q * k,
+                                     out_counts ? out_counts + q : nullptr);
+                });
 }
 
 class CpuGraphBackend final : public GraphBackend

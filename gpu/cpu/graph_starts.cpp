@@ -54,6 +54,9 @@ void StartScratch::reserve(const GraphStarts &st, size_t chunk)
     values.resize(chunk * st.rows.padded());
     xnorms.resize(chunk);
     below.resize(st.rows.padded());
+    every.resize(st.nodes.size());
+    for (size_t j = 0; j < every.size(); j++)
+        every[j] = static_cast<uint32_t>(j);
 }
 
 bool start_candidates(float *v, const GraphStarts &st, size_t width, double xnorm,
@@ -131,38 +134,18 @@ extern "C" vs_graph_start_cut *vs_graph_start_cut_create(vs_metric metric, const
 extern "C" int vs_graph_start_cut_pick(const vs_graph_start_cut *cut, const float *queries,
                                        size_t nq, uint32_t *out, size_t *counts)
 {
-    constexpr size_t kChunk = 8; // queries multiplied with the starts at once
     if (cut == nullptr || (nq > 0 && (queries == nullptr || out == nullptr || counts == nullptr)))
         return VS_INVALID_ARGUMENT;
     try
     {
-        const vs::GraphStarts &st = cut->starts;
-        const size_t n = st.nodes.size(), dim = st.rows.dim();
+        const size_t n = cut->starts.nodes.size();
         vs::StartScratch scratch;
-        scratch.reserve(st, kChunk);
-        const size_t ld = scratch.ld(st);
-        for (size_t c0 = 0; c0 < nq; c0 += kChunk)
-        {
-            const size_t c1 = std::min(nq, c0 + kChunk);
-            vs::dot_block(queries + c0 * dim, dim, c1 - c0, st.rows, scratch.values.data(), ld);
-            vs::row_norms(queries + c0 * dim, dim, c1 - c0, dim, scratch.xnorms.data());
-            for (size_t q = c0; q < c1; q++)
-            {
-                uint32_t *mine = out + q * n;
-                if (vs::start_candidates(scratch.values.data() + (q - c0) * ld, st, cut->width,
-                                         scratch.xnorms[q - c0], scratch))
-                {
-                    std::copy(scratch.picked.begin(), scratch.picked.end(), mine);
-                    counts[q] = scratch.picked.size();
-                }
-                else
-                {
-                    for (size_t j = 0; j < n; j++)
-                        mine[j] = static_cast<uint32_t>(j);
-                    counts[q] = n;
-                }
-            }
-        }
+        scratch.reserve(cut->starts, vs::kStartChunk);
+        vs::pick_starts(cut->starts, cut->width, queries, nq, scratch,
+                        [&](size_t q, const uint32_t *positions, size_t count) {
+                            std::copy(positions, positions + count, out + q * n);
+                            counts[q] = count;
+                        });
         return VS_OK;
     }
     catch (...)

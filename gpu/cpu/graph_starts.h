@@ -14,6 +14,7 @@
 #include "cpu/gemm.h"
 #include "vsearch/graph.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -42,6 +43,8 @@ struct GraphStarts
     PackedRows rows;
 };
 
+constexpr size_t kStartChunk = 8; // queries multiplied with the starts at once (pick_starts)
+
 // One thread's scratch for start_candidates (sized by reserve, reused from query to query).
 struct StartScratch
 {
@@ -49,9 +52,9 @@ struct StartScratch
     std::vector<double> xnorms;
     std::vector<uint32_t> below, picked;
     std::vector<float> smallest;
+    std::vector<uint32_t> every; // 0 .. st.nodes.size() - 1 (pick_starts)
 
     void reserve(const GraphStarts &st, size_t chunk);
-    size_t ld(const GraphStarts &st) const { return st.rows.padded(); }
 };
 
 // The starts (positions in st.nodes, ascending) that can be among the `width` nearest of a query
@@ -62,6 +65,29 @@ struct StartScratch
 // a value is not finite: then every start is measured.
 bool start_candidates(float *v, const GraphStarts &st, size_t width, double xnorm,
                       StartScratch &s);
+
+// For each of nq queries x (dim floats each; st.blocked, s reserved for kStartChunk):
+// f(q, positions, count), the positions in st.nodes (ascending) of the starts query q needs:
+// start_candidates' picks, or every start when its values are not finite.
+template <typename F>
+void pick_starts(const GraphStarts &st, size_t width, const float *x, size_t nq, StartScratch &s,
+                 F &&f)
+{
+    const size_t dim = st.rows.dim(), ld = st.rows.padded();
+    for (size_t c0 = 0; c0 < nq; c0 += kStartChunk)
+    {
+        const size_t c1 = std::min(nq, c0 + kStartChunk);
+        dot_block(x + c0 * dim, dim, c1 - c0, st.rows, s.values.data(), ld);
+        row_norms(x + c0 * dim, dim, c1 - c0, dim, s.xnorms.data());
+        for (size_t q = c0; q < c1; q++)
+        {
+            if (start_candidates(s.values.data() + (q - c0) * ld, st, width, s.xnorms[q - c0], s))
+                f(q, s.picked.data(), s.picked.size());
+            else
+                f(q, s.every.data(), s.every.size());
+        }
+    }
+}
 
 } // namespace vs
 

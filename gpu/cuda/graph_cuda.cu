@@ -672,25 +672,17 @@ int forced_team_lanes()
 }
 
 // VSEARCH_CUDA_GRAPH_STARTS, read per call for tests and timings: how the start nodes' keys are
-// measured when there are more of them than a step takes: "auto" (or unset), "teams" or "tiles".
-// auto takes teams: the tiles (impl/pair_keys.cu) gave a batch of 10 000 queries 1.11-1.16x on
-// an H200 but 16 queries 0.81x, and their crossover is not measured yet (docs/ENGINE.md, "Graphs").
-enum class StartPass
-{
-    automatic,
-    tiles,
-    teams
-};
-
-StartPass forced_start_pass()
+// measured when there are more of them than a step takes: "auto" (or unset) and "teams" by
+// start_keys_kernel, "tiles" by impl/pair_keys.cu.  auto takes teams: the tiles gave a batch of
+// 10 000 queries 1.11-1.16x on an H200 but 16 queries 0.81x, and their crossover is not measured
+// yet (docs/ENGINE.md, "Graphs").  True for tiles.
+bool start_tiles_asked()
 {
     const char *v = std::getenv("VSEARCH_CUDA_GRAPH_STARTS");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0)
-        return StartPass::automatic;
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0 || std::strcmp(v, "teams") == 0)
+        return false;
     if (std::strcmp(v, "tiles") == 0)
-        return StartPass::tiles;
-    if (std::strcmp(v, "teams") == 0)
-        return StartPass::teams;
+        return true;
     throw Error(VS_INVALID_ARGUMENT,
                 std::string("VSEARCH_CUDA_GRAPH_STARTS is auto, tiles or teams, not ") + v);
 }
@@ -795,12 +787,12 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     const bool start_pass = !pq && p.nstarts > static_cast<size_t>(shape.fresh_cap);
     // the start keys by tiles (impl/pair_keys.cu: every value read serves several pairs) when
     // asked for, else by teams over the grid
+    const bool tiles_asked = start_tiles_asked();
     const PairKeyPlan tile_plan = pair_key_plan(g.dim);
-    const StartPass forced = forced_start_pass();
-    if (forced == StartPass::tiles && tile_plan.leaves == 0)
+    if (tiles_asked && tile_plan.leaves == 0)
         throw Error(VS_UNSUPPORTED, "VSEARCH_CUDA_GRAPH_STARTS=tiles: no tile of dimension " +
                                         std::to_string(g.dim) + " fits shared memory");
-    const bool tiles = start_pass && forced == StartPass::tiles;
+    const bool tiles = start_pass && tiles_asked;
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
     if (start_pass)

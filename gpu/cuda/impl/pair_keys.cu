@@ -28,13 +28,13 @@ namespace {
 
 constexpr int kWarps = 4, kQueriesPerThread = 4, kRowsPerThread = 2;
 constexpr int kThreads = 32 * kWarps;
+constexpr int kTileQueries = kWarps * kQueriesPerThread; // a block's queries
 constexpr int kTileRows = 32 * kRowsPerThread;
-constexpr int kTileVectors = kPairKeyTileQueries + kTileRows;
+constexpr int kTileVectors = kTileQueries + kTileRows;
 constexpr int kLevels = 5; // log2 of the 32 partial sums
 // a block's shared memory for the tile's values: the limit without the opt-in, so that a
 // dimension's plan does not depend on the device; up to 2 432 dimensions (one leaf a pass)
 constexpr size_t kTileSmem = (size_t{48} << 10) - 1024;
-static_assert(kWarps * kQueriesPerThread == kPairKeyTileQueries, "a warp's queries");
 
 __host__ __device__ constexpr int leaf_partial(int m) // the partial sum leaf m is: m's bits reversed
 {
@@ -141,24 +141,24 @@ __global__ void __launch_bounds__(kThreads)
     extern __shared__ double values[];
     __shared__ const float *vectors[kTileVectors];
     __shared__ uint32_t nodes[kTileRows];
-    const int q0 = blockIdx.x * kPairKeyTileQueries, s0 = blockIdx.y * kTileRows;
+    const int q0 = blockIdx.x * kTileQueries, s0 = blockIdx.y * kTileRows;
     for (int v = threadIdx.x; v < kTileVectors; v += kThreads)
     {
-        if (v < kPairKeyTileQueries)
+        if (v < kTileQueries)
             vectors[v] =
                 q0 + v < nq ? queries + static_cast<size_t>(q0 + v) * R.dim : nullptr;
         else
         {
-            const int s = s0 + v - kPairKeyTileQueries;
+            const int s = s0 + v - kTileQueries;
             const uint32_t node = s < R.count ? R.list[s] : kNoRow;
-            nodes[v - kPairKeyTileQueries] = node;
+            nodes[v - kTileQueries] = node;
             vectors[v] = s < R.count && has_key(R, node)
                              ? R.vectors + static_cast<size_t>(node) * R.dim
                              : nullptr;
         }
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const int qcol = warp * kQueriesPerThread, rcol = kPairKeyTileQueries + lane;
+    const int qcol = warp * kQueriesPerThread, rcol = kTileQueries + lane;
     const Tile tile{vectors, values, R.dim, (R.dim + 31) / 32, leaves};
     Pairs stack[kLevels + 1];
     walk_leaves<Base, 0>(tile, qcol, rcol, stack); // its first load's barrier orders `vectors`
@@ -216,7 +216,7 @@ template <vs_metric Base> void launch(vs_metric metric, const float *queries, in
                                       const PairKeyRows &R, const PairKeyPlan &plan,
                                       const double *norms, uint64_t *keys, cudaStream_t s)
 {
-    const dim3 grid((nq + kPairKeyTileQueries - 1) / kPairKeyTileQueries,
+    const dim3 grid((nq + kTileQueries - 1) / kTileQueries,
                     (R.count + kTileRows - 1) / kTileRows);
     pair_keys_kernel<Base><<<grid, kThreads, plan.bytes, s>>>(metric, queries, nq, R, plan.leaves,
                                                               norms, keys);

@@ -13,8 +13,6 @@
 
 namespace vs::cuda {
 
-constexpr int kPairKeyTileQueries = 16; // a block's queries
-
 // The rows: list[s] indexes vectors (n x dim); an entry >= n or not live (live[v] == 0, when
 // live is not null) gets kNoKey.
 struct PairKeyRows
