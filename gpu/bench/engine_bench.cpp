@@ -62,7 +62,7 @@
 // first 1000 queries), QPS at k = 10, microseconds per call and recall@10 against vs_knn; on
 // CUDA each compared bit for bit with the reference ("identical to the reference"), and with
 // --kernels LIST (VSEARCH_CUDA_GRAPH_KERNEL values: team, team4 .. team32, each optionally with
-// +auto, +teams or +tiles for VSEARCH_CUDA_GRAPH_STARTS) the team sizes and start passes side by
+// +auto, +cut, +teams or +tiles for VSEARCH_CUDA_GRAPH_STARTS) the team sizes and start passes side by
 // side, the first the baseline of the others (QPS ratio, identical answers).  --expands LIST:
 // each width also with that many nodes expanded per step (vs_graph_search_params.expand), each
 // after the first with its QPS ratio to the first's at the same width.  --pq-m M (a divisor of

@@ -9,6 +9,7 @@
 #include "cpu/graph_search.h"
 #include "cpu/graph_starts.h"
 #include "cpu/parallel.h"
+#include "engine/exact.h"
 
 #include <algorithm>
 #include <optional>
@@ -18,10 +19,6 @@ namespace vs {
 namespace {
 
 constexpr size_t kStartMinQueries = 4; // fewer: packing the starts costs about what it saves
-// The exact keys' rounding (engine/exact.h: a double sum rounded to float once, or its root
-// rounded), in gemm.h's units for the squared distance or the product, with room to spare: a
-// start certified farther has a larger key, not an equal one.
-constexpr double kExactKeyError = 0x1p-20;
 
 class CpuGraph final : public Graph
 {

@@ -17,9 +17,10 @@
 // hop).  The fresh keys are merged into the beam by rank (every key is distinct: a node is
 // measured once while it can be in the beam); the merge finds the next nodes to expand and the
 // step's counters alternate between two sets, so a step has two barriers.  The start nodes go in
-// first, a chunk at a time, the same way; more of them than a step takes are measured beforehand
-// over the whole grid (by start_keys_kernel's teams; VSEARCH_CUDA_GRAPH_STARTS=tiles: by tiles
-// of queries x start nodes, impl/pair_keys.cu), and the search only selects among their keys.  This
+// first, a chunk at a time, the same way; more of them than a step takes get their keys beforehand
+// over the whole grid (by default only those that can be in the query's first beam,
+// impl/start_cut.cu, the rest no key; or every pair by start_keys_kernel's teams or by tiles,
+// impl/pair_keys.cu), and the search only selects among their keys.  This
 // is the reference's search: the same beam after every step, so the same ids and bit-identical
 // distances.  The results are the beam ordered by (distance, id), NaN last, the first k of them.
 // VSEARCH_CUDA_GRAPH_KERNEL=team4 .. team32 forces the team size (for timings).
@@ -35,6 +36,7 @@
 #include "cuda/graph_cuda.cuh"
 
 #include "cuda/impl/pair_keys.cuh"
+#include "cuda/impl/start_cut.cuh"
 #include "cuda/utils/error.cuh"
 #include "cuda/utils/exact_team.cuh"
 #include "cuda/utils/launch.cuh"
@@ -48,6 +50,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace vs::cuda {
 namespace {
@@ -58,6 +61,11 @@ constexpr size_t kQueryChunkMin = 1024;            // fewest, whatever the dimen
 constexpr size_t kStagingBytes = size_t{16} << 20; // most bytes of queries per launch, but
                                                    // at least kQueryChunkMin queries
 constexpr size_t kStartKeyBytes = size_t{32} << 20; // most bytes of start keys per launch
+// Fewest queries of a call whose start nodes are cut by default: its GEMM, packing and per-query
+// selection cost a call a fixed ~70-90 us, which measuring every start costs less than below
+// ~400 queries (an H100, 1M x 128 with 973 starts: 0.92-0.96x at 256 queries, 1.17-1.46x at 1000;
+// docs/BENCHMARKS.md, session 30).
+constexpr size_t kStartCutMinQueries = 512;
 constexpr uint32_t kEmpty = 0xFFFFFFFFu;
 
 struct GraphView
@@ -671,20 +679,33 @@ int forced_team_lanes()
                     v);
 }
 
-// VSEARCH_CUDA_GRAPH_STARTS, read per call for tests and timings: how the start nodes' keys are
-// measured when there are more of them than a step takes: "auto" (or unset) and "teams" by
-// start_keys_kernel, "tiles" by impl/pair_keys.cu.  auto takes teams: the tiles gave a batch of
-// 10 000 queries 1.11-1.16x on an H200 but 16 queries 0.81x, and their crossover is not measured
-// yet (docs/ENGINE.md, "Graphs").  True for tiles.
-bool start_tiles_asked()
+// How the start nodes' keys are measured when there are more of them than a step takes:
+// VSEARCH_CUDA_GRAPH_STARTS, read per call for tests and timings: "teams" every (query, start)
+// pair by start_keys_kernel, "tiles" every pair by impl/pair_keys.cu, "cut" only the starts that
+// can be in a query's first beam (impl/start_cut.cu; L2 and IP, at most kStartCutMaxStarts
+// starts: else teams); "auto" (or unset) is cut where it applies to a call of at least
+// kStartCutMinQueries queries, else teams (docs/ENGINE.md, "Graphs").
+enum class StartPass
+{
+    automatic,
+    teams,
+    tiles,
+    cut
+};
+
+StartPass start_pass_asked()
 {
     const char *v = std::getenv("VSEARCH_CUDA_GRAPH_STARTS");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0 || std::strcmp(v, "teams") == 0)
-        return false;
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0)
+        return StartPass::automatic;
+    if (std::strcmp(v, "teams") == 0)
+        return StartPass::teams;
     if (std::strcmp(v, "tiles") == 0)
-        return true;
+        return StartPass::tiles;
+    if (std::strcmp(v, "cut") == 0)
+        return StartPass::cut;
     throw Error(VS_INVALID_ARGUMENT,
-                std::string("VSEARCH_CUDA_GRAPH_STARTS is auto, tiles or teams, not ") + v);
+                std::string("VSEARCH_CUDA_GRAPH_STARTS is auto, cut, tiles or teams, not ") + v);
 }
 
 using TeamKernel = void (*)(GraphView, vs_metric, const float *, const uint32_t *,
@@ -759,6 +780,29 @@ struct TeamShape
     }
 };
 
+// Later repeats of a start node in list[0 .. count) replaced by kEmpty (no key), so that the cut
+// counts each start once; entries >= n have no key anyway.
+void repeats_as_empty(uint32_t *list, size_t count, uint32_t n)
+{
+    size_t size = 16;
+    while (size < 2 * count)
+        size <<= 1;
+    std::vector<uint32_t> seen(size, kEmpty);
+    for (size_t i = 0; i < count; i++)
+    {
+        const uint32_t v = list[i];
+        if (v >= n)
+            continue;
+        size_t h = (v * 2654435761u) & (size - 1);
+        while (seen[h] != kEmpty && seen[h] != v)
+            h = (h + 1) & (size - 1);
+        if (seen[h] == v)
+            list[i] = kEmpty;
+        else
+            seen[h] = v;
+    }
+}
+
 void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search_params &p,
                   const float *queries, size_t nq, size_t k, int64_t *out_ids, float *out_dists,
                   int64_t *out_counts)
@@ -785,18 +829,24 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     // microseconds, which a one-query search would otherwise pay five times.
     // more start nodes than a step takes: their keys first, over the grid
     const bool start_pass = !pq && p.nstarts > static_cast<size_t>(shape.fresh_cap);
-    // the start keys by tiles (impl/pair_keys.cu: every value read serves several pairs) when
-    // asked for, else by teams over the grid
-    const bool tiles_asked = start_tiles_asked();
+    // how: only the starts that can be in a query's first beam (impl/start_cut.cu) where that
+    // applies, unless teams or tiles are asked for; by tiles (impl/pair_keys.cu: every value read
+    // serves several pairs) when asked for; else by teams over the grid
+    const StartPass asked = start_pass_asked();
     const PairKeyPlan tile_plan = pair_key_plan(g.dim);
-    if (tiles_asked && tile_plan.leaves == 0)
+    if (asked == StartPass::tiles && tile_plan.leaves == 0)
         throw Error(VS_UNSUPPORTED, "VSEARCH_CUDA_GRAPH_STARTS=tiles: no tile of dimension " +
                                         std::to_string(g.dim) + " fits shared memory");
-    const bool tiles = start_pass && tiles_asked;
+    const bool tiles = start_pass && asked == StartPass::tiles;
+    const bool cut = start_pass &&
+                     (asked == StartPass::cut ||
+                      (asked == StartPass::automatic && nq >= kStartCutMinQueries)) &&
+                     p.metric != VS_METRIC_COSINE && p.nstarts > static_cast<size_t>(ef) &&
+                     p.nstarts <= static_cast<size_t>(kStartCutMaxStarts);
     size_t chunk = std::min(
         nq, std::clamp<size_t>(kStagingBytes / (4 * cg.dim()), kQueryChunkMin, kQueryChunk));
-    if (start_pass)
-        chunk = std::min(chunk, std::max<size_t>(kStartKeyBytes / (8 * p.nstarts), 1));
+    if (start_pass) // the keys, and the cut's products
+        chunk = std::min(chunk, std::max<size_t>(kStartKeyBytes / ((cut ? 12 : 8) * p.nstarts), 1));
     const size_t starts_bytes = (p.nstarts * sizeof(uint32_t) + 15) / 16 * 16;
     const size_t in_bytes = starts_bytes + chunk * g.dim * sizeof(float);
     const size_t out_bytes = chunk * k * (sizeof(int64_t) + sizeof(float)) + chunk * sizeof(int64_t);
@@ -805,6 +855,10 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     DeviceArray<uint64_t> d_keys(*dev.pool, start_pass ? chunk * p.nstarts : 1, s);
     DeviceArray<double> d_norms(*dev.pool,
                                 tiles && p.metric == VS_METRIC_COSINE ? chunk + p.nstarts : 1, s);
+    // the cut's packed start rows, their squared norms, the largest norm, the products
+    DeviceArray<float> d_packed(*dev.pool, cut ? p.nstarts * g.dim + p.nstarts : 1, s);
+    DeviceArray<double> d_rmax(*dev.pool, 1, s);
+    DeviceArray<float> d_products(*dev.pool, cut ? chunk * p.nstarts : 1, s);
     const uint32_t *d_starts = reinterpret_cast<const uint32_t *>(d_in.get());
     const float *d_queries = reinterpret_cast<const float *>(d_in.get() + starts_bytes);
     int64_t *d_ids = reinterpret_cast<int64_t *>(d_out.get());
@@ -817,6 +871,23 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
     unsigned char *h_out = static_cast<unsigned char *>(dev.pinned[0].ensure(out_bytes));
     if (p.nstarts > 0)
         std::memcpy(h_in, p.starts, p.nstarts * sizeof(uint32_t));
+    if (cut) // the cut counts each start once
+        repeats_as_empty(reinterpret_cast<uint32_t *>(h_in), p.nstarts, g.n);
+    const PairKeyRows start_rows{g.vectors, g.n,      g.dim, g.live,
+                                 d_starts,  static_cast<int>(p.nstarts)};
+    // cuBLAS's first handle on this call's stream (it is the first work stream's otherwise)
+    struct BlasOnStream
+    {
+        DeviceContext &dev;
+        bool set;
+        ~BlasOnStream()
+        {
+            if (set)
+                cublasSetStream(dev.blas[0], dev.work[0]);
+        }
+    } blas_on_stream{dev, cut};
+    if (cut)
+        VS_CUBLAS_CHECK(cublasSetStream(dev.blas[0], s));
     for (size_t q0 = 0; q0 < nq; q0 += chunk)
     {
         check_cancel(dev.cfg);
@@ -827,11 +898,30 @@ void graph_search(DeviceContext &dev, const CudaGraph &cg, const vs_graph_search
                                       starts_bytes - first + c * g.dim * sizeof(float),
                                       cudaMemcpyHostToDevice, s));
         VS_CUDA_CHECK(cudaEventRecord(dev.staging_copied, s));
-        if (tiles)
-            exact_pair_keys(p.metric, d_queries, static_cast<int>(c),
-                            PairKeyRows{g.vectors, g.n, g.dim, g.live, d_starts,
-                                        static_cast<int>(p.nstarts)},
-                            tile_plan, d_norms.get(), d_keys.get(), s);
+        if (cut)
+        {
+            float *d_sqnorms = d_packed.get() + p.nstarts * g.dim;
+            if (q0 == 0)
+            {
+                VS_CUDA_CHECK(cudaMemsetAsync(d_rmax.get(), 0, sizeof(double), s));
+                pack_start_rows(start_rows, d_packed.get(), d_sqnorms, d_rmax.get(), s);
+            }
+            // products[q * nstarts + j] = <start j, query q> in plain fp32 (the cut's bound),
+            // whatever the handle's TF32 setting
+            const float one = 1.0f, zero = 0.0f;
+            VS_CUBLAS_CHECK(cublasGemmEx(dev.blas[0], CUBLAS_OP_T, CUBLAS_OP_N,
+                                         static_cast<int>(p.nstarts), static_cast<int>(c), g.dim,
+                                         &one, d_packed.get(), CUDA_R_32F, g.dim, d_queries,
+                                         CUDA_R_32F, g.dim, &zero, d_products.get(), CUDA_R_32F,
+                                         static_cast<int>(p.nstarts), CUBLAS_COMPUTE_32F_PEDANTIC,
+                                         CUBLAS_GEMM_DEFAULT));
+            cut_start_keys(p.metric, shape.lanes, d_queries, static_cast<int>(c), start_rows,
+                           d_products.get(), d_sqnorms, d_rmax.get(), ef, kExactKeyError,
+                           d_keys.get(), s);
+        }
+        else if (tiles)
+            exact_pair_keys(p.metric, d_queries, static_cast<int>(c), start_rows, tile_plan,
+                            d_norms.get(), d_keys.get(), s);
         else if (start_pass)
         {
             const size_t group = 32 / shape.lanes, warps = (c + group - 1) / group * p.nstarts;

@@ -36,6 +36,11 @@ namespace vs {
 constexpr uint64_t kNoKey = ~0ull;          // empty slot; sorts after every real key
 constexpr uint32_t kNoRow = 0xFFFFFFFFu;    // rows are < 2^32 - 1
 constexpr int kExactLanes = 32;
+// The exact distance's rounding (a double sum rounded to float once, or its root rounded), in the
+// units of cpu/gemm.h's bounds (the squared distance or the product), with room to spare: a graph
+// search's start node cut as farther than the beam (cpu/graph_starts.h, cuda/impl/start_cut.cuh)
+// has a larger key, not an equal one.
+constexpr double kExactKeyError = 0x1p-20;
 
 VS_HD uint32_t float_bits(float f)
 {

@@ -585,8 +585,8 @@ class GraphObject : public testing::TestWithParam<std::string>
 
 // The CUDA backend's choices, read per search: team sizes (VSEARCH_CUDA_GRAPH_KERNEL: the
 // default, teams sized by the dimension, and 32 lanes whatever the dimension) and how the start
-// pass measures many start nodes (VSEARCH_CUDA_GRAPH_STARTS: by the batch's size, by teams, by
-// tiles); other backends have one search.
+// pass measures many start nodes (VSEARCH_CUDA_GRAPH_STARTS: the default, only the starts that
+// can be in the first beam, every start by teams, by tiles); other backends have one search.
 struct KernelChoice
 {
     std::string kernel, starts;
@@ -596,7 +596,8 @@ struct KernelChoice
 std::vector<KernelChoice> graph_kernels(const std::string &param)
 {
     if (param.rfind("cuda", 0) == 0)
-        return {{"team", ""}, {"team32", ""}, {"team", "teams"}, {"team", "tiles"}};
+        return {{"team", ""}, {"team32", ""}, {"team", "cut"}, {"team", "teams"},
+                {"team", "tiles"}};
     return {{"", ""}};
 }
 
@@ -627,8 +628,10 @@ struct KernelScope
 // CUDA team kernel measures in one step); one, two or four nodes expanded per step (4: the most,
 // vsearch.graph_expand's limit); every metric, beam widths 10 .. n, 120 queries (a zero query
 // among them); dimensions that give the CUDA team kernel teams of 8 and 16 lanes (and blocks of
-// 256 threads), and the CPU object's start cut (graph_starts.h) several blocked panels.  The object's answers equal the reference search's, bit for bit, with
-// each of the CUDA team sizes and, with many start nodes, each of its start passes.
+// 256 threads), and the start cut (the CPU object's graph_starts.h, the CUDA backend's
+// impl/start_cut.cu) several blocked panels.  The object's answers equal the reference search's,
+// bit for bit, with each of the CUDA team sizes and, with many start nodes, each of its start
+// passes.
 TEST_P(GraphObject, EqualsReferenceSearch)
 {
     std::string why;
