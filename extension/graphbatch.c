@@ -14,6 +14,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "utils/memutils.h"
@@ -65,12 +67,13 @@ seen_clear(SeenSet *s)
 
 /*
  * Takes hits (sorted) not seen before, checking each row, until the answer has k rows; the ids
- * of hits the worker answered are read as they are reached (vs_graph_read_hit_ids).  The time
- * goes to the batch's row checks (and the searches before it, since *since, to its search time).
+ * of hits the worker answered are read as they are reached (vs_graph_read_hit_ids).  The first
+ * nchecked hits come read and checked (checked[i], take_ahead).  The time goes to the batch's row
+ * checks (and the searches before it, since *since, to its search time).
  */
 static void
-take(VsBatch *bc, VsGraphReader *r, int q, int k, VsGraphHit *hits, int nh, SeenSet *seen,
-	 instr_time *since)
+take(VsBatch *bc, VsGraphReader *r, int q, int k, VsGraphHit *hits, int nh,
+	 const VsPairResult *checked, int nchecked, SeenSet *seen, instr_time *since)
 {
 	VsBatchAnswer *a = &bc->answers[q];
 	instr_time	t0,
@@ -90,7 +93,11 @@ take(VsBatch *bc, VsGraphReader *r, int q, int k, VsGraphHit *hits, int nh, Seen
 		if (hits[i].id == VS_GRAPH_HIT_GONE || seen_has(seen, n))
 			continue;
 		seen_mark(seen, n);
-		if (!vs_check_pair(&bc->reader, hits[i].id, q, &res))
+		if (i < nchecked)
+			res = checked[i];
+		else
+			vs_check_pair(&bc->reader, hits[i].id, q, &res);
+		if (!res.visible)
 			continue;
 		/* the node's vector is the row's indexed value: its exact distance is the operator's */
 		a->hits[a->n].distance = vs_rank_value(bc->ref.metric, hits[i].d);
@@ -100,6 +107,82 @@ take(VsBatch *bc, VsGraphReader *r, int q, int k, VsGraphHit *hits, int nh, Seen
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(bc->heap_time, t1, t0);
 	*since = t1;
+}
+
+/*
+ * The common case of a chunk's first round, ahead of take(): each query's first k hits (to the end
+ * of a run of equal distances, which vs_graph_read_hit_ids puts in id order) get their ids from
+ * the node pages, read in turn with the next ones' prefetched, and their rows are checked
+ * together in heap order (vs_check_pairs: pages pinned and prefetched ahead), not one by one as
+ * take() would, each a few dependent cache misses (docs/BENCHMARKS.md, session 30).  ahead[q]
+ * says how many of query q's hits were read and checked, into checked + first[q] (first: room for
+ * each query's ef).  A hit take() would not reach is checked for nothing; the answers are the same.
+ */
+static void
+take_ahead(VsBatch *bc, VsGraphReader *r, int q0, int nc, int k, int ef, VsGraphHit *hits,
+		   const int *nhits, int *ahead, VsPairResult *checked)
+{
+	VsPair	   *pairs;
+	Size		npairs = 0;
+	int			total = 0;
+
+	for (int q = 0; q < nc; q++)
+	{
+		const VsGraphHit *h = hits + (Size) q * ef;
+		int			m = Min(k, nhits[q]);
+
+		/* the run of equal distances at the k-th hit goes whole */
+		while (m > 0 && m < nhits[q] &&
+			   (h[m].d == h[m - 1].d || (isnan(h[m].d) && isnan(h[m - 1].d))))
+			m++;
+		ahead[q] = m;
+		total += m;
+	}
+	pairs = palloc(sizeof(VsPair) * Max(total, 1));
+	for (int q = 0; q < nc; q++)
+	{
+		VsGraphHit *h = hits + (Size) q * ef;
+
+		for (int i = 0; i < ahead[q]; i++)
+		{
+			VsGraphNodeCopy ncopy;
+
+			if (i + 4 < ahead[q])
+				vs_graph_prefetch_node(r, h[i + 4].node, false);
+			else if (q + 1 < nc && i + 4 - ahead[q] < ahead[q + 1])
+				vs_graph_prefetch_node(r, h[ef + i + 4 - ahead[q]].node, false);
+			if (h[i].id != VS_GRAPH_HIT_UNREAD)
+				continue;
+			if (vs_graph_read_node(r, h[i].node, &ncopy, NULL, NULL) &&
+				(ncopy.flags & VS_GRAPH_NODE_LIVE))
+				h[i].id = vs_tid_to_id(&ncopy.tid);
+			else
+				h[i].id = VS_GRAPH_HIT_GONE;
+		}
+		for (int i = 0; i < ahead[q];)
+		{
+			int			end = i + 1;
+
+			while (end < ahead[q] && (h[end].d == h[i].d || (isnan(h[end].d) && isnan(h[i].d))))
+				end++;
+			if (end - i > 1)
+				qsort(h + i, end - i, sizeof(VsGraphHit), vs_graph_cmp_hit);
+			i = end;
+		}
+		for (int i = 0; i < ahead[q]; i++)
+		{
+			checked[(Size) q * ef + i].visible = false;
+			if (h[i].id != VS_GRAPH_HIT_GONE)
+			{
+				pairs[npairs].id = h[i].id;
+				pairs[npairs].query = q0 + q;
+				pairs[npairs].slot = (uint32) ((Size) q * ef + i);
+				npairs++;
+			}
+		}
+	}
+	vs_check_pairs(&bc->reader, pairs, npairs, checked);
+	pfree(pairs);
 }
 
 void
@@ -121,6 +204,8 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	int			chunk = Max(1, Min(bc->nq, VS_GRAPH_BATCH_HITS / ef1));
 	VsGraphHit *first = palloc_extended(sizeof(VsGraphHit) * chunk * ef1, MCXT_ALLOC_HUGE);
 	int		   *nfirst = palloc(sizeof(int) * chunk);
+	VsPairResult *checked = palloc_extended(sizeof(VsPairResult) * chunk * ef1, MCXT_ALLOC_HUGE);
+	int		   *ahead = palloc(sizeof(int) * chunk);
 
 	seen.bits = palloc_extended((Size) (nnodes + 7) / 8 + 1, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	seen.cap = 1024;
@@ -134,13 +219,19 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	for (int q0 = 0; q0 < bc->nq; q0 += chunk)
 	{
 		int			nc = Min(chunk, bc->nq - q0);
-		instr_time	since;
+		instr_time	since,
+					t0;
 
 		INSTR_TIME_SET_CURRENT(since);
 
 		/* the first round of a chunk of queries: one worker request when it serves */
 		vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, bc->queries + (Size) q0 * dim,
 							 nc, ef1, vs_graph_expand, true, first, nfirst);
+		INSTR_TIME_SET_CURRENT(t0);
+		INSTR_TIME_ACCUM_DIFF(bc->search_time, t0, since);
+		take_ahead(bc, &r, q0, nc, k, ef1, first, nfirst, ahead, checked);
+		INSTR_TIME_SET_CURRENT(since);
+		INSTR_TIME_ACCUM_DIFF(bc->heap_time, since, t0);
 		for (int q = q0; q < q0 + nc; q++)
 		{
 			const float *query = bc->queries + (Size) q * dim;
@@ -150,7 +241,8 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 			seen_clear(&seen);
 			bc->answers[q].n = 0;
 			bc->rounds++;
-			take(bc, &r, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0], &seen, &since);
+			take(bc, &r, q, k, first + (Size) (q - q0) * ef1, nfirst[q - q0],
+				 checked + (Size) (q - q0) * ef1, ahead[q - q0], &seen, &since);
 			while (bc->answers[q].n < k)
 			{
 				VsGraphHit *hits;
@@ -180,7 +272,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 					}
 					if (nh > 1)
 						qsort(hits, nh, sizeof(VsGraphHit), vs_graph_cmp_hit);
-					take(bc, &r, q, k, hits, nh, &seen, &since);
+					take(bc, &r, q, k, hits, nh, NULL, 0, &seen, &since);
 					pfree(hits);
 					break;
 				}
@@ -188,7 +280,7 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 				hits = palloc_extended(sizeof(VsGraphHit) * ef, MCXT_ALLOC_HUGE);
 				vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, query, 1, (int) ef,
 									 vs_graph_expand, true, hits, &nh);
-				take(bc, &r, q, k, hits, nh, &seen, &since);
+				take(bc, &r, q, k, hits, nh, NULL, 0, &seen, &since);
 				pfree(hits);
 				ef *= 4;
 			}

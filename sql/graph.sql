@@ -289,6 +289,11 @@ SELECT op, r.recall >= CASE op WHEN '<#>' THEN 0.90 ELSE 0.95 END AS recall_ok, 
 
 -- VACUUM: half the rows go; their nodes are unlinked and the lists repaired; recall floors
 DELETE FROM g WHERE id % 2 = 0;
+-- before VACUUM the deleted rows' nodes are still searched: the batch skips those rows as the
+-- scan does (each query's first rows checked together, then one by one)
+SET enable_seqscan = off;
+SELECT pg_temp.batch_as_scan(10, 5);
+RESET enable_seqscan;
 VACUUM g;
 -- the batch's rows on all-visible pages now (their line pointers alone are read)
 SELECT idx, pg_temp.batch_distances(idx, op, 10)
