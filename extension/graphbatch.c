@@ -10,7 +10,9 @@
  * rounds of a query that needs them follow query by query (to the worker while the width is
  * within its limit), and the pass over every node and the row checks run here.  A query reads
  * the node pages (heap tids) of the worker's hits only as far as it takes them: about k of a
- * round's graph_ef when the rows are visible.
+ * round's graph_ef when the rows are visible.  The first round's first k hits of every query of a
+ * chunk are read and checked together first (take_ahead: node pages prefetched ahead, rows in
+ * heap order), the common case; take() goes on from there one hit at a time.
  */
 #include "postgres.h"
 
