@@ -226,14 +226,26 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 
 		INSTR_TIME_SET_CURRENT(since);
 
-		/* the first round of a chunk of queries: one worker request when it serves */
-		vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts, bc->queries + (Size) q0 * dim,
-							 nc, ef1, vs_graph_expand, true, first, nfirst);
-		INSTR_TIME_SET_CURRENT(t0);
-		INSTR_TIME_ACCUM_DIFF(bc->search_time, t0, since);
-		take_ahead(bc, &r, q0, nc, k, ef1, first, nfirst, ahead, checked);
-		INSTR_TIME_SET_CURRENT(since);
-		INSTR_TIME_ACCUM_DIFF(bc->heap_time, since, t0);
+		/*
+		 * the first round of a chunk of queries: one worker request when it serves; none when it
+		 * is as wide as the index (the scan's first round is then the pass over every node)
+		 */
+		if ((uint64) ef1 >= live)
+		{
+			memset(nfirst, 0, sizeof(int) * nc);
+			memset(ahead, 0, sizeof(int) * nc);
+		}
+		else
+		{
+			vs_graph_search_hits(&r, bc->ref.metric, starts, nstarts,
+								 bc->queries + (Size) q0 * dim, nc, ef1, vs_graph_expand, true,
+								 first, nfirst);
+			INSTR_TIME_SET_CURRENT(t0);
+			INSTR_TIME_ACCUM_DIFF(bc->search_time, t0, since);
+			take_ahead(bc, &r, q0, nc, k, ef1, first, nfirst, ahead, checked);
+			INSTR_TIME_SET_CURRENT(since);
+			INSTR_TIME_ACCUM_DIFF(bc->heap_time, since, t0);
+		}
 		for (int q = q0; q < q0 + nc; q++)
 		{
 			const float *query = bc->queries + (Size) q * dim;

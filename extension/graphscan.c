@@ -317,9 +317,12 @@ next_round(IndexScanDesc scan)
 			pfree(so->cands);
 		so->cands = NULL;
 		so->ncands = 0;
-		if (so->ef > 0 && (uint64) ef >= live)
+		if ((uint64) ef >= live)
 		{
-			/* as wide as the index: every node not returned yet */
+			/*
+			 * as wide as the index: every node not returned yet (a first round too: a beam that
+			 * wide costs as much, and misses a node no live list points to)
+			 */
 			sweep(so);
 			so->last_round = true;
 		}
