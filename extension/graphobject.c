@@ -324,103 +324,160 @@ vs_graph_check_search(const VsRequest *r, char *why, Size whylen)
 	return false;
 }
 
-/* Queries from which a batch's searches here share a start cut: fewer pay more for reading the
- * start nodes than the cut saves them. */
-#define VS_GRAPH_CUT_MIN_QUERIES	4
 /* Queries whose starts are picked at a time (their positions: this many x the starts). */
 #define VS_GRAPH_CUT_GROUP			64
+/* Start cuts a backend keeps (search_here), the least recently used replaced. */
+#define VS_GRAPH_CUT_CACHED			4
 
 /*
- * vs_graph_search_hits' searches in this backend, one query after the other.  A batch under L2 or
- * IP with more start nodes that can be results than ef searches each query from the starts that
- * can be in its first beam (vs_graph_start_cut_*: the same search, which measures a thousand
- * starts at a million rows before it walks a few hundred nodes): the starts are read once, as
- * the search would read them (no node, out of range, unreadable or free: never measured), the
- * live ones the results.
+ * A start cut of one index generation, width and metric: the live start nodes read from their
+ * pages (kept), the engine's packed copy of their vectors (cut).  A generation's start list and
+ * its nodes' vectors do not change (a node freed and reused is a new generation), so a backend
+ * makes it once and every later search of that generation, a single scan's included, measures
+ * only the starts that can be in its first beam instead of reading and measuring every start
+ * (docs/BENCHMARKS.md, session 30).  Backend-local (TopMemoryContext), not in the relcache entry,
+ * whose rd_amcache PostgreSQL may free without running anything of ours.
+ */
+typedef struct CachedCut
+{
+	VsRelFileLocator locator;
+	uint64		generation;		/* 0: an empty slot */
+	vs_metric	metric;
+	int			ef;
+	int			nstarts;		/* the start list it was made from */
+	uint64		used;			/* the last use, in cut_clock */
+	vs_graph_start_cut *cut;	/* NULL: no cut applies (too few starts that can be results) */
+	int			nkept;
+	uint32	   *kept;
+} CachedCut;
+
+static CachedCut cut_cache[VS_GRAPH_CUT_CACHED];
+static uint64 cut_clock;
+
+static void
+cut_clear(CachedCut *c)
+{
+	if (c->cut != NULL)
+		vs_graph_start_cut_destroy(c->cut);
+	if (c->kept != NULL)
+		pfree(c->kept);
+	memset(c, 0, sizeof(*c));
+}
+
+/*
+ * The start cut of r's index generation for width ef under nav (L2SQ or IP) from the start list
+ * (nstarts of them), made and kept when this backend has none; NULL when no cut applies (no more
+ * starts that can be results than ef).  The starts are read as the search would read them (no
+ * node, out of range, unreadable or free: never measured), the live ones the results.
+ */
+static const CachedCut *
+cached_cut(VsGraphReader *r, vs_metric nav, const uint32 *starts, int nstarts, int ef)
+{
+	CachedCut  *c = NULL;
+	float	   *rows;
+	uint8	   *results;
+	uint32	   *kept;
+	int			nkept = 0;
+
+	for (int i = 0; i < VS_GRAPH_CUT_CACHED; i++)
+	{
+		CachedCut  *e = &cut_cache[i];
+
+		if (e->generation == r->ref.generation && e->metric == nav && e->ef == ef &&
+			e->nstarts == nstarts && memcmp(&e->locator, &r->ref.locator, sizeof(e->locator)) == 0)
+		{
+			e->used = ++cut_clock;
+			return e->cut != NULL ? e : NULL;
+		}
+		if (c == NULL || e->used < c->used)
+			c = e;
+	}
+	cut_clear(c);
+	rows = palloc_extended(sizeof(float) * nstarts * r->dim, MCXT_ALLOC_HUGE);
+	results = palloc(Max(nstarts, 1));
+	kept = palloc(sizeof(uint32) * Max(nstarts, 1));
+	for (int s = 0; s < nstarts; s++)
+	{
+		VsGraphNodeCopy nc;
+
+		if (starts[s] == VS_GRAPH_NO_NODE || (uint64) starts[s] >= r->nnodes ||
+			!vs_graph_read_node(r, starts[s], &nc, rows + (Size) nkept * r->dim, NULL) ||
+			(nc.flags & VS_GRAPH_NODE_FREE))
+			continue;
+		results[nkept] = (nc.flags & VS_GRAPH_NODE_LIVE) != 0;
+		kept[nkept++] = starts[s];
+	}
+	c->kept = MemoryContextAlloc(TopMemoryContext, sizeof(uint32) * Max(nkept, 1));
+	memcpy(c->kept, kept, sizeof(uint32) * nkept);
+	c->cut = vs_graph_start_cut_create(nav, rows, results, nkept, r->dim, ef);
+	pfree(rows);
+	pfree(results);
+	pfree(kept);
+	c->nkept = nkept;
+	c->locator = r->ref.locator;
+	c->metric = nav;
+	c->ef = ef;
+	c->nstarts = nstarts;
+	c->used = ++cut_clock;
+	c->generation = r->ref.generation;
+	return c->cut != NULL ? c : NULL;
+}
+
+/*
+ * vs_graph_search_hits' searches in this backend, one query after the other.  Under L2 or IP with
+ * more start nodes that can be results than ef, each query searches from the starts that can be
+ * in its first beam (vs_graph_start_cut_*: the same search, which measures a thousand starts at a
+ * million rows before it walks a few hundred nodes), by the backend's cut of the generation
+ * (cached_cut).
  */
 static void
 search_here(VsGraphReader *r, vs_metric metric, const uint32 *starts, int nstarts,
 			const float *queries, int nq, int ef, int expand, VsGraphHit *out, int *counts)
 {
 	vs_metric	nav = vs_rank_metric(metric);
-	vs_graph_start_cut *volatile cut = NULL;
-	float	   *rows = NULL;
-	uint8	   *results = NULL;
-	uint32	   *kept = NULL;
-	int			nkept = 0;
+	const CachedCut *c = NULL;
+	int			group;
+	uint32	   *picked;
+	size_t	   *npicked;
+	uint32	   *subset;
 
-	if (nq >= VS_GRAPH_CUT_MIN_QUERIES && nstarts > ef &&
-		(nav == VS_METRIC_L2SQ || nav == VS_METRIC_IP))
+	if (nstarts > ef && (nav == VS_METRIC_L2SQ || nav == VS_METRIC_IP))
+		c = cached_cut(r, nav, starts, nstarts, ef);
+	if (c == NULL)
 	{
-		rows = palloc_extended(sizeof(float) * nstarts * r->dim, MCXT_ALLOC_HUGE);
-		results = palloc(nstarts);
-		kept = palloc(sizeof(uint32) * nstarts);
-		for (int s = 0; s < nstarts; s++)
-		{
-			VsGraphNodeCopy nc;
-
-			if (starts[s] == VS_GRAPH_NO_NODE || (uint64) starts[s] >= r->nnodes ||
-				!vs_graph_read_node(r, starts[s], &nc, rows + (Size) nkept * r->dim, NULL) ||
-				(nc.flags & VS_GRAPH_NODE_FREE))
-				continue;
-			results[nkept] = (nc.flags & VS_GRAPH_NODE_LIVE) != 0;
-			kept[nkept++] = starts[s];
-		}
-		cut = vs_graph_start_cut_create(nav, rows, results, nkept, r->dim, ef);
-	}
-	if (cut == NULL)
-	{
-		if (rows != NULL)
-		{
-			pfree(rows);
-			pfree(results);
-			pfree(kept);
-		}
 		for (int q = 0; q < nq; q++)
 			counts[q] = vs_graph_beam_search(r, metric, starts, nstarts,
 											 queries + (Size) q * r->dim, ef, expand,
 											 out + (Size) q * ef);
 		return;
 	}
-	PG_TRY();
+	group = Min(nq, VS_GRAPH_CUT_GROUP);
+	picked = palloc_extended(sizeof(uint32) * group * c->nkept, MCXT_ALLOC_HUGE);
+	npicked = palloc(sizeof(size_t) * group);
+	subset = palloc(sizeof(uint32) * c->nkept);
+	for (int q0 = 0; q0 < nq; q0 += group)
 	{
-		int			group = Min(nq, VS_GRAPH_CUT_GROUP);
-		uint32	   *picked = palloc_extended(sizeof(uint32) * group * nkept, MCXT_ALLOC_HUGE);
-		size_t	   *npicked = palloc(sizeof(size_t) * group);
-		uint32	   *subset = palloc(sizeof(uint32) * nkept);
+		int			nc = Min(group, nq - q0);
 
-		for (int q0 = 0; q0 < nq; q0 += group)
+		if (vs_graph_start_cut_pick(c->cut, queries + (Size) q0 * r->dim, nc, picked,
+									npicked) != VS_OK)
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+							errmsg("out of memory picking a vs_graph batch's start nodes")));
+		for (int q = q0; q < q0 + nc; q++)
 		{
-			int			nc = Min(group, nq - q0);
+			const uint32 *mine = picked + (Size) (q - q0) * c->nkept;
+			int			n = (int) npicked[q - q0];
 
-			if (vs_graph_start_cut_pick(cut, queries + (Size) q0 * r->dim, nc, picked,
-										npicked) != VS_OK)
-				ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
-								errmsg("out of memory picking a vs_graph batch's start nodes")));
-			for (int q = q0; q < q0 + nc; q++)
-			{
-				const uint32 *mine = picked + (Size) (q - q0) * nkept;
-				int			n = (int) npicked[q - q0];
-
-				for (int i = 0; i < n; i++)
-					subset[i] = kept[mine[i]];
-				counts[q] = vs_graph_beam_search(r, metric, subset, n,
-												 queries + (Size) q * r->dim, ef, expand,
-												 out + (Size) q * ef);
-			}
+			for (int i = 0; i < n; i++)
+				subset[i] = c->kept[mine[i]];
+			counts[q] = vs_graph_beam_search(r, metric, subset, n,
+											 queries + (Size) q * r->dim, ef, expand,
+											 out + (Size) q * ef);
 		}
-		pfree(picked);
-		pfree(npicked);
-		pfree(subset);
 	}
-	PG_FINALLY();
-	{
-		vs_graph_start_cut_destroy(cut);
-	}
-	PG_END_TRY();
-	pfree(rows);
-	pfree(results);
-	pfree(kept);
+	pfree(picked);
+	pfree(npicked);
+	pfree(subset);
 }
 
 /*
