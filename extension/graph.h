@@ -338,6 +338,7 @@ extern void vs_graph_search_hits(VsGraphReader *r, vs_metric metric, const uint3
 								 int nstarts, const float *queries, int nq, int ef, int expand,
 								 bool unread_ids, VsGraphHit *out, int *counts);
 extern int	vs_graph_read_hit_ids(VsGraphReader *r, VsGraphHit *hits, int i, int nh);
+extern int	vs_graph_run_end(const VsGraphHit *hits, int i, int nh);
 
 /* graphworker.c: the worker's build steps, and asking for them (CREATE INDEX) */
 extern bool vs_graph_check_request(const struct VsRequest *req, char *why, Size whylen);

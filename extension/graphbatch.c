@@ -16,8 +16,6 @@
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "utils/memutils.h"
@@ -130,46 +128,23 @@ take_ahead(VsBatch *bc, VsGraphReader *r, int q0, int nc, int k, int ef, VsGraph
 
 	for (int q = 0; q < nc; q++)
 	{
-		const VsGraphHit *h = hits + (Size) q * ef;
-		int			m = Min(k, nhits[q]);
-
 		/* the run of equal distances at the k-th hit goes whole */
-		while (m > 0 && m < nhits[q] &&
-			   (h[m].d == h[m - 1].d || (isnan(h[m].d) && isnan(h[m - 1].d))))
-			m++;
-		ahead[q] = m;
-		total += m;
+		ahead[q] = k > 0 && nhits[q] > k ? vs_graph_run_end(hits + (Size) q * ef, k - 1, nhits[q])
+			: Min(k, nhits[q]);
+		total += ahead[q];
 	}
 	pairs = palloc(sizeof(VsPair) * Max(total, 1));
 	for (int q = 0; q < nc; q++)
 	{
 		VsGraphHit *h = hits + (Size) q * ef;
 
-		for (int i = 0; i < ahead[q]; i++)
+		for (int i = 0; i < ahead[q];)
 		{
-			VsGraphNodeCopy ncopy;
-
 			if (i + 4 < ahead[q])
 				vs_graph_prefetch_node(r, h[i + 4].node, false);
 			else if (q + 1 < nc && i + 4 - ahead[q] < ahead[q + 1])
 				vs_graph_prefetch_node(r, h[ef + i + 4 - ahead[q]].node, false);
-			if (h[i].id != VS_GRAPH_HIT_UNREAD)
-				continue;
-			if (vs_graph_read_node(r, h[i].node, &ncopy, NULL, NULL) &&
-				(ncopy.flags & VS_GRAPH_NODE_LIVE))
-				h[i].id = vs_tid_to_id(&ncopy.tid);
-			else
-				h[i].id = VS_GRAPH_HIT_GONE;
-		}
-		for (int i = 0; i < ahead[q];)
-		{
-			int			end = i + 1;
-
-			while (end < ahead[q] && (h[end].d == h[i].d || (isnan(h[end].d) && isnan(h[i].d))))
-				end++;
-			if (end - i > 1)
-				qsort(h + i, end - i, sizeof(VsGraphHit), vs_graph_cmp_hit);
-			i = end;
+			i = h[i].id == VS_GRAPH_HIT_UNREAD ? vs_graph_read_hit_ids(r, h, i, ahead[q]) : i + 1;
 		}
 		for (int i = 0; i < ahead[q]; i++)
 		{

@@ -572,6 +572,17 @@ same_distance(float a, float b)
 	return a == b || (isnan(a) && isnan(b));
 }
 
+/* The end of the run of hits from i with hits[i]'s distance. */
+int
+vs_graph_run_end(const VsGraphHit *hits, int i, int nh)
+{
+	int			end = i + 1;
+
+	while (end < nh && same_distance(hits[end].d, hits[i].d))
+		end++;
+	return end;
+}
+
 /*
  * For hits of vs_graph_search_hits with unread_ids, hits[i] unread: reads the ids of the run of
  * hits from i with the same distance (VS_GRAPH_HIT_GONE for a node that is no longer live) and
@@ -581,10 +592,8 @@ same_distance(float a, float b)
 int
 vs_graph_read_hit_ids(VsGraphReader *r, VsGraphHit *hits, int i, int nh)
 {
-	int			end = i + 1;
+	int			end = vs_graph_run_end(hits, i, nh);
 
-	while (end < nh && same_distance(hits[end].d, hits[i].d))
-		end++;
 	for (int t = i; t < end; t++)
 	{
 		VsGraphNodeCopy nc;
