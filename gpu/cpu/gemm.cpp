@@ -2,6 +2,7 @@
 // best one the CPU supports chosen once per process; packing; the candidate bound of
 // nearest_rows.
 #include "cpu/gemm.h"
+#include "engine/nearest_slack.h"
 
 #include <immintrin.h>
 
@@ -311,20 +312,8 @@ size_t sharpen_candidates(const float *v, const double *norms, NearestKind kind,
 
 double nearest_slack(NearestKind kind, size_t d, double ref_err, double xnorm, double rmax)
 {
-    const double u = 0x1p-24;
-    const double g = (static_cast<double>(d) + 4.0) * u;
-    double e1, e2;
-    if (kind == NearestKind::L2)
-    {
-        e1 = 2.0 * (g + 2.0 * u) * xnorm * rmax + 2.0 * u * rmax * rmax;
-        e2 = ref_err * (xnorm + rmax) * (xnorm + rmax);
-    }
-    else
-    {
-        e1 = g * xnorm * rmax;
-        e2 = ref_err * xnorm * rmax;
-    }
-    return 4.0 * (e1 + e2) + 16.0 * (static_cast<double>(d) + 4.0) * 0x1p-149;
+    return nearest_value_slack(kind == NearestKind::L2, static_cast<double>(d), ref_err, xnorm,
+                               rmax);
 }
 
 } // namespace vs

@@ -128,11 +128,6 @@ __device__ __forceinline__ void walk_leaves(const Tile &tile, int qcol, int rcol
     }
 }
 
-__device__ __forceinline__ bool has_key(const PairKeyRows &R, uint32_t v)
-{
-    return v < R.n && (R.live == nullptr || R.live[v] != 0);
-}
-
 template <vs_metric Base>
 __global__ void __launch_bounds__(kThreads)
     pair_keys_kernel(vs_metric metric, const float *__restrict__ queries, int nq, PairKeyRows R,
@@ -152,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
             const int s = s0 + v - kTileQueries;
             const uint32_t node = s < R.count ? R.list[s] : kNoRow;
             nodes[v - kTileQueries] = node;
-            vectors[v] = s < R.count && has_key(R, node)
+            vectors[v] = s < R.count && pair_row_has_key(R, node)
                              ? R.vectors + static_cast<size_t>(node) * R.dim
                              : nullptr;
         }
@@ -202,7 +197,7 @@ __global__ void __launch_bounds__(256)
         else
         {
             const uint32_t v = R.list[w - nq];
-            valid = has_key(R, v);
+            valid = pair_row_has_key(R, v);
             if (valid)
                 x = R.vectors + static_cast<size_t>(v) * R.dim;
         }

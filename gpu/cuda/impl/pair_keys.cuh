@@ -25,6 +25,11 @@ struct PairKeyRows
     int count;
 };
 
+__device__ __forceinline__ bool pair_row_has_key(const PairKeyRows &R, uint32_t v)
+{
+    return v < R.n && (R.live == nullptr || R.live[v] != 0);
+}
+
 // How a dimension's tiles are staged: `leaves` of the formula's 32 partial sums per pass through
 // shared memory (`bytes` of it a block); leaves == 0 above 2 432 dimensions, where one leaf's
 // values would not fit.

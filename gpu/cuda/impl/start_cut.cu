@@ -13,6 +13,7 @@
 #include "cuda/utils/exact_team.cuh"
 #include "cuda/utils/launch.cuh"
 #include "engine/exact.h"
+#include "engine/nearest_slack.h"
 
 #include <algorithm>
 
@@ -20,11 +21,6 @@ namespace vs::cuda {
 namespace {
 
 constexpr int kCutThreads = 128;
-
-__device__ __forceinline__ bool has_key(const PairKeyRows &R, uint32_t v)
-{
-    return v < R.n && (R.live == nullptr || R.live[v] != 0);
-}
 
 // A warp per start: its vector copied into the packed rows, its squared norm, the largest norm.
 __global__ void __launch_bounds__(256)
@@ -36,7 +32,7 @@ __global__ void __launch_bounds__(256)
     for (int s = (blockIdx.x * blockDim.x + threadIdx.x) / 32; s < R.count; s += warps)
     {
         const uint32_t v = R.list[s];
-        const bool valid = has_key(R, v);
+        const bool valid = pair_row_has_key(R, v);
         const float *x = R.vectors + static_cast<size_t>(valid ? v : 0) * R.dim;
         float *out = packed + static_cast<size_t>(s) * R.dim;
         double sum = 0.0;
@@ -60,23 +56,12 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// gemm.h's nearest_slack (L2 or IP), plus the products' flushed subnormals (cuBLAS may flush
-// them: each of the d products and d sums can lose up to 2^-126, twice for L2's 2 <x, r>).
+// exact.h's nearest_value_slack (the CPU cut's bound), plus the products' flushed subnormals
+// (cuBLAS may flush them: each of the d products and d sums can lose up to 2^-126, twice for
+// L2's 2 <x, r>).
 __device__ double cut_slack(bool l2, int d, double ref_err, double xnorm, double rmax)
 {
-    const double u = 0x1p-24, g = (d + 4.0) * u;
-    double e1, e2;
-    if (l2)
-    {
-        e1 = 2.0 * (g + 2.0 * u) * xnorm * rmax + 2.0 * u * rmax * rmax;
-        e2 = ref_err * (xnorm + rmax) * (xnorm + rmax);
-    }
-    else
-    {
-        e1 = g * xnorm * rmax;
-        e2 = ref_err * xnorm * rmax;
-    }
-    return (4.0 * (e1 + e2) + 16.0 * (d + 4.0) * 0x1p-149 + 8.0 * (d + 1.0) * 0x1p-126) *
+    return (nearest_value_slack(l2, d, ref_err, xnorm, rmax) + 8.0 * (d + 1.0) * 0x1p-126) *
            (1.0 + 1e-9);
 }
 
@@ -126,7 +111,7 @@ __global__ void __launch_bounds__(kCutThreads)
     for (int s = tid; s < R.count; s += kCutThreads)
     {
         uint32_t key = kNoRow;
-        if (has_key(R, R.list[s]))
+        if (pair_row_has_key(R, R.list[s]))
         {
             const float v = kL2 ? sqnorms[s] - 2.0f * p[s] : -p[s];
             if (!isfinite(v))
