@@ -59,19 +59,26 @@ vs_flat_stays_resident(double pages)
 
 /*
  * Starts fetching into the caches what reading page blkno touches first: its buffer header, its
- * page header and the head of each item (the rows themselves stream: the row scan fetches each
- * row's first lines ahead of it).  Fetching whole pages ahead was slower.
+ * page header and the head of each item.  Fetching whole pages at once was slower; the rows
+ * themselves are fetched by the row scan, a row at a time ahead of the one it measures, from
+ * *ahead (where the page's rows will be; set when the page is in the recent set, else n = 0).
  */
 static void
-prefetch_page(const VsRecentPages *rp, BlockNumber blkno, int per_page, Size item_size)
+prefetch_page(const VsRecentPages *rp, BlockNumber blkno, int per_page, int words,
+			  vs_row_block *ahead)
 {
 	const char *page = vs_recent_prefetch(rp, blkno);
 
+	ahead->n = 0;
 	if (page == NULL)
 		return;
 	__builtin_prefetch(page);
 	for (int i = 0; i < per_page; i++)
-		__builtin_prefetch(page + MAXALIGN(SizeOfPageHeaderData) + i * item_size);
+		__builtin_prefetch(VsFlatPageGetItem(page, words, i));
+	ahead->rows = VsFlatPageGetItem(page, words, 0)->x;
+	ahead->stride = VS_FLAT_ITEM_SIZE(words);
+	ahead->n = per_page;
+	ahead->ids = NULL;
 }
 
 /* Feeds every item of the index to scan, a run of pages at a time. */
@@ -85,6 +92,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	VsFlatMetaPageData meta;
 	Buffer		bufs[VS_FLAT_RUN_PAGES];
 	vs_row_block blocks[VS_FLAT_RUN_PAGES];
+	vs_row_block ahead[VS_FLAT_STREAM_PAGES];	/* the next run's rows (float rows only) */
 	int64	   *ids;
 	float	   *widened = NULL;	/* binary16 rows: a run's rows as floats */
 	int			per_page;
@@ -121,13 +129,18 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	{
 		int			npages = 0;
 		int			nblocks = 0;
+		int			nahead = 0;
 		int64	   *next_id = ids;
 		int			st;
 
 		CHECK_FOR_INTERRUPTS();
 		if (run_pages == VS_FLAT_STREAM_PAGES)
 			for (BlockNumber b = blkno + run_pages; b < blkno + 2 * run_pages && b <= meta.last_block; b++)
-				prefetch_page(rp, b, per_page, item_size);
+			{
+				prefetch_page(rp, b, per_page, words, &ahead[nahead]);
+				if (ahead[nahead].n > 0 && widened == NULL)
+					nahead++;
+			}
 		for (; blkno <= meta.last_block && npages < run_pages; blkno++)
 		{
 			Page		page;
@@ -172,7 +185,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 			next_id += nitems;
 		}
 		/* interrupts are held off while the locks are held, so the engine sees no cancel here */
-		st = vs_rowscan_add(engine, scan, blocks, nblocks);
+		st = vs_rowscan_add_ahead(engine, scan, blocks, nblocks, ahead, nahead);
 		for (int i = 0; i < npages; i++)
 			UnlockReleaseBuffer(bufs[i]);
 		if (st != VS_OK)

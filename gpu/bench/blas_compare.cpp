@@ -207,8 +207,8 @@ int main(int argc, char **argv)
                     n, d, bytes / 1e6, best * 1e3, bytes / best / 1e9, best_wall * 1e3, sink > 0 ? 1.0 : 0.0);
         // The same rows laid out as vs_flat's 8 kB pages (a 24-byte page header, then items of an
         // 8-byte head and the floats: 2 a page) and searched by one query through the engine's
-        // row scan, 4 pages an add as flatpages.c hands a single query's runs: what the scan
-        // costs without PostgreSQL's pins, locks and page reads.
+        // row scan, 4 pages an add as flatpages.c hands a single query's runs (the next 4 named
+        // ahead): what the scan costs without PostgreSQL's pins, locks and page reads.
         const size_t page = 8192, head = 24, item = 8 + d * sizeof(float), per_page = 2;
         const size_t npages = n / per_page;
         std::vector<char> pages(npages * page);
@@ -244,7 +244,11 @@ int main(int argc, char **argv)
             if (vs_rowscan_knn_begin(ctx, d, VS_METRIC_L2, &a[12345 * d], 1, 10, &scan) != VS_OK)
                 return 1;
             for (size_t p = 0; p < npages; p += 4)
-                vs_rowscan_add(ctx, scan, &blocks[p], std::min<size_t>(4, npages - p));
+            {
+                const size_t next = p + 4 < npages ? std::min<size_t>(4, npages - p - 4) : 0;
+                vs_rowscan_add_ahead(ctx, scan, &blocks[p], std::min<size_t>(4, npages - p),
+                                     next ? &blocks[p + 4] : nullptr, next);
+            }
             vs_rowscan_knn_result(ctx, scan, out_ids.data(), out_d.data(), nullptr);
             vs_rowscan_destroy(ctx, scan);
             best = std::min(best, cpu_seconds() - c0);

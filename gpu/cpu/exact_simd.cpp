@@ -48,6 +48,19 @@ int exact_supported(ExactKernel *out, int max)
     return n;
 }
 
+double exact_base_simd(vs_metric metric, const float *a, const float *b, size_t n)
+{
+    static const auto best = [] {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+            return exact_avx512::exact_base;
+        if (__builtin_cpu_supports("avx2"))
+            return exact_avx2::exact_base;
+        return exact_sse2::exact_base;
+    }();
+    return best(metric, a, b, n);
+}
+
 } // namespace vs::simd
 
 extern "C" double vs_exact_distance_f32(vs_metric metric, const float *a, const float *b, size_t n)

@@ -36,13 +36,58 @@ constexpr Key kNoBound = ~static_cast<Key>(0);
 // development machine (2 vCPUs under KVM: wake-ups between CPUs), more than one query's scan of
 // a megabyte of rows, so single queries run on one thread and batches on all.
 constexpr size_t kParallelWork = size_t(1) << 21;
-// Rows handed to a scan are usually not in the caches (pages of a buffer pool: one or a few rows
-// between page headers, where the hardware prefetcher starts anew), so the first lines of the row
-// kPrefetchAhead rows on are fetched while this one is measured (the prefetcher takes over from
-// there): on the development machine a loop over rows laid out as in vs_flat's pages took 1.17x
-// a contiguous scan's time without, 1.07x with (BENCHMARKS.md, "CPU path: vs_flat streaming").
-constexpr size_t kPrefetchAhead = 2;
-constexpr size_t kPrefetchBytes = 512;
+// Rows handed to a scan are usually not in the caches, and the hardware prefetcher cannot follow
+// them: pages of a buffer pool hold one or a few rows between page headers and free space, and
+// each gap ends its stream.  So the whole row about kPrefetchBytes on in the stream of rows (this
+// add's, then the caller's next ones: vs_rowscan_add_ahead) is fetched into L2 while this one is
+// measured, a row per row.  On the development machine one query over 60 000 x 784 floats laid out
+// as vs_flat's pages (2 rows a page, 4 pages an add) took 17.0 ms with the heads of the rows 2 on
+// fetched and no look past the add, 10.1-10.5 ms this way, 5.9 ms over contiguous rows
+// (BENCHMARKS.md, "CPU path: vs_flat's rows fetched ahead").
+constexpr size_t kPrefetchBytes = 12 << 10;
+
+// Walks the rows after the one being measured: the rest of an add's blocks, then the blocks the
+// caller will add next (only fetched, never read).
+class RowPrefetch
+{
+public:
+    RowPrefetch(const vs_row_block *blocks, size_t b, size_t b1, const vs_row_block *ahead,
+                size_t nahead, size_t row_bytes)
+        : blocks_(blocks), b_(b), b1_(b1), ahead_(ahead), nahead_(nahead), bytes_(row_bytes)
+    {
+        const size_t rows = std::max<size_t>(2, (kPrefetchBytes + row_bytes - 1) / row_bytes);
+        for (size_t r = 0; r < rows && valid(); r++)
+            step();
+    }
+    // Fetches the row under the cursor into L2 and moves on by one.
+    void next()
+    {
+        if (!valid())
+            return;
+        const vs_row_block &blk = block();
+        const uintptr_t row = reinterpret_cast<uintptr_t>(blk.rows) + i_ * blk.stride;
+        for (uintptr_t line = row & ~uintptr_t{63}; line < row + bytes_; line += 64)
+            __builtin_prefetch(reinterpret_cast<const void *>(line), 0, 2);
+        step();
+    }
+
+private:
+    bool valid() const { return b_ < b1_ || (b_ - b1_) < nahead_; }
+    const vs_row_block &block() const { return b_ < b1_ ? blocks_[b_] : ahead_[b_ - b1_]; }
+    void step()
+    {
+        i_++;
+        while (valid() && i_ >= block().n)
+        {
+            i_ = 0;
+            b_++;
+        }
+    }
+    const vs_row_block *blocks_;
+    size_t b_, b1_;
+    const vs_row_block *ahead_;
+    size_t nahead_, bytes_, i_ = 0;
+};
 
 Key make_key128(float dist, int64_t id)
 {
@@ -107,8 +152,11 @@ public:
             q_[i].xinv = static_cast<float>(1.0 / q_[i].qn);
         }
         if (nq_ >= kGemmMinQueries && m_ != VS_METRIC_L1)
+        {
             for (size_t q0 = 0; q0 < nq_; q0 += kGemmQueries)
                 panels_.emplace_back(q_[q0].x, std::min(kGemmQueries, nq_ - q0), d_, d_);
+            zeros_.assign(d_, 0.0f);
+        }
         g_ = (static_cast<double>(d_) + 4.0) * 5.9604644775390625e-08;
         rel_ = approx_error(APPROX_DIRECT_F32, m_, d_, 0.0, 0.0).rel;
         limit_ = range_ ? range_base_limit(m_, radius_) : 0.0;
@@ -120,7 +168,8 @@ public:
     size_t nq() const override { return nq_; }
     bool is_range() const override { return range_; }
 
-    void add(const vs_row_block *blocks, size_t nblocks) override
+    void add(const vs_row_block *blocks, size_t nblocks, const vs_row_block *ahead,
+             size_t nahead) override
     {
         check_cancel(cfg_);
         if (!range_ && k_ == 0)
@@ -136,7 +185,7 @@ public:
         slots(parts);
         if (parts == 1)
         {
-            scan(blocks, 0, nblocks, 0);
+            scan(blocks, 0, nblocks, ahead, nahead, 0);
             return;
         }
         // contiguous runs of blocks with about the same number of rows
@@ -154,7 +203,8 @@ public:
             crew_.reset(new Crew(threads_));
         crew_->run([&](int t) {
             if (t < parts)
-                scan(blocks, cut[t], cut[t + 1], t);
+                scan(blocks, cut[t], cut[t + 1], t + 1 == parts ? ahead : nullptr,
+                     t + 1 == parts ? nahead : 0, t);
         });
     }
 
@@ -253,23 +303,6 @@ private:
         return NAN;
     }
 
-    // Starts fetching the head of the row kPrefetchAhead rows after row i of block b (in this
-    // block or the next of b1).
-    void prefetch_ahead(const vs_row_block *blocks, size_t b, size_t b1, size_t i) const
-    {
-        size_t j = i + kPrefetchAhead;
-        while (j >= blocks[b].n)
-        {
-            j -= blocks[b].n;
-            if (++b >= b1)
-                return;
-        }
-        const char *row = reinterpret_cast<const char *>(blocks[b].rows) + j * blocks[b].stride;
-        size_t bytes = std::min(kPrefetchBytes, d_ * sizeof(float));
-        for (size_t off = 0; off < bytes; off += 64)
-            __builtin_prefetch(row + off);
-    }
-
     // Per query, the terms of a lower bound of the exact base value of (query, row) from the dot
     // product o of a blocked product: the value is the CUDA GEMM path's, the error
     // APPROX_GEMM_F32's (engine/exact.h) for the row's own norm yn >= ||y||, spelled out so that
@@ -316,7 +349,7 @@ private:
     // kGemmTileRows rows are copied together (rows of index pages lie between page headers), each
     // block of queries' products taken at once, and every pair whose bound does not rule it out
     // gets its exact distance as in scan().
-    void scan_gemm(const vs_row_block *blocks, size_t b0, size_t b1, int slot)
+    void scan_gemm(const vs_row_block *blocks, size_t b0, size_t b1, RowPrefetch &fetch, int slot)
     {
         const size_t T = kGemmTileRows;
         std::vector<float> tile(T * d_), out(T * 256), ysq(T), yinv(T);
@@ -344,9 +377,13 @@ private:
                 for (; i < blk.n && tn < T; i++, tn++)
                 {
                     row[tn] = reinterpret_cast<const float *>(base + i * blk.stride);
+                    fetch.next();
                     id[tn] = blk.ids[i];
                     std::memcpy(&tile[tn * d_], row[tn], d_ * sizeof(float));
-                    const double s = sqnorm_double(row[tn], d_);
+                    // ||y||^2 in double by the exact kernel's 32 partial sums (a plain double
+                    // sum waits on each addition: most of a small batch's time at 784 dims)
+                    const double s =
+                        simd::exact_base_simd(VS_METRIC_L2SQ, row[tn], zeros_.data(), d_);
                     const bool tiny = !(s >= kTinyNorm2);
                     ysq[tn] = static_cast<float>(s);
                     yn[tn] = std::sqrt(s) * (1.0 + 1e-9);
@@ -451,11 +488,14 @@ private:
         return m_ == VS_METRIC_L2 ? (up > 0 ? up * up : 0.0) : up;
     }
 
-    void scan(const vs_row_block *blocks, size_t b0, size_t b1, int slot)
+    // ahead: the rows after blocks [b0, b1) (fetched, not read).
+    void scan(const vs_row_block *blocks, size_t b0, size_t b1, const vs_row_block *ahead,
+              size_t nahead, int slot)
     {
+        RowPrefetch fetch(blocks, b0, b1, ahead, nahead, d_ * sizeof(float));
         if (!panels_.empty())
         {
-            scan_gemm(blocks, b0, b1, slot);
+            scan_gemm(blocks, b0, b1, fetch, slot);
             return;
         }
         for (size_t b = b0; b < b1; b++)
@@ -466,15 +506,15 @@ private:
             {
                 const Query &q = q_[qi];
                 // the first query's pass brings the rows into the caches for the others
-                const bool ahead = qi == 0;
+                const bool first = qi == 0;
                 if (range_)
                 {
                     auto &out = hits_[slot][qi];
                     for (size_t i = 0; i < blk.n; i++)
                     {
                         const float *y = reinterpret_cast<const float *>(base + i * blk.stride);
-                        if (ahead)
-                            prefetch_ahead(blocks, b, b1, i);
+                        if (first)
+                            fetch.next();
                         double lb = lower_base(q, y);
                         if (lb > limit_)
                             continue;
@@ -488,8 +528,8 @@ private:
                 for (size_t i = 0; i < blk.n; i++)
                 {
                     const float *y = reinterpret_cast<const float *>(base + i * blk.stride);
-                    if (ahead)
-                        prefetch_ahead(blocks, b, b1, i);
+                    if (first)
+                        fetch.next();
                     if (top.bounded())
                     {
                         double lb = lower_base(q, y);
@@ -512,6 +552,7 @@ private:
     std::vector<Query> q_;
     std::vector<PackedRows> panels_; // blocks of kGemmQueries queries packed (GEMM scans only)
     std::vector<double> e0_, e1_, e2_; // gemm_terms()
+    std::vector<float> zeros_;         // the origin, for the rows' norms (GEMM scans only)
     double g_, rel_, limit_, under_;
     int threads_;
     std::vector<std::vector<TopK>> top_;                                  // [slot][query]

@@ -17,7 +17,9 @@ public:
     virtual size_t nq() const = 0;
     virtual bool is_range() const = 0;
     // Throws Error (VS_CANCELLED when config's cancel callback says so).
-    virtual void add(const vs_row_block *blocks, size_t nblocks) = 0;
+    // ahead: rows the caller will add next (vs_rowscan_add_ahead), fetched into the caches only.
+    virtual void add(const vs_row_block *blocks, size_t nblocks, const vs_row_block *ahead,
+                     size_t nahead) = 0;
     virtual void knn_result(int64_t *ids, float *dists, int64_t *counts) = 0;
     virtual void range_result(RangeCollector *collector) = 0;
 };

@@ -29,6 +29,9 @@ const Kernels &active();
  * first; vs_exact_distance_f32 uses the first. */
 typedef double (*ExactKernel)(vs_metric, const float *, const float *, size_t);
 int exact_supported(ExactKernel *out, int max);
+/* The same formula's base value (before the metric's transform and the rounding to float) through
+ * the best kernel, e.g. a row's squared norm in double as its L2SQ base against the origin. */
+double exact_base_simd(vs_metric metric, const float *a, const float *b, size_t n);
 
 } // namespace vs::simd
 

@@ -67,13 +67,21 @@ vs_status vs_rowscan_range_begin(vs_context *ctx, size_t dim, vs_metric metric,
 vs_status vs_rowscan_add(vs_context *ctx, vs_rowscan *scan, const vs_row_block *blocks,
                          size_t nblocks) noexcept
 {
+    return vs_rowscan_add_ahead(ctx, scan, blocks, nblocks, nullptr, 0);
+}
+
+vs_status vs_rowscan_add_ahead(vs_context *ctx, vs_rowscan *scan, const vs_row_block *blocks,
+                               size_t nblocks, const vs_row_block *ahead, size_t nahead) noexcept
+{
     if (!ctx)
         return VS_INVALID_ARGUMENT;
     if (vs_status st = check_object(ctx, scan, "row scan"))
         return st;
     if (nblocks > 0 && !blocks)
         return fail(ctx, VS_INVALID_ARGUMENT, "blocks is NULL");
-    return finish(ctx, vs::guarded([&] { scan->impl->add(blocks, nblocks); }));
+    if (nahead > 0 && !ahead)
+        return fail(ctx, VS_INVALID_ARGUMENT, "ahead is NULL");
+    return finish(ctx, vs::guarded([&] { scan->impl->add(blocks, nblocks, ahead, nahead); }));
 }
 
 vs_status vs_rowscan_knn_result(vs_context *ctx, vs_rowscan *scan, int64_t *out_ids,

@@ -50,14 +50,27 @@ Pages make_pages(const vt::Data &D, uint64_t seed)
     return P;
 }
 
-// Adds the blocks in a few calls of different sizes.
+// Adds the blocks in a few calls of different sizes; every other call names the next call's
+// blocks as the rows to fetch ahead, without their ids and with more rows than they hold (as
+// flatpages.c names a page's capacity), which must not change any answer.
 void add_all(vs_context *ctx, vs_rowscan *scan, const Pages &P)
 {
     size_t at = 0, step = 1;
-    while (at < P.blocks.size())
+    for (int call = 0; at < P.blocks.size(); call++)
     {
         size_t n = std::min(step, P.blocks.size() - at);
-        ASSERT_EQ(vs_rowscan_add(ctx, scan, P.blocks.data() + at, n), VS_OK) << vs_last_error(ctx);
+        size_t next = std::min(step * 3 + 1, P.blocks.size() - at - n);
+        std::vector<vs_row_block> ahead(P.blocks.begin() + at + n, P.blocks.begin() + at + n + next);
+        for (vs_row_block &b : ahead)
+        {
+            b.ids = nullptr;
+            const size_t off = reinterpret_cast<const char *>(b.rows) - P.bytes.data();
+            b.n = std::min(b.n + 2, (P.bytes.size() - off) / P.stride); // rows in the buffer
+        }
+        vs_status st = call % 2 ? vs_rowscan_add_ahead(ctx, scan, P.blocks.data() + at, n,
+                                                       ahead.data(), ahead.size())
+                                : vs_rowscan_add(ctx, scan, P.blocks.data() + at, n);
+        ASSERT_EQ(st, VS_OK) << vs_last_error(ctx);
         at += n;
         step = step * 3 + 1;
     }
@@ -284,6 +297,7 @@ TEST(RowScan, BadArgumentsAreRefused)
     float dist;
     EXPECT_EQ(vs_rowscan_knn_result(ctx.get(), scan, &id, &dist, nullptr), VS_INVALID_ARGUMENT);
     EXPECT_EQ(vs_rowscan_add(ctx.get(), scan, nullptr, 1), VS_INVALID_ARGUMENT);
+    EXPECT_EQ(vs_rowscan_add_ahead(ctx.get(), scan, nullptr, 0, nullptr, 2), VS_INVALID_ARGUMENT);
     vs_rowscan_destroy(ctx.get(), scan);
     // k = 0 and an empty scan answer nothing
     ASSERT_EQ(vs_rowscan_knn_begin(ctx.get(), 4, VS_METRIC_L2, q, 1, 3, &scan), VS_OK);

@@ -45,6 +45,13 @@ vs_status vs_rowscan_range_begin(vs_context *ctx, size_t dim, vs_metric metric,
 /* Scans nblocks blocks of rows. */
 vs_status vs_rowscan_add(vs_context *ctx, vs_rowscan *scan, const vs_row_block *blocks,
                          size_t nblocks) VS_NOEXCEPT;
+/* The same, and while it scans it fetches the rows of `ahead` into the CPU's caches: blocks the
+ * caller will add next (or where they will lie: a block's n may count rows a page could hold).
+ * Their rows are only prefetched, never read, so they may change or go away meanwhile; rows that
+ * arrive one run of pages at a time are then not each waited for. */
+vs_status vs_rowscan_add_ahead(vs_context *ctx, vs_rowscan *scan, const vs_row_block *blocks,
+                               size_t nblocks, const vs_row_block *ahead,
+                               size_t nahead) VS_NOEXCEPT;
 /* The kNN answer over every row added (vs_knn's conventions: nq x k ids and distances, counts
  * optional). */
 vs_status vs_rowscan_knn_result(vs_context *ctx, vs_rowscan *scan, int64_t *out_ids,
