@@ -45,6 +45,12 @@ constexpr size_t kParallelWork = size_t(1) << 21;
 // fetched and no look past the add, 10.1-10.5 ms this way, 5.9 ms over contiguous rows
 // (BENCHMARKS.md, "CPU path: vs_flat's rows fetched ahead").
 constexpr size_t kPrefetchBytes = 12 << 10;
+// Queries from which a scan takes blocked products.  Unlike a dataset's kNN (gemm.h's
+// kGemmMinQueries), a row scan first gathers each row into a tile and takes its norm, so the
+// float kernel per pair stays cheaper for longer: one thread over rows in vs_flat's page layout,
+// per pair / blocked (ms), at 128 dims (200 000 rows) 4 queries 14.3 / 31.7, 8 27.0 / 32.1, 16
+// 52.7 / 32.8; at 784 (60 000 rows) 4 19.1 / 51.1, 8 29.9 / 51.4, 16 54.6 / 52.2, 32 101 / 54.
+constexpr size_t kRowScanGemmMinQueries = 10;
 
 // Walks the rows after the one being measured: the rest of an add's blocks, then the blocks the
 // caller will add next (only fetched, never read).
@@ -151,7 +157,7 @@ public:
             q_[i].xsq = static_cast<float>(q_[i].qsq);
             q_[i].xinv = static_cast<float>(1.0 / q_[i].qn);
         }
-        if (nq_ >= kGemmMinQueries && m_ != VS_METRIC_L1)
+        if (nq_ >= kRowScanGemmMinQueries && m_ != VS_METRIC_L1)
         {
             for (size_t q0 = 0; q0 < nq_; q0 += kGemmQueries)
                 panels_.emplace_back(q_[q0].x, std::min(kGemmQueries, nq_ - q0), d_, d_);

@@ -146,7 +146,7 @@ TEST_P(RowScanTest, RangeIsTheDatasetsAnswer)
     Pages P = make_pages(D, 9);
     auto ds = vt::upload(ctx.get(), D);
     // 2 queries: the float kernels' bounds; 7: blocked products'
-    for (size_t nq : {size_t(2), size_t(7)})
+    for (size_t nq : {size_t(2), size_t(11)})
     for (size_t at : {size_t(0), D.n / 50, D.n / 3})
     {
         std::vector<float> Q = vt::make_queries(D, nq, 5);
@@ -198,71 +198,76 @@ TEST(RowScan, MixedScalesAreExact)
     for (size_t r = 0; r < D.n; r++)
         for (size_t j = 0; j < D.d; j++)
             D.x[r * D.d + j] *= static_cast<float>(std::pow(10.0, -22.0 + static_cast<double>(r % 43)));
-    const size_t nq = 9;
-    std::vector<float> Q = vt::make_queries(D, nq, 2);
-    for (size_t q = 0; q < nq; q++)
-        for (size_t j = 0; j < D.d; j++)
-            Q[q * D.d + j] *= static_cast<float>(std::pow(10.0, -20.0 + 5.0 * static_cast<double>(q)));
-    Pages P = make_pages(D, 4);
-    auto ds = vt::upload(ctx.get(), D);
-    for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE, VS_METRIC_L1})
+    // 3 queries (scales 1e-20, 1, 1e20): the float kernel per pair; 11 (every scale): blocked
+    // products (kRowScanGemmMinQueries)
+    for (size_t nq : {size_t(3), size_t(11)})
     {
-        const size_t k = 40;
-        std::vector<int64_t> ids(nq * k), want_ids(nq * k);
-        std::vector<float> dists(nq * k), want_dists(nq * k);
-        ASSERT_EQ(vs_knn(ctx.get(), ds.get(), Q.data(), nq, k, m, nullptr, want_ids.data(),
-                         want_dists.data(), nullptr),
-                  VS_OK);
-        vs_rowscan *scan = nullptr;
-        ASSERT_EQ(vs_rowscan_knn_begin(ctx.get(), D.d, m, Q.data(), nq, k, &scan), VS_OK);
-        add_all(ctx.get(), scan, P);
-        ASSERT_EQ(vs_rowscan_knn_result(ctx.get(), scan, ids.data(), dists.data(), nullptr), VS_OK);
-        vs_rowscan_destroy(ctx.get(), scan);
-        for (size_t i = 0; i < nq * k; i++)
-        {
-            auto row_of = [&](int64_t id) {
-                return &D.x[(std::find(D.ids.begin(), D.ids.end(), id) - D.ids.begin()) * D.d];
-            };
-            ASSERT_EQ(ids[i], want_ids[i])
-                << vt::metric_name(m) << " query " << i / k << " rank " << i % k << ": " << dists[i]
-                << " (reference " << vt::ref_distance(m, &Q[i / k * D.d], row_of(ids[i]), D.d)
-                << ") against " << want_dists[i] << " (reference "
-                << vt::ref_distance(m, &Q[i / k * D.d], row_of(want_ids[i]), D.d) << ")";
-            ASSERT_TRUE(same_float(dists[i], want_dists[i]));
-        }
+        std::vector<float> Q = vt::make_queries(D, nq, 2);
         for (size_t q = 0; q < nq; q++)
+            for (size_t j = 0; j < D.d; j++)
+                Q[q * D.d + j] *=
+                    static_cast<float>(std::pow(10.0, -20.0 + 5.0 * static_cast<double>(q * 4 % 9)));
+        Pages P = make_pages(D, 4);
+        auto ds = vt::upload(ctx.get(), D);
+        for (vs_metric m : {VS_METRIC_L2SQ, VS_METRIC_L2, VS_METRIC_IP, VS_METRIC_COSINE, VS_METRIC_L1})
         {
-            // the double-precision reference at every rank
-            std::vector<vt::RefHit> ref = vt::ref_sorted(D, &Q[q * D.d], m);
-            for (size_t i = 0; i < k; i++)
-            {
-                float r = ref[i].dist, got = dists[q * k + i];
-                if (!std::isfinite(r))
-                    EXPECT_TRUE(same_float(got, r)) << vt::metric_name(m) << " query " << q;
-                else
-                    EXPECT_NEAR(got, r, 1e-5 * std::max(1.0f, std::fabs(r)))
-                        << vt::metric_name(m) << " query " << q << " rank " << i;
-            }
-        }
-        for (size_t q = 0; q < nq; q++)
-        {
-            float radius = want_dists[q * k + k / 2];
-            if (radius != radius)
-                continue;
-            vs_range_result want, got;
-            ASSERT_EQ(vs_range(ctx.get(), ds.get(), &Q[q * D.d], 1, radius, m, nullptr, nullptr,
-                               nullptr, &want),
+            const size_t k = 40;
+            std::vector<int64_t> ids(nq * k), want_ids(nq * k);
+            std::vector<float> dists(nq * k), want_dists(nq * k);
+            ASSERT_EQ(vs_knn(ctx.get(), ds.get(), Q.data(), nq, k, m, nullptr, want_ids.data(),
+                             want_dists.data(), nullptr),
                       VS_OK);
-            ASSERT_EQ(vs_rowscan_range_begin(ctx.get(), D.d, m, &Q[q * D.d], 1, radius, &scan),
-                      VS_OK);
+            vs_rowscan *scan = nullptr;
+            ASSERT_EQ(vs_rowscan_knn_begin(ctx.get(), D.d, m, Q.data(), nq, k, &scan), VS_OK);
             add_all(ctx.get(), scan, P);
-            ASSERT_EQ(vs_rowscan_range_result(ctx.get(), scan, nullptr, nullptr, &got), VS_OK);
+            ASSERT_EQ(vs_rowscan_knn_result(ctx.get(), scan, ids.data(), dists.data(), nullptr), VS_OK);
             vs_rowscan_destroy(ctx.get(), scan);
-            ASSERT_EQ(got.total, want.total) << vt::metric_name(m) << " query " << q;
-            for (size_t i = 0; i < got.total; i++)
-                ASSERT_EQ(got.ids[i], want.ids[i]);
-            vs_range_result_free(&want);
-            vs_range_result_free(&got);
+            for (size_t i = 0; i < nq * k; i++)
+            {
+                auto row_of = [&](int64_t id) {
+                    return &D.x[(std::find(D.ids.begin(), D.ids.end(), id) - D.ids.begin()) * D.d];
+                };
+                ASSERT_EQ(ids[i], want_ids[i])
+                    << vt::metric_name(m) << " query " << i / k << " rank " << i % k << ": " << dists[i]
+                    << " (reference " << vt::ref_distance(m, &Q[i / k * D.d], row_of(ids[i]), D.d)
+                    << ") against " << want_dists[i] << " (reference "
+                    << vt::ref_distance(m, &Q[i / k * D.d], row_of(want_ids[i]), D.d) << ")";
+                ASSERT_TRUE(same_float(dists[i], want_dists[i]));
+            }
+            for (size_t q = 0; q < nq; q++)
+            {
+                // the double-precision reference at every rank
+                std::vector<vt::RefHit> ref = vt::ref_sorted(D, &Q[q * D.d], m);
+                for (size_t i = 0; i < k; i++)
+                {
+                    float r = ref[i].dist, got = dists[q * k + i];
+                    if (!std::isfinite(r))
+                        EXPECT_TRUE(same_float(got, r)) << vt::metric_name(m) << " query " << q;
+                    else
+                        EXPECT_NEAR(got, r, 1e-5 * std::max(1.0f, std::fabs(r)))
+                            << vt::metric_name(m) << " query " << q << " rank " << i;
+                }
+            }
+            for (size_t q = 0; q < nq; q++)
+            {
+                float radius = want_dists[q * k + k / 2];
+                if (radius != radius)
+                    continue;
+                vs_range_result want, got;
+                ASSERT_EQ(vs_range(ctx.get(), ds.get(), &Q[q * D.d], 1, radius, m, nullptr, nullptr,
+                                   nullptr, &want),
+                          VS_OK);
+                ASSERT_EQ(vs_rowscan_range_begin(ctx.get(), D.d, m, &Q[q * D.d], 1, radius, &scan),
+                          VS_OK);
+                add_all(ctx.get(), scan, P);
+                ASSERT_EQ(vs_rowscan_range_result(ctx.get(), scan, nullptr, nullptr, &got), VS_OK);
+                vs_rowscan_destroy(ctx.get(), scan);
+                ASSERT_EQ(got.total, want.total) << vt::metric_name(m) << " query " << q;
+                for (size_t i = 0; i < got.total; i++)
+                    ASSERT_EQ(got.ids[i], want.ids[i]);
+                vs_range_result_free(&want);
+                vs_range_result_free(&got);
+            }
         }
     }
 }
