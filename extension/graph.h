@@ -297,8 +297,8 @@ extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree);
 extern void vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node,
 								const uint32 *nbrs);
 extern bool vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u,
-							   uint32 node, const float *x, float *ux, float *tx, uint32 *unbrs,
-							   bool force);
+							   uint32 node, const float *x, const uint32 *node_nbrs,
+							   int nnode_nbrs, float *ux, float *tx, uint32 *unbrs, bool force);
 extern void vs_graph_index_options(Relation index, uint32 *degree, uint32 *build_degree);
 extern int	vs_graph_index_seeds(Relation index);
 extern int	vs_graph_index_pq_m(Relation index);

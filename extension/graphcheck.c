@@ -8,12 +8,72 @@
  * empty slot or another node slot.  Counts: live + free = nnodes.  VACUUM frees nodes before it
  * lowers the metapage's row count and raises its free count, so live <= ntuples and free >= nfree
  * (equal unless a VACUUM was interrupted; then live lists may still name freed nodes, which
- * searches skip: reported as edges_to_free_nodes).
+ * searches skip: reported as edges_to_free_nodes).  Reported besides: the live nodes no walk from
+ * the start nodes reaches (unreachable_live_nodes; not an error, a measure of the graph).
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+
 #include "graph.h"
 #include "indexcheck.h"
+
+/*
+ * How many live nodes a search can reach: a walk from the entry and the seeds along the lists of
+ * live nodes (a search never expands a free one), by passes over the node pages in order until one
+ * reaches nothing new (a pass follows every path that runs forward through the pages).  A live
+ * node it misses is found by no search but the pass over every node (graph_ef of the index's size
+ * or more): inserts link a row from what a search finds and may leave it unnamed by any list.
+ */
+static uint64
+reached_live(VsCheck *c, const VsGraphMetaPageData *meta, int per_page, const uint16 *flags)
+{
+	uint8	   *reached = palloc_extended((Size) (meta->nnodes + 7) / 8 + 1,
+								  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	uint64		count = 0;
+	bool		changed = false;
+
+#define REACHED(v) (reached[(v) / 8] & (1 << ((v) % 8)))
+#define REACH(v) \
+	do { \
+		if ((v) < meta->nnodes && flags[v] == VS_GRAPH_NODE_LIVE && !REACHED(v)) \
+		{ \
+			reached[(v) / 8] |= 1 << ((v) % 8); \
+			count++; \
+			changed = true; \
+		} \
+	} while (0)
+
+	REACH(meta->entry);
+	for (uint32 i = 0; i < meta->nseeds; i++)
+		REACH(meta->seeds[i]);
+	while (changed)
+	{
+		changed = false;
+		for (uint64 first = 0; first < meta->nnodes; first += per_page)
+		{
+			int			nitems = (int) Min((uint64) per_page, meta->nnodes - first);
+			Page		page;
+
+			CHECK_FOR_INTERRUPTS();
+			page = vs_check_read(c, VS_GRAPH_FIRST_NODE_BLKNO + (BlockNumber) (first / per_page));
+			for (int i = 0; i < nitems; i++)
+			{
+				VsGraphNode *node = VsGraphPageGetNode(page, meta->dim, meta->degree, i);
+				uint32	   *nbrs = VsGraphNodeNbrs(node, meta->dim);
+
+				if (!REACHED(first + i))
+					continue;
+				for (uint32 j = 0; j < meta->degree; j++)
+					REACH(nbrs[j]);
+			}
+		}
+	}
+#undef REACH
+#undef REACHED
+	pfree(reached);
+	return count;
+}
 
 void
 vs_graph_check(VsCheck *c)
@@ -26,6 +86,7 @@ vs_graph_check(VsCheck *c)
 	uint64		nfree = 0;
 	int64		edges = 0;
 	int64		edges_to_free = 0;
+	uint64		unreachable;
 	uint16	   *flags;
 
 	/* the version first: a version-1 index's pages carry vs_lc's page id (graph.h) */
@@ -115,6 +176,7 @@ vs_graph_check(VsCheck *c)
 			}
 		}
 	}
+	unreachable = live - reached_live(c, &meta, per_page, flags);
 	if (live > meta.ntuples || nfree < meta.nfree)
 		vs_check_fail(c, 0, "the metapage counts " UINT64_FORMAT " live and " UINT64_FORMAT
 					  " free of " UINT64_FORMAT " nodes, the pages hold " UINT64_FORMAT
@@ -128,5 +190,6 @@ vs_graph_check(VsCheck *c)
 	vs_check_report(c, "metapage_free_nodes", (int64) meta.nfree);
 	vs_check_report(c, "edges", edges);
 	vs_check_report(c, "edges_to_free_nodes", edges_to_free);
+	vs_check_report(c, "unreachable_live_nodes", (int64) unreachable);
 	vs_check_report(c, "metapage_entries", (int64) meta.ntuples);
 }

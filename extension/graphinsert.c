@@ -16,6 +16,9 @@
  *   4. the build's navigability rule (graphbuild.c, link_unfound): the VS_GRAPH_LINKS nearest
  *      rows the search found name the new node, in place of their farthest second-half edge if
  *      step 3 did not already link them.
+ * An edge steps 3 and 4 replace may have been its node's only in-edge, leaving a node no search
+ * reaches (until VACUUM relinks it): of the replaceable ones they take first an edge to a node the
+ * new node's own list names, which stays reachable through the new node.
  *
  * A crash between the records leaves a valid graph (the new node with fewer in-edges).
  */
@@ -121,13 +124,16 @@ write_node(Relation index, const VsGraphMetaPageData *meta, uint32 node, bool ap
 }
 
 /*
- * Links node (vector x) into u's list: an empty slot, or u's farthest replaceable edge when node is
- * nearer to u than that one's target (always, with force).  Returns whether u's list names node.
- * ux, tx (dim floats) and unbrs (degree) are scratch.  Also VACUUM's (graphvacuum.c).
+ * Links node (vector x, list node_nbrs of nnode_nbrs entries) into u's list: an empty slot, or a
+ * replaceable edge (the second half of the list) when node is nearer to u than its target (always,
+ * with force): the farthest to a node that node's list names (u still reaches it through node),
+ * else the farthest.  Returns whether u's list names node.  ux, tx (dim floats) and unbrs (degree)
+ * are scratch.  Also VACUUM's (graphvacuum.c).
  */
 bool
 vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u, uint32 node,
-				   const float *x, float *ux, float *tx, uint32 *unbrs, bool force)
+				   const float *x, const uint32 *node_nbrs, int nnode_nbrs, float *ux, float *tx,
+				   uint32 *unbrs, bool force)
 {
 	VsGraphNodeCopy nc;
 	int			degree = (int) r->degree;
@@ -147,6 +153,8 @@ vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u,
 	if (slot < 0)
 	{
 		int			stale = -1;
+		int			covered = -1;
+		float		covered_worst = -INFINITY;
 
 		d = vs_graph_distance(metric, ux, x, r->dim);
 		if (isnan(d) && !force)
@@ -168,9 +176,18 @@ vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u,
 				worst = dt;
 				slot = p;
 			}
+			/* an edge to a node that node's own list names: u -> node -> it replaces it */
+			for (int q = 0; q < nnode_nbrs; q++)
+				if (node_nbrs[q] == unbrs[p] && dt > covered_worst)
+				{
+					covered_worst = dt;
+					covered = p;
+				}
 		}
 		if (stale >= 0)
 			slot = stale;
+		else if (covered >= 0 && (d < covered_worst || force))
+			slot = covered;
 		else if (!(d < worst) && !force)
 			slot = -1;
 	}
@@ -273,7 +290,8 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	for (int i = 0; i < nsel; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		vs_graph_link_into(index, &r, metric, sel[i], node, vec->x, ux, tx, unbrs, false);
+		vs_graph_link_into(index, &r, metric, sel[i], node, vec->x, sel, nsel, ux, tx, unbrs,
+						   false);
 		vs_graph_reader_end(&r);
 	}
 
@@ -286,8 +304,8 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (hits[i].node != node)
-			linked += vs_graph_link_into(index, &r, metric, hits[i].node, node, vec->x, ux, tx,
-									   unbrs, true);
+			linked += vs_graph_link_into(index, &r, metric, hits[i].node, node, vec->x, sel,
+										 nsel, ux, tx, unbrs, true);
 		vs_graph_reader_end(&r);
 	}
 	vs_graph_reader_end(&r);

@@ -354,8 +354,8 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 				{
 					if (hits[i].node != (uint32) v)
 						linked += vs_graph_link_into(index, &r, (vs_metric) meta.metric,
-													 hits[i].node, (uint32) v, vx, ux, tx,
-													 xnbrs, true);
+													 hits[i].node, (uint32) v, vx, NULL, 0,
+													 ux, tx, xnbrs, true);
 					vs_graph_reader_end(&r);
 				}
 				relinked++;

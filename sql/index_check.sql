@@ -37,6 +37,15 @@ CREATE FUNCTION chk_all(heapallindexed boolean) RETURNS TABLE (index text, am te
 	ORDER BY 1 $$;
 
 SELECT * FROM chk_all(true);
+-- vs_graph: live nodes no search reaches.  None after a build (its navigability pass:
+-- chk_half_graph); inserts (chk_graph's rows again after the UPDATE that added h, then the rows
+-- below) leave some, fewer since an insert replaces first an edge its new node covers; VACUUM
+-- relinks them
+CREATE FUNCTION chk_unreached() RETURNS TABLE (index text, unreached bigint) LANGUAGE sql AS $$
+	SELECT c.relname::text, (r->>'unreachable_live_nodes')::bigint
+	FROM pg_class c, LATERAL vsearch_index_check(c.oid::regclass) r
+	WHERE c.relname IN ('chk_graph', 'chk_half_graph') ORDER BY 1 $$;
+SELECT * FROM chk_unreached();
 
 -- inserts (new pages, new centers, list appends), updates, deletes, then VACUUM
 INSERT INTO chk SELECT i, (SELECT array_agg(round((random() * 12 - 1)::numeric, 2)::float4)
@@ -46,8 +55,10 @@ UPDATE chk SET v = v + '[1,1,1,1,1,1,1,1]' WHERE id % 5 = 0;
 UPDATE chk SET h = v::halfvec(8) WHERE id > 600 OR id % 5 = 0;
 DELETE FROM chk WHERE id % 3 = 0;
 SELECT * FROM chk_all(true);
+SELECT * FROM chk_unreached();
 VACUUM chk;
 SELECT * FROM chk_all(true);
+SELECT * FROM chk_unreached();
 DELETE FROM chk WHERE id > 100;
 VACUUM chk;
 SELECT * FROM chk_all(true);
