@@ -48,6 +48,7 @@ int exact_supported(ExactKernel *out, int max)
     return n;
 }
 
+// The best table's exact_base, chosen as exact_supported orders them.
 double exact_base_simd(vs_metric metric, const float *a, const float *b, size_t n)
 {
     static const auto best = [] {
@@ -65,10 +66,5 @@ double exact_base_simd(vs_metric metric, const float *a, const float *b, size_t 
 
 extern "C" double vs_exact_distance_f32(vs_metric metric, const float *a, const float *b, size_t n)
 {
-    static const vs::simd::ExactKernel best = [] {
-        vs::simd::ExactKernel k = vs::simd::exact_sse2::exact;
-        vs::simd::exact_supported(&k, 1);
-        return k;
-    }();
-    return best(metric, a, b, n);
+    return vs::base_to_output(metric, vs::simd::exact_base_simd(metric, a, b, n));
 }
