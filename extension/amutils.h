@@ -117,6 +117,13 @@ extern void vs_scan_rescan(IndexScanDesc scan, ScanKey keys, ScanKey orderbys);
 extern void vs_scan_end(IndexScanDesc scan);
 
 /*
+ * Marks the scan started (its first amgettuple or amgetbitmap since the last rescan) and counts
+ * it in the index's statistics (pg_stat_user_indexes.idx_scan), as btree counts its scans; the
+ * rows returned (idx_tup_read) are counted by PostgreSQL's index_getnext_tid and index_getbitmap.
+ */
+extern void vs_scan_started(IndexScanDesc scan);
+
+/*
  * The scan keys as floats (in the scan's context): range quals (centers and radii) and ORDER BY
  * query vectors.  Reads the index's reference into the base first.  A NULL key (or a sphere with a
  * NULL part) matches no row: empty is set.  Invalid radii and query vectors of another dimension

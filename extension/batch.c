@@ -44,6 +44,7 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -569,6 +570,8 @@ vs_batch_open(Oid indexoid, VsBatch *bc)
 {
 	INSTR_TIME_SET_CURRENT(bc->started);
 	open_index(indexoid, bc);
+	/* in the index's statistics a call is one scan and its answer rows the tuples it read */
+	pgstat_count_index_scan(bc->index);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -634,6 +637,7 @@ vs_batch_knn_answer(ReturnSetInfo *rsinfo, VsBatch *bc, int k)
 	report_times(bc, "vsearch_knn_batch");
 
 done:
+	pgstat_count_index_tuples(bc->index, tuplestore_tuple_count(rsinfo->setResult));
 	index_close(bc->index, NoLock);
 	table_close(bc->heap, NoLock);
 }
@@ -862,6 +866,7 @@ vs_batch_range_answer(ReturnSetInfo *rsinfo, VsBatch *bc, double radius)
 		pfree(rb.hits);
 
 done:
+	pgstat_count_index_tuples(bc->index, tuplestore_tuple_count(rsinfo->setResult));
 	index_close(bc->index, NoLock);
 	table_close(bc->heap, NoLock);
 }

@@ -128,7 +128,7 @@ scan_start(IndexScanDesc scan)
 	bool		have_query = false;
 
 	vs_scan_require_keys(scan);
-	so->base.started = true;
+	vs_scan_started(scan);
 	vs_index_ref(scan->indexRelation, &so->base.ref);
 	so->text = (int) so->base.ref.metric == VS_METRIC_LEVENSHTEIN;
 

@@ -8,6 +8,7 @@
 #include "catalog/pg_operator_d.h"
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "utils/memutils.h"
 #include "utils/tuplesort.h"
 
@@ -92,6 +93,13 @@ vs_scan_require_keys(IndexScanDesc scan)
 }
 
 void
+vs_scan_started(IndexScanDesc scan)
+{
+	((VsScanBase *) scan->opaque)->started = true;
+	pgstat_count_index_scan(scan->indexRelation);
+}
+
+void
 vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys)
 {
 	VsScanBase *so = (VsScanBase *) scan->opaque;
@@ -101,7 +109,7 @@ vs_scan_keys(IndexScanDesc scan, VsScanKeys *keys)
 
 	vs_scan_require_keys(scan);
 	old = MemoryContextSwitchTo(so->cxt);
-	so->started = true;
+	vs_scan_started(scan);
 	vs_index_ref(scan->indexRelation, &so->ref);
 	memset(keys, 0, sizeof(*keys));
 
