@@ -51,10 +51,12 @@ SET vsearch.device = cpu;
 ALTER SYSTEM SET vsearch.malloc_trim_threshold = 0;
 SELECT pg_reload_conf();
 SELECT pg_sleep(0.5);
+SHOW vsearch.malloc_trim_threshold;  -- the reload landed before the check
 SELECT * FROM mt_batch_differs;
 ALTER SYSTEM SET vsearch.malloc_trim_threshold = '16MB';
 SELECT pg_reload_conf();
 SELECT pg_sleep(0.5);
+SHOW vsearch.malloc_trim_threshold;
 SELECT * FROM mt_batch_differs;
 ALTER SYSTEM RESET vsearch.malloc_trim_threshold;
 SELECT pg_reload_conf();
