@@ -15,7 +15,11 @@
  *
  *   metapage   page header | VsGraphMetaPageData | ... | opaque
  *   node page  page header | node[per_page] | ... | opaque
- *   node       ItemPointerData heap_tid | uint16 flags | float4 x[dim] | uint32 nbrs[degree]
+ *   node       ItemPointerData heap_tid | uint16 flags | x[dim] | uint32 nbrs[degree]
+ *
+ * x is float4, or IEEE binary16 in an index of a halfvec column (metapage `storage`; binary16
+ * holds a halfvec's values exactly, in half the bytes, so such an index takes up to about 4 000
+ * dimensions instead of 2 000); readers widen it to floats.
  *
  * Inserts and VACUUM are serialized by a heavyweight lock on the metapage's block number
  * (LockPage, ExclusiveLock), held for the whole change; searches never take it.  Page contents
@@ -202,13 +206,29 @@ typedef struct VsGraphMetaPageData
 	uint32		pq_m;			/* the option pq_m at the build (0: automatic; an index built
 								 * before 2026-12-06 has 0 here, where the field was unused) */
 	uint32		seeds[VS_GRAPH_MAX_SEEDS];
+	uint32		storage;		/* VS_GRAPH_STORE_F32 or _F16 (0, floats, in every index built
+								 * before 2026-12-07: the page's zeros past the struct) */
 } VsGraphMetaPageData;
 
 typedef VsGraphMetaPageData *VsGraphMetaPage;
 
 #define VsGraphPageGetMeta(page) ((VsGraphMetaPage) PageGetContents(page))
 
-/* A node; x then nbrs follow the header. */
+/* How an index stores its nodes' vectors: float4, or IEEE binary16 (a halfvec column) */
+#define VS_GRAPH_STORE_F32		0
+#define VS_GRAPH_STORE_F16		1
+
+/*
+ * The node geometry below is in 4-byte words of a vector: dim for float vectors, dim / 2 rounded
+ * up for binary16 ones.
+ */
+static inline uint32
+vs_graph_vector_words(uint32 dim, uint32 storage)
+{
+	return storage == VS_GRAPH_STORE_F16 ? (dim + 1) / 2 : dim;
+}
+
+/* A node; x (float4, or binary16: uint16 values) then nbrs follow the header. */
 typedef struct VsGraphNode
 {
 	ItemPointerData heap_tid;
@@ -216,13 +236,14 @@ typedef struct VsGraphNode
 	float		x[FLEXIBLE_ARRAY_MEMBER];
 } VsGraphNode;
 
-#define VS_GRAPH_NODE_SIZE(dim, degree) \
-	(offsetof(VsGraphNode, x) + sizeof(float) * (Size) (dim) + sizeof(uint32) * (Size) (degree))
-#define VsGraphNodesPerPage(dim, degree) \
-	((int) (VS_GRAPH_PAGE_SPACE / VS_GRAPH_NODE_SIZE(dim, degree)))
-#define VsGraphPageGetNode(page, dim, degree, i) \
-	((VsGraphNode *) (PageGetContents(page) + (Size) (i) * VS_GRAPH_NODE_SIZE(dim, degree)))
-#define VsGraphNodeNbrs(node, dim)	((uint32 *) ((node)->x + (dim)))
+/* words: vs_graph_vector_words */
+#define VS_GRAPH_NODE_SIZE(words, degree) \
+	(offsetof(VsGraphNode, x) + sizeof(float) * (Size) (words) + sizeof(uint32) * (Size) (degree))
+#define VsGraphNodesPerPage(words, degree) \
+	((int) (VS_GRAPH_PAGE_SPACE / VS_GRAPH_NODE_SIZE(words, degree)))
+#define VsGraphPageGetNode(page, words, degree, i) \
+	((VsGraphNode *) (PageGetContents(page) + (Size) (i) * VS_GRAPH_NODE_SIZE(words, degree)))
+#define VsGraphNodeNbrs(node, words)	((uint32 *) ((node)->x + (words)))
 
 #define VsGraphIsNodePage(page) \
 	(!PageIsNew(page) && PageGetSpecialSize(page) == MAXALIGN(sizeof(VsGraphPageOpaqueData)) && \
@@ -230,6 +251,7 @@ typedef struct VsGraphNode
 
 /* A reference's kind_info (search.h), from the metapage. */
 #define VsGraphRefDegree(ref)		((uint32) (ref)->kind_info[0])
+#define VsGraphRefStorage(ref)		((uint32) ((ref)->kind_info[0] >> 32))
 #define VsGraphRefEntry(ref)		((uint32) (ref)->kind_info[1])
 #define VsGraphRefNodes(ref)		((ref)->kind_info[2])
 #define VsGraphRefStarts(ref)		((uint32) (ref)->kind_info[3])	/* entry and seeds */
@@ -267,6 +289,8 @@ typedef struct VsGraphReader
 	struct VsRecentPages *recent;	/* pages pinned through their recent buffers, or NULL */
 	uint32		dim;
 	uint32		degree;
+	uint32		storage;		/* VS_GRAPH_STORE_* */
+	uint32		words;			/* of a node's vector (vs_graph_vector_words) */
 	int			per_page;
 	uint64		nnodes;			/* nodes at or above this are not read */
 	Buffer		buf;
@@ -286,15 +310,18 @@ extern PGDLLIMPORT int vs_graph_ef;
 extern PGDLLIMPORT int vs_graph_expand;
 extern void vs_graph_init_page(Page page, uint16 flags);
 extern void vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
-								   uint32 build_degree);
+								   uint32 build_degree, uint32 storage);
 extern VsGraphMetaPage vs_graph_page_meta(Page page);
 extern void vs_graph_read_meta(Relation index, VsGraphMetaPageData *meta);
 extern int	vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts);
 extern uint32 *vs_graph_ref_starts(Relation index, const VsIndexRef *ref, int *nstarts);
-extern void vs_graph_page_set_items(Page page, uint32 dim, uint32 degree, int nitems);
-extern void vs_graph_check_dim(int dim, uint32 degree);
-extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree);
-extern void vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node,
+extern void vs_graph_page_set_items(Page page, uint32 words, uint32 degree, int nitems);
+extern uint32 vs_graph_index_storage(Relation index);
+extern void vs_graph_store_vector(VsGraphNode *node, const float *x, uint32 dim, uint32 storage);
+extern void vs_graph_load_vector(const VsGraphNode *node, float *x, uint32 dim, uint32 storage);
+extern void vs_graph_check_dim(int dim, uint32 degree, uint32 storage);
+extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree, uint32 storage);
+extern void vs_graph_write_nbrs(Relation index, uint32 words, uint32 degree, uint32 node,
 								const uint32 *nbrs);
 extern bool vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u,
 							   uint32 node, const float *x, const uint32 *node_nbrs,
@@ -309,7 +336,7 @@ extern bytea *vs_graph_options(Datum reloptions, bool validate);
 
 /* graphsearch.c: reading nodes, beam search, pruning */
 extern void vs_graph_reader_init(VsGraphReader *r, const VsIndexRef *ref, Relation rel,
-								 uint32 dim, uint32 degree, uint64 nnodes);
+								 uint32 dim, uint32 degree, uint32 storage, uint64 nnodes);
 extern void vs_graph_reader_use_recent(VsGraphReader *r);
 extern void vs_graph_reader_end(VsGraphReader *r);
 extern void vs_graph_prefetch_node(const VsGraphReader *r, uint32 node, bool with_vector);

@@ -191,7 +191,8 @@ vs_graph_batch_knn(VsBatch *bc, int k)
 	vs_graph_read_meta(bc->index, &meta);
 	nstarts = vs_graph_starts(&meta, starts);
 
-	vs_graph_reader_init(&r, &bc->ref, bc->index, dim, VsGraphRefDegree(&bc->ref), nnodes);
+	vs_graph_reader_init(&r, &bc->ref, bc->index, dim, VsGraphRefDegree(&bc->ref),
+						 VsGraphRefStorage(&bc->ref), nnodes);
 	vs_graph_reader_use_recent(&r);
 	for (int q0 = 0; q0 < bc->nq; q0 += chunk)
 	{

@@ -118,7 +118,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 
 	old = MemoryContextSwitchTo(state->tmpcxt);
 	vec = vs_datum_vector(values[0]);
-	vs_graph_check_vector_dim(state->dim, vec->dim, state->degree);
+	vs_graph_check_vector_dim(state->dim, vec->dim, state->degree, state->storage);
 	MemoryContextSwitchTo(old);
 	if (state->dim == 0)
 	{
@@ -261,7 +261,8 @@ cover_starts(GraphBuildState *s, const uint32 *graph, uint32 entry, uint32 *seed
 static void
 write_nodes(GraphBuildState *s, const uint32 *graph)
 {
-	int			per_page = VsGraphNodesPerPage(s->dim, s->degree);
+	uint32		words = vs_graph_vector_words(s->dim, s->storage);
+	int			per_page = VsGraphNodesPerPage(words, s->degree);
 	Page		tmp = (Page) palloc(BLCKSZ);
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, s->n);
@@ -276,16 +277,16 @@ write_nodes(GraphBuildState *s, const uint32 *graph)
 		vs_graph_init_page(tmp, VS_GRAPH_NODES);
 		for (int i = 0; i < nitems; i++)
 		{
-			VsGraphNode *node = VsGraphPageGetNode(tmp, s->dim, s->degree, i);
+			VsGraphNode *node = VsGraphPageGetNode(tmp, words, s->degree, i);
 			int64		v = first + i;
 
 			node->heap_tid = s->tids[v];
 			node->flags = VS_GRAPH_NODE_LIVE;
-			memcpy(node->x, s->vectors + (Size) v * s->dim, sizeof(float) * s->dim);
-			memcpy(VsGraphNodeNbrs(node, s->dim), graph + (Size) v * s->degree,
+			vs_graph_store_vector(node, s->vectors + (Size) v * s->dim, s->dim, s->storage);
+			memcpy(VsGraphNodeNbrs(node, words), graph + (Size) v * s->degree,
 				   sizeof(uint32) * s->degree);
 		}
-		vs_graph_page_set_items(tmp, s->dim, s->degree, nitems);
+		vs_graph_page_set_items(tmp, words, s->degree, nitems);
 
 		buf = vs_new_buffer(s->index, MAIN_FORKNUM);
 		Assert(BufferGetBlockNumber(buf) == VS_GRAPH_FIRST_NODE_BLKNO + first / per_page);
@@ -307,7 +308,7 @@ declared_dim(Relation index, uint32 degree)
 
 	if (dim > 0)
 	{
-		vs_graph_check_dim((int) dim, degree);
+		vs_graph_check_dim((int) dim, degree, vs_graph_index_storage(index));
 		vs_graph_check_pq_m(vs_graph_index_pq_m(index), (int) dim);
 	}
 	return dim;
@@ -336,6 +337,7 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	memset(&state, 0, sizeof(state));
 	state.index = index;
 	vs_graph_index_options(index, &state.degree, &state.build_degree);
+	state.storage = vs_graph_index_storage(index);
 	state.dim = declared_dim(index, state.degree);
 	metric = vs_opclass_metric(index);
 
@@ -344,7 +346,8 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	Assert(BufferGetBlockNumber(metabuf) == VS_GRAPH_METAPAGE_BLKNO);
 	xlog = GenericXLogStart(index);
 	metapage = GenericXLogRegisterBuffer(xlog, metabuf, GENERIC_XLOG_FULL_IMAGE);
-	vs_graph_init_metapage(metapage, state.dim, metric, state.degree, state.build_degree);
+	vs_graph_init_metapage(metapage, state.dim, metric, state.degree, state.build_degree,
+						   state.storage);
 	VsGraphPageGetMeta(metapage)->pq_m = (uint32) vs_graph_index_pq_m(index);
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(metabuf);
@@ -427,7 +430,7 @@ vs_graph_buildempty(Relation index)
 	buf = vs_new_buffer(index, INIT_FORKNUM);
 	page = BufferGetPage(buf);
 	START_CRIT_SECTION();
-	vs_graph_init_metapage(page, dim, metric, degree, build_degree);
+	vs_graph_init_metapage(page, dim, metric, degree, build_degree, vs_graph_index_storage(index));
 	VsGraphPageGetMeta(page)->pq_m = (uint32) vs_graph_index_pq_m(index);
 	MarkBufferDirty(buf);
 	log_newpage_buffer(buf, true);

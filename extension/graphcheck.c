@@ -30,6 +30,7 @@ reached_live(VsCheck *c, const VsGraphMetaPageData *meta, int per_page, const ui
 {
 	uint8	   *reached = palloc_extended((Size) (meta->nnodes + 7) / 8 + 1,
 								  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	uint32		words = vs_graph_vector_words(meta->dim, meta->storage);
 	uint64		count = 0;
 	bool		changed = false;
 
@@ -59,8 +60,8 @@ reached_live(VsCheck *c, const VsGraphMetaPageData *meta, int per_page, const ui
 			page = vs_check_read(c, VS_GRAPH_FIRST_NODE_BLKNO + (BlockNumber) (first / per_page));
 			for (int i = 0; i < nitems; i++)
 			{
-				VsGraphNode *node = VsGraphPageGetNode(page, meta->dim, meta->degree, i);
-				uint32	   *nbrs = VsGraphNodeNbrs(node, meta->dim);
+				VsGraphNode *node = VsGraphPageGetNode(page, words, meta->degree, i);
+				uint32	   *nbrs = VsGraphNodeNbrs(node, words);
 
 				if (!REACHED(first + i))
 					continue;
@@ -88,6 +89,8 @@ vs_graph_check(VsCheck *c)
 	int64		edges_to_free = 0;
 	uint64		unreachable;
 	uint16	   *flags;
+	uint32		words;
+	float	   *x;
 
 	/* the version first: a version-1 index's pages carry vs_lc's page id (graph.h) */
 	vs_check_meta(c, vs_check_read(c, VS_GRAPH_METAPAGE_BLKNO), VS_GRAPH_MAGIC, VS_GRAPH_VERSION);
@@ -102,8 +105,13 @@ vs_graph_check(VsCheck *c)
 	if (meta.degree < VS_GRAPH_MIN_DEGREE || meta.degree > VS_GRAPH_MAX_DEGREE ||
 		meta.build_degree > VS_GRAPH_MAX_BUILD_DEGREE)
 		vs_check_fail(c, 0, "degree %u, build degree %u", meta.degree, meta.build_degree);
+	/* binary16 vectors only for a halfvec column (every index built before has floats) */
+	if (meta.storage > VS_GRAPH_STORE_F16 ||
+		(meta.storage == VS_GRAPH_STORE_F16 && !vs_index_is_halfvec(c->index)))
+		vs_check_fail(c, 0, "vector storage %u", meta.storage);
+	words = vs_graph_vector_words(meta.dim, meta.storage);
 	if ((declared != 0 && meta.dim != 0 && meta.dim != declared) ||
-		VS_GRAPH_NODE_SIZE(meta.dim, meta.degree) > VS_GRAPH_PAGE_SPACE)
+		VS_GRAPH_NODE_SIZE(words, meta.degree) > VS_GRAPH_PAGE_SPACE)
 		vs_check_fail(c, 0, "dimension %u (the column declares %u)", meta.dim, declared);
 	if (meta.dim == 0 && meta.nnodes > 0)
 		vs_check_fail(c, 0, UINT64_FORMAT " nodes but no dimension", meta.nnodes);
@@ -119,8 +127,9 @@ vs_graph_check(VsCheck *c)
 
 	/* the flags of every slot first, then the edges against them */
 	flags = palloc_extended(sizeof(uint16) * Max(meta.nnodes, 1), MCXT_ALLOC_HUGE);
+	x = palloc(sizeof(float) * Max(meta.dim, 1));
 	if (meta.dim > 0)
-		per_page = VsGraphNodesPerPage(meta.dim, meta.degree);
+		per_page = VsGraphNodesPerPage(words, meta.degree);
 	for (int pass = 0; pass < 2; pass++)
 	{
 		for (uint64 first = 0; first < meta.nnodes; first += per_page)
@@ -135,15 +144,15 @@ vs_graph_check(VsCheck *c)
 			opaque = VsGraphPageGetOpaque(page);
 			if (opaque->flags != VS_GRAPH_NODES || opaque->nitems != nitems ||
 				((PageHeader) page)->pd_lower != MAXALIGN(SizeOfPageHeaderData) +
-				(Size) nitems * VS_GRAPH_NODE_SIZE(meta.dim, meta.degree))
+				(Size) nitems * VS_GRAPH_NODE_SIZE(words, meta.degree))
 				vs_check_fail(c, blkno, "not the node page of slots " UINT64_FORMAT "..."
 							  UINT64_FORMAT " (flags %u, %u slots)", first, first + nitems - 1,
 							  opaque->flags, opaque->nitems);
 			for (int i = 0; i < nitems; i++)
 			{
-				VsGraphNode *node = VsGraphPageGetNode(page, meta.dim, meta.degree, i);
+				VsGraphNode *node = VsGraphPageGetNode(page, words, meta.degree, i);
 				uint32		self = (uint32) (first + i);
-				uint32	   *nbrs = VsGraphNodeNbrs(node, meta.dim);
+				uint32	   *nbrs = VsGraphNodeNbrs(node, words);
 
 				if (pass == 0)
 				{
@@ -151,7 +160,8 @@ vs_graph_check(VsCheck *c)
 					if (node->flags == VS_GRAPH_NODE_LIVE)
 					{
 						vs_check_tid(c, blkno, &node->heap_tid, 0);
-						vs_check_floats(c, blkno, node->x, meta.dim, "a node");
+						vs_graph_load_vector(node, x, meta.dim, meta.storage);
+						vs_check_floats(c, blkno, x, meta.dim, "a node");
 						live++;
 					}
 					else if (node->flags == VS_GRAPH_NODE_FREE)
@@ -183,6 +193,7 @@ vs_graph_check(VsCheck *c)
 					  " live and " UINT64_FORMAT " free", meta.ntuples, meta.nfree, meta.nnodes,
 					  live, nfree);
 	pfree(flags);
+	pfree(x);
 	vs_check_report(c, "dimensions", meta.dim);
 	vs_check_report(c, "degree", meta.degree);
 	vs_check_report(c, "nodes", (int64) meta.nnodes);

@@ -57,7 +57,8 @@ write_node(Relation index, const VsGraphMetaPageData *meta, uint32 node, bool ap
 {
 	uint32		dim = meta->dim;
 	uint32		degree = meta->degree;
-	int			per_page = VsGraphNodesPerPage(dim, degree);
+	uint32		words = vs_graph_vector_words(dim, meta->storage);
+	int			per_page = VsGraphNodesPerPage(words, degree);
 	BlockNumber blkno = VS_GRAPH_FIRST_NODE_BLKNO + node / (uint32) per_page;
 	int			slot = (int) (node % (uint32) per_page);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
@@ -96,13 +97,13 @@ write_node(Relation index, const VsGraphMetaPageData *meta, uint32 node, bool ap
 				 errmsg("vs_graph index \"%s\" block %u is not a node page",
 						RelationGetRelationName(index), blkno),
 				 errhint("REINDEX the index.")));
-	n = VsGraphPageGetNode(page, dim, degree, slot);
+	n = VsGraphPageGetNode(page, words, degree, slot);
 	n->heap_tid = *tid;
 	n->flags = VS_GRAPH_NODE_LIVE;
-	memcpy(n->x, x, sizeof(float) * dim);
-	memcpy(VsGraphNodeNbrs(n, dim), nbrs, sizeof(uint32) * degree);
+	vs_graph_store_vector(n, x, dim, meta->storage);
+	memcpy(VsGraphNodeNbrs(n, words), nbrs, sizeof(uint32) * degree);
 	if (append)
-		vs_graph_page_set_items(page, dim, degree,
+		vs_graph_page_set_items(page, words, degree,
 								Max(slot + 1, (int) VsGraphPageGetOpaque(page)->nitems));
 
 	m = vs_graph_page_meta(GenericXLogRegisterBuffer(xlog, metabuf, 0));
@@ -194,7 +195,7 @@ vs_graph_link_into(Relation index, VsGraphReader *r, vs_metric metric, uint32 u,
 	if (slot < 0)
 		return false;
 	unbrs[slot] = node;
-	vs_graph_write_nbrs(index, r->dim, r->degree, u, unbrs);
+	vs_graph_write_nbrs(index, r->words, r->degree, u, unbrs);
 	return true;
 }
 
@@ -231,14 +232,14 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 
 	LockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
 	vs_graph_read_meta(index, &meta);
-	vs_graph_check_vector_dim(meta.dim, vec->dim, meta.degree);
+	vs_graph_check_vector_dim(meta.dim, vec->dim, meta.degree, meta.storage);
 	if (meta.dim == 0)
 		vs_graph_check_pq_m(vs_graph_index_pq_m(index), vec->dim);
 	dim = (uint32) vec->dim;
 	meta.dim = dim;
 	metric = (vs_metric) meta.metric;
 	vs_ref_init(index, VS_GRAPH_KIND, &ref);
-	vs_graph_reader_init(&r, &ref, index, dim, meta.degree, meta.nnodes);
+	vs_graph_reader_init(&r, &ref, index, dim, meta.degree, meta.storage, meta.nnodes);
 
 	/* 1. the neighbours */
 	sel = palloc(sizeof(uint32) * meta.degree);
@@ -285,7 +286,7 @@ vs_graph_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_ti
 	ux = palloc(sizeof(float) * dim);
 	tx = palloc(sizeof(float) * dim);
 	unbrs = palloc(sizeof(uint32) * meta.degree);
-	vs_graph_reader_init(&r, &ref, index, dim, meta.degree,
+	vs_graph_reader_init(&r, &ref, index, dim, meta.degree, meta.storage,
 						 append ? (uint64) node + 1 : meta.nnodes);
 	for (int i = 0; i < nsel; i++)
 	{

@@ -144,6 +144,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	float	   *vectors;
 	uint32	   *nbrs;
 	uint8	   *live;
+	uint32		words;
 	int			per_page;
 	BlockNumber nblocks;
 	Size		need;
@@ -160,7 +161,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	UnlockReleaseBuffer(buf);
 	if (meta.dim == 0 || meta.dim != ref->dim || meta.metric != (uint32) ref->metric ||
 		meta.degree < VS_GRAPH_MIN_DEGREE || meta.degree > VS_GRAPH_MAX_DEGREE ||
-		meta.nnodes >= VS_GRAPH_NO_NODE)
+		meta.nnodes >= VS_GRAPH_NO_NODE || meta.storage > VS_GRAPH_STORE_F16)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("index %u is not a vs_graph index of dimension %u and metric %u",
@@ -175,7 +176,8 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	nbrs = palloc_extended(sizeof(uint32) * Max(meta.nnodes, 1) * meta.degree, MCXT_ALLOC_HUGE);
 	memset(nbrs, 0xFF, sizeof(uint32) * Max(meta.nnodes, 1) * meta.degree);
 	live = palloc_extended(Max(meta.nnodes, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	per_page = VsGraphNodesPerPage(meta.dim, meta.degree);
+	words = vs_graph_vector_words(meta.dim, meta.storage);
+	per_page = VsGraphNodesPerPage(words, meta.degree);
 	nblocks = (BlockNumber) ((meta.nnodes + per_page - 1) / per_page);
 	for (BlockNumber b = 0; b < nblocks; b++)
 	{
@@ -197,13 +199,13 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 			for (int i = 0; i < nitems && i < per_page; i++)
 			{
 				uint64		node = (uint64) b * per_page + i;
-				VsGraphNode *n = VsGraphPageGetNode(page, meta.dim, meta.degree, i);
+				VsGraphNode *n = VsGraphPageGetNode(page, words, meta.degree, i);
 
 				if (node >= meta.nnodes || !(n->flags & VS_GRAPH_NODE_LIVE))
 					continue;
 				live[node] = 1;
-				memcpy(vectors + node * meta.dim, n->x, sizeof(float) * meta.dim);
-				memcpy(nbrs + node * meta.degree, VsGraphNodeNbrs(n, meta.dim),
+				vs_graph_load_vector(n, vectors + node * meta.dim, meta.dim, meta.storage);
+				memcpy(nbrs + node * meta.degree, VsGraphNodeNbrs(n, words),
 					   sizeof(uint32) * meta.degree);
 			}
 		}

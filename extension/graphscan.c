@@ -281,7 +281,8 @@ scan_start(IndexScanDesc scan)
 	so->nnodes = VsGraphRefNodes(&so->base.ref);
 	so->x = palloc(sizeof(float) * so->base.ref.dim);
 	vs_graph_reader_init(&so->reader, &so->base.ref, scan->indexRelation, so->base.ref.dim,
-						 VsGraphRefDegree(&so->base.ref), so->nnodes);
+						 VsGraphRefDegree(&so->base.ref), VsGraphRefStorage(&so->base.ref),
+						 so->nnodes);
 	vs_graph_reader_use_recent(&so->reader);
 	so->reader_open = true;
 	so->starts = vs_graph_ref_starts(scan->indexRelation, &so->base.ref, &so->nstarts);

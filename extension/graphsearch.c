@@ -42,13 +42,15 @@
 
 void
 vs_graph_reader_init(VsGraphReader *r, const VsIndexRef *ref, Relation rel, uint32 dim,
-					 uint32 degree, uint64 nnodes)
+					 uint32 degree, uint32 storage, uint64 nnodes)
 {
 	r->ref = *ref;
 	r->rel = rel;
 	r->dim = dim;
 	r->degree = degree;
-	r->per_page = VsGraphNodesPerPage(dim, degree);
+	r->storage = storage;
+	r->words = vs_graph_vector_words(dim, storage);
+	r->per_page = VsGraphNodesPerPage(r->words, degree);
 	r->nnodes = nnodes;
 	r->recent = NULL;
 	r->buf = InvalidBuffer;
@@ -109,14 +111,14 @@ vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *out, float *x
 	page = BufferGetPage(r->buf);
 	if (VsGraphIsNodePage(page) && slot < VsGraphPageGetOpaque(page)->nitems)
 	{
-		VsGraphNode *n = VsGraphPageGetNode(page, r->dim, r->degree, slot);
+		VsGraphNode *n = VsGraphPageGetNode(page, r->words, r->degree, slot);
 
 		out->flags = n->flags;
 		out->tid = n->heap_tid;
 		if (x != NULL)
-			memcpy(x, n->x, sizeof(float) * r->dim);
+			vs_graph_load_vector(n, x, r->dim, r->storage);
 		if (nbrs != NULL)
-			memcpy(nbrs, VsGraphNodeNbrs(n, r->dim), sizeof(uint32) * r->degree);
+			memcpy(nbrs, VsGraphNodeNbrs(n, r->words), sizeof(uint32) * r->degree);
 		found = true;
 	}
 	LockBuffer(r->buf, BUFFER_LOCK_UNLOCK);
@@ -142,10 +144,10 @@ vs_graph_prefetch_node(const VsGraphReader *r, uint32 node, bool with_vector)
 		return;
 	__builtin_prefetch(page);
 	__builtin_prefetch(page + BLCKSZ - sizeof(VsGraphPageOpaqueData));
-	n = VsGraphPageGetNode((Page) page, r->dim, r->degree, node % (uint32) r->per_page);
+	n = VsGraphPageGetNode((Page) page, r->words, r->degree, node % (uint32) r->per_page);
 	__builtin_prefetch(n);
 	if (with_vector)
-		for (Size off = 0; off < sizeof(float) * r->dim; off += 64)
+		for (Size off = 0; off < sizeof(float) * r->words; off += 64)
 			__builtin_prefetch((const char *) n->x + off);
 }
 
@@ -418,7 +420,8 @@ vs_graph_range_candidates(const VsIndexRef *ref, const VsQueries *qs, double rad
 		return;
 	rel = vs_index_open_for_read(ref);
 	x = palloc(sizeof(float) * ref->dim);
-	vs_graph_reader_init(&r, ref, rel, ref->dim, VsGraphRefDegree(ref), nnodes);
+	vs_graph_reader_init(&r, ref, rel, ref->dim, VsGraphRefDegree(ref), VsGraphRefStorage(ref),
+						 nnodes);
 	vs_range_stream_begin(&out, nq, consume, arg);
 	for (int q = 0; q < nq; q++)
 	{

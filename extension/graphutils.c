@@ -11,6 +11,8 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 
+#include "vsearch/half.h"
+
 #include "graph.h"
 
 int			vs_graph_ef = 40;
@@ -194,17 +196,50 @@ vs_graph_init_page(Page page, uint16 flags)
 
 /* Sets the node count of a node page and pd_lower to the end of its nodes. */
 void
-vs_graph_page_set_items(Page page, uint32 dim, uint32 degree, int nitems)
+vs_graph_page_set_items(Page page, uint32 words, uint32 degree, int nitems)
 {
 	VsGraphPageGetOpaque(page)->nitems = (uint16) nitems;
 	((PageHeader) page)->pd_lower =
-		MAXALIGN(SizeOfPageHeaderData) + (Size) nitems * VS_GRAPH_NODE_SIZE(dim, degree);
+		MAXALIGN(SizeOfPageHeaderData) + (Size) nitems * VS_GRAPH_NODE_SIZE(words, degree);
 	Assert(((PageHeader) page)->pd_lower <= ((PageHeader) page)->pd_upper);
+}
+
+/* How a new index of this column stores its vectors: binary16 for a halfvec column. */
+uint32
+vs_graph_index_storage(Relation index)
+{
+	return vs_index_is_halfvec(index) ? VS_GRAPH_STORE_F16 : VS_GRAPH_STORE_F32;
+}
+
+/* Writes a node's vector (binary16: x holds a halfvec's values, which binary16 keeps exactly). */
+void
+vs_graph_store_vector(VsGraphNode *node, const float *x, uint32 dim, uint32 storage)
+{
+	if (storage == VS_GRAPH_STORE_F16)
+	{
+		uint16	   *h = (uint16 *) node->x;
+
+		vs_float_to_half(x, h, dim);
+		if (dim % 2)
+			h[dim] = 0;			/* the padding, so that pages are deterministic */
+	}
+	else
+		memcpy(node->x, x, sizeof(float) * dim);
+}
+
+/* A node's vector as floats (widening binary16 is exact). */
+void
+vs_graph_load_vector(const VsGraphNode *node, float *x, uint32 dim, uint32 storage)
+{
+	if (storage == VS_GRAPH_STORE_F16)
+		vs_half_to_float((const uint16 *) node->x, x, dim);
+	else
+		memcpy(x, node->x, sizeof(float) * dim);
 }
 
 void
 vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
-					   uint32 build_degree)
+					   uint32 build_degree, uint32 storage)
 {
 	VsGraphMetaPage meta;
 
@@ -220,6 +255,7 @@ vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
 	meta->metric = (uint32) metric;
 	meta->degree = degree;
 	meta->build_degree = build_degree;
+	meta->storage = storage;
 	meta->entry = VS_GRAPH_NO_NODE;
 	meta->generation = vs_initial_generation();
 	((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + sizeof(VsGraphMetaPageData);
@@ -227,9 +263,9 @@ vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
 
 /* Replaces a node's neighbour list (Generic WAL); the caller holds the index's writer lock. */
 void
-vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node, const uint32 *nbrs)
+vs_graph_write_nbrs(Relation index, uint32 words, uint32 degree, uint32 node, const uint32 *nbrs)
 {
-	int			per_page = VsGraphNodesPerPage(dim, degree);
+	int			per_page = VsGraphNodesPerPage(words, degree);
 	BlockNumber blkno = VS_GRAPH_FIRST_NODE_BLKNO + node / (uint32) per_page;
 	int			slot = (int) (node % (uint32) per_page);
 	Buffer		buf = ReadBuffer(index, blkno);
@@ -246,7 +282,7 @@ vs_graph_write_nbrs(Relation index, uint32 dim, uint32 degree, uint32 node, cons
 				 errhint("REINDEX the index.")));
 	xlog = GenericXLogStart(index);
 	page = GenericXLogRegisterBuffer(xlog, buf, 0);
-	memcpy(VsGraphNodeNbrs(VsGraphPageGetNode(page, dim, degree, slot), dim), nbrs,
+	memcpy(VsGraphNodeNbrs(VsGraphPageGetNode(page, words, degree, slot), words), nbrs,
 		   sizeof(uint32) * degree);
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(buf);
@@ -264,28 +300,37 @@ vs_graph_read_meta(Relation index, VsGraphMetaPageData *meta)
 	vs_read_meta(index, VS_GRAPH_MAGIC, VS_GRAPH_VERSION, "vs_graph", meta, sizeof(*meta));
 }
 
-/* ERROR unless a node of dim elements and degree neighbours fits on a page. */
+/* ERROR unless a node of dim elements (stored as storage says) and degree neighbours fits on a
+ * page. */
 void
-vs_graph_check_dim(int dim, uint32 degree)
+vs_graph_check_dim(int dim, uint32 degree, uint32 storage)
 {
-	if (VS_GRAPH_NODE_SIZE(dim, degree) > VS_GRAPH_PAGE_SPACE)
+	if (VS_GRAPH_NODE_SIZE(vs_graph_vector_words((uint32) dim, storage), degree) >
+		VS_GRAPH_PAGE_SPACE)
+	{
+		Size		words = (VS_GRAPH_PAGE_SPACE - offsetof(VsGraphNode, x) -
+							 sizeof(uint32) * degree) / sizeof(float);
+
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("vs_graph indexes with degree %u support at most %d dimensions, not %d",
-						degree,
-						(int) ((VS_GRAPH_PAGE_SPACE - offsetof(VsGraphNode, x) -
-								sizeof(uint32) * degree) / sizeof(float)),
-						dim),
+				 errmsg("vs_graph indexes with degree %u support at most %d dimensions of %s, not %d",
+						degree, (int) (storage == VS_GRAPH_STORE_F16 ? 2 * words : words),
+						storage == VS_GRAPH_STORE_F16 ? "halfvec" : "vector", dim),
+				 storage == VS_GRAPH_STORE_F16 ?
 				 errhint("A vs_graph node (vector and neighbour list) must fit on one %d-byte "
-						 "page; use a smaller degree or fewer dimensions.", BLCKSZ)));
+						 "page; use a smaller degree or fewer dimensions.", BLCKSZ) :
+				 errhint("A vs_graph node (vector and neighbour list) must fit on one %d-byte "
+						 "page; use a smaller degree, fewer dimensions, or a halfvec column (two "
+						 "bytes a dimension).", BLCKSZ)));
+	}
 }
 
 /* ERROR unless a vector of dim elements can go into an index of index_dim (0: any, first row). */
 void
-vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree)
+vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree, uint32 storage)
 {
 	if (index_dim == 0)
-		vs_graph_check_dim(dim, degree);
+		vs_graph_check_dim(dim, degree, storage);
 	else if ((uint32) dim != index_dim)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -358,7 +403,7 @@ typedef struct GraphStartsCache
 } GraphStartsCache;
 
 /*
- * Reads the metapage's fields before its seeds into *meta (the seeds are not copied) and returns
+ * Reads the metapage's fields but its seeds into *meta (the seeds are not copied) and returns
  * the start list of that metapage, made anew under the page's lock when the copy is of another
  * generation.
  */
@@ -379,6 +424,7 @@ read_meta_starts(Relation index, VsGraphMetaPageData *meta)
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	m = vs_graph_page_meta(BufferGetPage(buf));
 	memcpy(meta, m, offsetof(VsGraphMetaPageData, seeds));
+	meta->storage = m->storage;
 	if (c->generation != m->generation || memcmp(&c->locator, &locator, sizeof(locator)) != 0)
 	{
 		c->generation = 0;
@@ -425,7 +471,13 @@ graph_read_ref(Relation index, VsIndexRef *ref)
 	ref->dim = meta.dim;
 	ref->generation = meta.generation;
 	ref->ntuples = meta.ntuples;
-	ref->kind_info[0] = meta.degree;
+	if (meta.storage > VS_GRAPH_STORE_F16)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("vs_graph index \"%s\" has an unknown vector storage %u",
+						RelationGetRelationName(index), meta.storage),
+				 errhint("REINDEX the index.")));
+	ref->kind_info[0] = meta.degree | ((uint64) meta.storage << 32);
 	ref->kind_info[1] = meta.entry;
 	ref->kind_info[2] = meta.nnodes;
 	ref->kind_info[3] = (uint64) c->nstarts;

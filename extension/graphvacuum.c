@@ -180,6 +180,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	uint64		relinked = 0;		/* unreached live nodes step 3 linked */
 	uint32		first_freed = VS_GRAPH_NO_NODE;
 	uint8	   *freed = NULL;
+	uint32		words;
 	int			per_page;
 	BlockNumber npages;
 
@@ -188,7 +189,8 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 	LockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
 	vs_graph_read_meta(index, &meta);
-	per_page = meta.dim > 0 ? VsGraphNodesPerPage(meta.dim, meta.degree) : 0;
+	words = vs_graph_vector_words(meta.dim, meta.storage);
+	per_page = meta.dim > 0 ? VsGraphNodesPerPage(words, meta.degree) : 0;
 	npages = per_page > 0 ? (BlockNumber) ((meta.nnodes + per_page - 1) / per_page) : 0;
 	if (meta.nnodes > 0)
 		freed = palloc_extended(meta.nnodes, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
@@ -215,7 +217,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		nitems = VsGraphPageGetOpaque(page)->nitems;
 		for (int i = 0; i < nitems; i++)
 		{
-			VsGraphNode *n = VsGraphPageGetNode(page, meta.dim, meta.degree, i);
+			VsGraphNode *n = VsGraphPageGetNode(page, words, meta.degree, i);
 
 			dead[i] = (n->flags & VS_GRAPH_NODE_LIVE) && callback(&n->heap_tid, callback_state);
 			any |= dead[i];
@@ -243,7 +245,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 				if (!dead[i])
 					continue;
-				VsGraphPageGetNode(page, meta.dim, meta.degree, i)->flags = VS_GRAPH_NODE_FREE;
+				VsGraphPageGetNode(page, words, meta.degree, i)->flags = VS_GRAPH_NODE_FREE;
 				freed[node] = 1;
 				removed++;
 				if (first_freed == VS_GRAPH_NO_NODE || node < first_freed)
@@ -281,7 +283,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 		/* 2. repair the lists that name freed nodes */
 		vs_ref_init(index, VS_GRAPH_KIND, &ref);
-		vs_graph_reader_init(&r, &ref, index, meta.dim, degree, meta.nnodes);
+		vs_graph_reader_init(&r, &ref, index, meta.dim, degree, meta.storage, meta.nnodes);
 		for (uint64 u = 0; u < meta.nnodes; u++)
 		{
 			VsGraphNodeCopy nc;
@@ -295,7 +297,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 							cands, cand_nodes, gather, max_cands))
 			{
 				vs_graph_reader_end(&r);
-				vs_graph_write_nbrs(index, meta.dim, degree, (uint32) u, nbrs);
+				vs_graph_write_nbrs(index, words, degree, (uint32) u, nbrs);
 			}
 		}
 

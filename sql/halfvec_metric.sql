@@ -156,5 +156,42 @@ JOIN graph_wide v ON v.col = 'vector' AND (v.metric, v.qid, v.rank) = (h.metric,
 JOIN graph_seqscan s ON (s.metric, s.qid, s.rank) = (h.metric, h.qid, h.rank)
 WHERE h.col = 'halfvec' GROUP BY h.metric ORDER BY h.metric;
 
+-- vs_graph keeps a halfvec column's vectors as binary16 in its node pages (the values exactly, in
+-- half the bytes: a node of 12 dimensions and degree 4 takes 48 bytes against 72), and the index
+-- check (NaN / infinity in any node, one entry per row) reads them back.
+SELECT pg_relation_size('hm_gr_h_l2') / 8192 AS halfvec_pages, pg_relation_size('hm_gr_w_l2') / 8192 AS vector_pages;
+SELECT (vsearch_index_check('hm_gr_h_cos', true)->>'entries')::int AS entries;
 DROP VIEW nearest, graph_nearest;
 DROP TABLE hm, hm_q;
+
+-- So a halfvec column takes twice the dimensions of a vector column (degree 32: 4012 against
+-- 2006), e.g. 3 072-dimension embeddings stored as halfvec, with inserts and VACUUM.
+CREATE TABLE hw (id integer PRIMARY KEY, h halfvec(3072));
+INSERT INTO hw SELECT g, ARRAY(SELECT sin(g * 0.37 + j * 0.011)::real FROM generate_series(1, 3072) j WHERE g > 0)::halfvec
+FROM generate_series(1, 300) g;
+CREATE INDEX hw_gr ON hw USING vs_graph (h);
+INSERT INTO hw SELECT g, ARRAY(SELECT cos(g * 0.29 + j * 0.007)::real FROM generate_series(1, 3072) j WHERE g > 0)::halfvec
+FROM generate_series(301, 400) g;
+DELETE FROM hw WHERE id % 7 = 0;
+VACUUM hw;
+-- a beam as wide as the table: the seq scan's rows
+SET vsearch.graph_ef = 1000;
+SET enable_seqscan = off;
+CREATE TEMP TABLE hw_idx AS SELECT q.id AS qid, x.id, x.d FROM hw q,
+  LATERAL (SELECT id, h <-> q.h AS d FROM hw ORDER BY h <-> q.h LIMIT 5) x WHERE q.id % 50 = 1;
+RESET enable_seqscan;
+RESET vsearch.graph_ef;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+CREATE TEMP TABLE hw_seq AS SELECT q.id AS qid, x.id, x.d FROM hw q,
+  LATERAL (SELECT id, h <-> q.h AS d FROM hw ORDER BY h <-> q.h LIMIT 5) x WHERE q.id % 50 = 1;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+SELECT count(*) AS rows, (SELECT count(*) FROM (TABLE hw_idx EXCEPT ALL TABLE hw_seq) d) AS differ FROM hw_idx;
+SELECT (r->>'entries')::int AS entries, (r->>'dimensions')::int AS dimensions
+FROM vsearch_index_check('hw_gr', true) r;
+-- beyond the page: the limit for halfvec, and for vector the hint to store halfvec
+CREATE TABLE hw_wide (h halfvec(4013), v vector(2007));
+CREATE INDEX ON hw_wide USING vs_graph (h);
+CREATE INDEX ON hw_wide USING vs_graph (v);
+DROP TABLE hw, hw_wide;
