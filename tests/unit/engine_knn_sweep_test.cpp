@@ -37,6 +37,9 @@ std::vector<Shape> shapes()
         {32768, 8, false, {10, 180, 240, 256}, "threshold, rank 64"},
         {32768, 128, false, {180, 256}, "threshold, rank 64, long rows"},
         {8192, 8, false, {1780}, "threshold, rank 320"},
+        // Rows over 64 pieces: the sample's rows split over teams of 8 lanes (75 pieces: the
+        // last pass leaves lanes idle).
+        {8192, 300, false, {1, 10, 100}, "sample teams, d 300"},
         // More than 128 dimensions: the GEMM path for every batch (L1: the staged scan; 129 is not
         // a multiple of 4), TF32 on integer data leaving many queries uncertified, so that the
         // dataset's miss average moves between calls and small batches switch to the fp32 GEMM.

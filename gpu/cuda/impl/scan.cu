@@ -660,10 +660,12 @@ template <int OP> __global__ void __launch_bounds__(kThreads, 2) rows_group_kern
 }
 
 // Keys of the sampled rows (runs of 32 rows spread over the set) for the thresholds, the rows
-// kernels' arithmetic: thread per (sampled row, group of 4 queries), the threads of a row adjacent
-// so that it is read from DRAM once; short per-thread chains keep the kernel's latency low.
+// kernels' arithmetic: a team of `lanes` adjacent threads per (sampled row, group of 4 queries),
+// each lane the row's pieces lane, lane + lanes, ..., so that the row is read from DRAM once in
+// whole lines and a lane's chain of loads is d4 / lanes / 8 latencies long (a thread per row at
+// 784 dimensions waited on 25 of them); the team's partial sums meet by shuffles.
 template <int OP, int QB>
-__global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int chunks, uint64_t *keys)
+__global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int chunks, int lanes, uint64_t *keys)
 {
     constexpr int G = QB / 4;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -672,32 +674,45 @@ __global__ void __launch_bounds__(kThreads) rows_sample_kernel(ScanArgs a, int c
     grid_dependents_launch(); // the threshold kernel, which waits for this one
     stage_queries<QB>(a, Qs);
     __syncthreads();
-    const int S = chunks * 32, t = blockIdx.x * kThreads + threadIdx.x, j = t / G, q0 = (t % G) * 4;
-    if (j >= S || q0 >= a.nb)
+    const int S = chunks * 32, t = blockIdx.x * kThreads + threadIdx.x, team = t / lanes,
+              lane = t % lanes, j = team / G, q0 = (team % G) * 4;
+    // whole teams leave together: the shuffles below need every lane of a team
+    const bool on = j < S && q0 < a.nb;
+    if (__all_sync(kFullMask, !on))
         return;
-    const uint32_t row =
-        static_cast<uint32_t>(static_cast<uint64_t>(j / 32) * a.rows.n / chunks) / 32 * 32 + j % 32;
+    const uint32_t row = on ? static_cast<uint32_t>(static_cast<uint64_t>(j / 32) * a.rows.n / chunks) / 32 * 32 + j % 32 : 0;
     const float4 *x = reinterpret_cast<const float4 *>(a.rows.x + static_cast<size_t>(row) * a.rows.d);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    constexpr int U = 8; // loads in flight: the chain is otherwise d4 DRAM latencies long
-    for (int c0 = 0; c0 < d4; c0 += U)
+    constexpr int U = 8; // loads in flight per lane
+    for (int c0 = lane; c0 < d4; c0 += U * lanes)
     {
         float4 v[U];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            v[u] = c0 + u < d4 ? __ldg(x + c0 + u) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        {
+            const int c = c0 + u * lanes;
+            v[u] = on && c < d4 ? __ldg(x + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (c0 + u < d4)
+        {
+            const int c = c0 + u * lanes;
+            if (c < d4)
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    acc[i] = op4<OP>(acc[i], v[u], Qs[(q0 + i) * d4 + c0 + u]);
+                    acc[i] = op4<OP>(acc[i], v[u], Qs[(q0 + i) * d4 + c]);
+        }
     }
+    for (int m = lanes >> 1; m >= 1; m >>= 1)
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-        if (q0 + i < a.nb)
-            keys[static_cast<size_t>(q0 + i) * S + j] =
-                make_key(rows_value<OP>(a, acc[i], q0 + i, row), row);
+        for (int i = 0; i < 4; i++)
+            acc[i] += __shfl_xor_sync(kFullMask, acc[i], m);
+    if (on && lane == 0)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (q0 + i < a.nb)
+                keys[static_cast<size_t>(q0 + i) * S + j] =
+                    make_key(rows_value<OP>(a, acc[i], q0 + i, row), row);
 }
 
 template <int QG> const void *kernel_for(int op)
@@ -717,6 +732,9 @@ const void *kernel_for(int tier, int op)
 {
     return tier == 0 ? kernel_for<4>(op) : kernel_for<16>(op);
 }
+
+// Lanes per sampled row: a row of up to 64 pieces is one or two loads deep per thread already.
+int sample_lanes(int d) { return d / 4 > 64 ? 8 : 1; }
 
 int rows_qb(int nb) { return nb <= kGroupQB ? kGroupQB : (nb <= 16 ? 16 : 32); }
 
@@ -834,8 +852,9 @@ void launch_stream_filter(const ScanArgs &a, const FilterPlan &p, int sms, uint6
     {
         ScanArgs args = a;
         int chunks = p.chunks;
-        void *params[] = {&args, &chunks, &sample_keys};
-        const int threads = S * (rows_qb(a.nb) / 4);
+        int lanes = sample_lanes(a.rows.d);
+        void *params[] = {&args, &chunks, &lanes, &sample_keys};
+        const int threads = S * (rows_qb(a.nb) / 4) * lanes;
         // A plain launch: the queries' upload (a copy, not a kernel) comes just before.
         VS_CUDA_CHECK(cudaLaunchKernel(sk, dim3((threads + kThreads - 1) / kThreads), dim3(kThreads),
                                        params, qsmem, s));
