@@ -15,6 +15,7 @@
 #include "utils/float.h"
 #include "utils/spccache.h"
 #include "utils/timestamp.h"
+#include "vsearch/half.h"
 
 #include "amutils.h"
 
@@ -125,6 +126,30 @@ vs_declared_dim(Relation index)
 	int32		typmod = TupleDescAttr(RelationGetDescr(index), 0)->atttypmod;
 
 	return typmod > 0 ? (uint32) typmod : 0;
+}
+
+void
+vs_store_index_vector(void *dst, const float *x, uint32 dim, bool binary16)
+{
+	if (binary16)
+	{
+		uint16	   *h = (uint16 *) dst;
+
+		vs_float_to_half(x, h, dim);
+		if (dim % 2)
+			h[dim] = 0;
+	}
+	else
+		memcpy(dst, x, sizeof(float) * dim);
+}
+
+void
+vs_load_index_vector(const void *src, float *x, uint32 dim, bool binary16)
+{
+	if (binary16)
+		vs_half_to_float((const uint16 *) src, x, dim);
+	else
+		memcpy(x, src, sizeof(float) * dim);
 }
 
 void *

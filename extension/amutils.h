@@ -44,6 +44,14 @@ extern vs_metric vs_opclass_metric(Relation index);
 extern uint32 vs_declared_dim(Relation index);
 
 /*
+ * An index's copy of a vector: float4, or IEEE binary16 with binary16 (an index of a halfvec
+ * column: binary16 holds its values exactly, and widening them back is exact).  dst takes dim
+ * floats, or dim halves padded to 4 bytes, the padding zeroed so that pages are deterministic.
+ */
+extern void vs_store_index_vector(void *dst, const float *x, uint32 dim, bool binary16);
+extern void vs_load_index_vector(const void *src, float *x, uint32 dim, bool binary16);
+
+/*
  * Metapages (block 0) whose struct starts with uint32 magic and uint32 version: the contents of a
  * locked one, and a copy of an open index's; ERROR (index corrupted, with a hint to REINDEX)
  * unless it is initialized, of this access method and of this version.

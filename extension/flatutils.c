@@ -11,7 +11,6 @@
 
 #include "batch.h"
 #include "flat.h"
-#include "vsearch/half.h"
 
 void
 vs_flat_init_page(Page page, uint16 flags)
@@ -40,26 +39,14 @@ vs_flat_page_set_items(Page page, uint32 words, int nitems)
 void
 vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage)
 {
-	if (storage == VS_FLAT_STORE_F16)
-	{
-		uint16	   *h = (uint16 *) item->x;
-
-		vs_float_to_half(x, h, dim);
-		if (dim % 2)
-			h[dim] = 0;			/* the padding, so that pages are deterministic */
-	}
-	else
-		memcpy(item->x, x, sizeof(float) * dim);
+	vs_store_index_vector(item->x, x, dim, storage == VS_FLAT_STORE_F16);
 }
 
 /* An item's row as floats (widening binary16 is exact). */
 void
 vs_flat_load_row(const VsFlatItem *item, float *x, uint32 dim, uint32 storage)
 {
-	if (storage == VS_FLAT_STORE_F16)
-		vs_half_to_float((const uint16 *) item->x, x, dim);
-	else
-		memcpy(x, item->x, sizeof(float) * dim);
+	vs_load_index_vector(item->x, x, dim, storage == VS_FLAT_STORE_F16);
 }
 
 void

@@ -317,8 +317,6 @@ extern int	vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts);
 extern uint32 *vs_graph_ref_starts(Relation index, const VsIndexRef *ref, int *nstarts);
 extern void vs_graph_page_set_items(Page page, uint32 words, uint32 degree, int nitems);
 extern uint32 vs_graph_index_storage(Relation index);
-extern void vs_graph_store_vector(VsGraphNode *node, const float *x, uint32 dim, uint32 storage);
-extern void vs_graph_load_vector(const VsGraphNode *node, float *x, uint32 dim, uint32 storage);
 extern void vs_graph_check_dim(int dim, uint32 degree, uint32 storage);
 extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree, uint32 storage);
 extern void vs_graph_write_nbrs(Relation index, uint32 words, uint32 degree, uint32 node,

@@ -282,7 +282,8 @@ write_nodes(GraphBuildState *s, const uint32 *graph)
 
 			node->heap_tid = s->tids[v];
 			node->flags = VS_GRAPH_NODE_LIVE;
-			vs_graph_store_vector(node, s->vectors + (Size) v * s->dim, s->dim, s->storage);
+			vs_store_index_vector(node->x, s->vectors + (Size) v * s->dim, s->dim,
+								  s->storage == VS_GRAPH_STORE_F16);
 			memcpy(VsGraphNodeNbrs(node, words), graph + (Size) v * s->degree,
 				   sizeof(uint32) * s->degree);
 		}

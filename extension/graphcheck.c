@@ -160,7 +160,7 @@ vs_graph_check(VsCheck *c)
 					if (node->flags == VS_GRAPH_NODE_LIVE)
 					{
 						vs_check_tid(c, blkno, &node->heap_tid, 0);
-						vs_graph_load_vector(node, x, meta.dim, meta.storage);
+						vs_load_index_vector(node->x, x, meta.dim, meta.storage == VS_GRAPH_STORE_F16);
 						vs_check_floats(c, blkno, x, meta.dim, "a node");
 						live++;
 					}

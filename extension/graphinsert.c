@@ -100,7 +100,7 @@ write_node(Relation index, const VsGraphMetaPageData *meta, uint32 node, bool ap
 	n = VsGraphPageGetNode(page, words, degree, slot);
 	n->heap_tid = *tid;
 	n->flags = VS_GRAPH_NODE_LIVE;
-	vs_graph_store_vector(n, x, dim, meta->storage);
+	vs_store_index_vector(n->x, x, dim, meta->storage == VS_GRAPH_STORE_F16);
 	memcpy(VsGraphNodeNbrs(n, words), nbrs, sizeof(uint32) * degree);
 	if (append)
 		vs_graph_page_set_items(page, words, degree,

@@ -204,7 +204,8 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 				if (node >= meta.nnodes || !(n->flags & VS_GRAPH_NODE_LIVE))
 					continue;
 				live[node] = 1;
-				vs_graph_load_vector(n, vectors + node * meta.dim, meta.dim, meta.storage);
+				vs_load_index_vector(n->x, vectors + node * meta.dim, meta.dim,
+									 meta.storage == VS_GRAPH_STORE_F16);
 				memcpy(nbrs + node * meta.degree, VsGraphNodeNbrs(n, words),
 					   sizeof(uint32) * meta.degree);
 			}

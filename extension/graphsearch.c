@@ -116,7 +116,7 @@ vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *out, float *x
 		out->flags = n->flags;
 		out->tid = n->heap_tid;
 		if (x != NULL)
-			vs_graph_load_vector(n, x, r->dim, r->storage);
+			vs_load_index_vector(n->x, x, r->dim, r->storage == VS_GRAPH_STORE_F16);
 		if (nbrs != NULL)
 			memcpy(nbrs, VsGraphNodeNbrs(n, r->words), sizeof(uint32) * r->degree);
 		found = true;

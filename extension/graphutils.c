@@ -11,8 +11,6 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 
-#include "vsearch/half.h"
-
 #include "graph.h"
 
 int			vs_graph_ef = 40;
@@ -209,32 +207,6 @@ uint32
 vs_graph_index_storage(Relation index)
 {
 	return vs_index_is_halfvec(index) ? VS_GRAPH_STORE_F16 : VS_GRAPH_STORE_F32;
-}
-
-/* Writes a node's vector (binary16: x holds a halfvec's values, which binary16 keeps exactly). */
-void
-vs_graph_store_vector(VsGraphNode *node, const float *x, uint32 dim, uint32 storage)
-{
-	if (storage == VS_GRAPH_STORE_F16)
-	{
-		uint16	   *h = (uint16 *) node->x;
-
-		vs_float_to_half(x, h, dim);
-		if (dim % 2)
-			h[dim] = 0;			/* the padding, so that pages are deterministic */
-	}
-	else
-		memcpy(node->x, x, sizeof(float) * dim);
-}
-
-/* A node's vector as floats (widening binary16 is exact). */
-void
-vs_graph_load_vector(const VsGraphNode *node, float *x, uint32 dim, uint32 storage)
-{
-	if (storage == VS_GRAPH_STORE_F16)
-		vs_half_to_float((const uint16 *) node->x, x, dim);
-	else
-		memcpy(x, node->x, sizeof(float) * dim);
 }
 
 void
