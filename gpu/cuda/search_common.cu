@@ -59,58 +59,99 @@ double half_query(const float *x, uint16_t *xh, float *wide, size_t d, double no
 } // namespace
 
 // The norms of a batch of queries already on the device, and for binary16 rows the queries
-// rounded to binary16 and qrel (half_query's bound): four threads a query, thread j holding
-// query_sqnorm's partial sum s[j] (each product of two floats is exact in double, so the fused
-// multiply-adds round as the host's adds do and the norms are the host's bit for bit).  On the
-// host this took most of a large batch's upload: 1.9 ms for 2 000 x 784 binary16 queries on the
-// H100 machine's 16-core host (0.97 ms for float rows), longer than the binary16 GEMM itself.
-__global__ void prepare_queries_kernel(const float *x, int nb, int d, double *norm, float *sq,
-                                       float *inv, uint16_t *xh, double *qrel)
+// rounded to binary16 and qrel (half_query's bound).  A block per query: its threads copy the
+// query into shared memory a chunk at a time (coalesced, every load in flight at once), then four
+// threads add the squares, thread j query_sqnorm's partial sum s[j] in its order (each product
+// of two floats is exact in double, so the fused multiply-adds round as the host's adds do and
+// the norms are the host's bit for bit).  Four threads a query loading for themselves waited on
+// d / 4 dependent loads (14-15 us cold for 16 x 784 queries on an H100).  On the host this took
+// most of a large batch's upload: 1.9 ms for 2 000 x 784 binary16 queries on the H100 machine's
+// 16-core host (0.97 ms for float rows), longer than the binary16 GEMM itself.
+constexpr int kPrepareThreads = 128;
+constexpr int kPrepareChunk = 2048; // floats of a query in shared memory at once (a multiple of 4)
+
+__global__ void __launch_bounds__(kPrepareThreads)
+    prepare_queries_kernel(const float *x, int d, double *norm, float *sq, float *inv,
+                           uint16_t *xh, double *qrel)
 {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    const int q = t >> 2, j = t & 3; // a query's four threads are lanes of one warp
+    __shared__ float chunk[kPrepareChunk];
+    __shared__ double e_warp[kPrepareThreads / 32];
+    __shared__ int special_warp[kPrepareThreads / 32];
+    const int q = blockIdx.x, j = threadIdx.x;
+    const float *xq = x + static_cast<size_t>(q) * d;
+    const int body = d / 4 * 4;
     double s = 0.0, e = 0.0;
     int special = 0;
-    if (q < nb)
+    for (int c0 = 0; c0 < d; c0 += kPrepareChunk)
     {
-        const float *xq = x + static_cast<size_t>(q) * d;
-        const int body = d / 4 * 4;
-        for (int i = j; i < body; i += 4)
+        const int n = min(kPrepareChunk, d - c0);
+        for (int i = j; i < n; i += kPrepareThreads)
         {
-            const double v = xq[i];
-            s += v * v;
-        }
-        if (j == 0)
-            for (int i = body; i < d; i++)
+            const float v = xq[c0 + i];
+            chunk[i] = v;
+            if (xh)
             {
-                const double v = xq[i];
-                s += v * v;
-            }
-        if (xh)
-            for (int i = j; i < d; i += 4)
-            {
-                const __half h = __float2half_rn(xq[i]);
-                xh[static_cast<size_t>(q) * d + i] = __half_as_ushort(h);
+                const __half h = __float2half_rn(v);
+                xh[static_cast<size_t>(q) * d + c0 + i] = __half_as_ushort(h);
                 special |= (__half_as_ushort(h) & 0x7c00) == 0x7c00; // vs_half_is_special
-                const double r = static_cast<double>(xq[i]) - __half2float(h); // exact
+                const double r = static_cast<double>(v) - __half2float(h); // exact
                 e += r * r;
             }
+        }
+        __syncthreads();
+        if (j < 4)
+        {
+            const int end = min(n, body - c0); // c0 <= body: both are multiples of 4, c0 < d
+#pragma unroll 8
+            for (int i = j; i < end; i += 4)
+            {
+                const double v = chunk[i];
+                s += v * v;
+            }
+            if (j == 0)
+                for (int i = end; i < n; i++)
+                {
+                    const double v = chunk[i];
+                    s += v * v;
+                }
+        }
+        __syncthreads();
     }
-    // (s0 + s1) + (s2 + s3), as query_sqnorm adds them (each sum is commutative)
+    // (s0 + s1) + (s2 + s3), as query_sqnorm adds them (lanes 4-31 hold 0 and are not read)
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     s += __shfl_xor_sync(0xffffffffu, s, 2);
-    e += __shfl_xor_sync(0xffffffffu, e, 1);
-    e += __shfl_xor_sync(0xffffffffu, e, 2);
-    special |= __shfl_xor_sync(0xffffffffu, special, 1);
-    special |= __shfl_xor_sync(0xffffffffu, special, 2);
-    if (q >= nb || j != 0)
+    if (xh)
+    {
+        // e bounds the rounding from above with 2^-30 of slack: its order does not matter
+        for (int m = 16; m >= 1; m >>= 1)
+        {
+            e += __shfl_xor_sync(0xffffffffu, e, m);
+            special |= __shfl_xor_sync(0xffffffffu, special, m);
+        }
+        if ((j & 31) == 0)
+        {
+            e_warp[j >> 5] = e;
+            special_warp[j >> 5] = special;
+        }
+        __syncthreads();
+    }
+    if (j != 0)
         return;
     const double nrm = sqrt(s);
     norm[q] = nrm;
     sq[q] = static_cast<float>(s);
     inv[q] = static_cast<float>(1.0 / nrm);
     if (xh)
+    {
+        e = 0.0;
+        special = 0;
+        for (int w = 0; w < kPrepareThreads / 32; w++)
+        {
+            e += e_warp[w];
+            special |= special_warp[w];
+        }
         qrel[q] = special ? INFINITY : e == 0.0 ? 0.0 : sqrt(e) / nrm * (1.0 + 0x1p-30);
+    }
 }
 
 QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector<int> &which,
@@ -173,10 +214,8 @@ QueryBatch upload_queries(DeviceContext &dev, const float *hq, const std::vector
     }
     if (nb)
     {
-        constexpr int kThreads = 256;
-        const int blocks = static_cast<int>((nb * 4 + kThreads - 1) / kThreads);
-        prepare_queries_kernel<<<blocks, kThreads, 0, dev.main>>>(
-            b.x, b.n, b.d, b.norm, b.sq, b.inv, b.xh, b.qrel);
+        prepare_queries_kernel<<<static_cast<unsigned>(nb), kPrepareThreads, 0, dev.main>>>(
+            b.x, b.d, b.norm, b.sq, b.inv, b.xh, b.qrel);
         VS_CUDA_CHECK(cudaGetLastError());
     }
     if (host_bounds)

@@ -23,7 +23,7 @@ struct HalfCase
 
 // Sizes that reach each CUDA path of a binary16 dataset: small and large batches of the GEMM
 // with the warp selectors or the sampled filter, the large-k path, K' >= n (exact path), an
-// odd dimension (rows of an odd number of halves).
+// odd dimension (rows of an odd number of halves), queries longer than a chunk of the query norms.
 std::vector<HalfCase> half_cases()
 {
     return {
@@ -34,6 +34,8 @@ std::vector<HalfCase> half_cases()
         {"n6007_d16_bigk", 6007, 16, 7, {5000}, 0.05, 45},
         {"n501_d37", 501, 37, 33, {10, 100}, 0.05, 46},
         {"n301_d784", 301, 784, 9, {10}, 0.05, 47},
+        // longer than the CUDA query-norm kernel's 2 048-float chunk, 3 values past the last 4
+        {"n509_d2051", 509, 2051, 9, {10}, 0.05, 48},
     };
 }
 

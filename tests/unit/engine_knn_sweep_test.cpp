@@ -46,6 +46,9 @@ std::vector<Shape> shapes()
         {2000, 129, true, {10, 100, 270}, "GEMM, d not a multiple of 4"},
         {4099, 784, true, {1, 10, 100, 260}, "GEMM, pixel-like rows"},
         {2000, 784, true, {10, 270}, "GEMM, K' 320 for fp32"},
+        // Queries longer than the query norms' 2 048-float chunk in shared memory, 3 values past
+        // the last multiple of 4 (the norm's tail).
+        {1000, 2051, false, {10}, "query norms over two chunks"},
     };
 }
 
