@@ -122,8 +122,8 @@ typedef struct VsFlatItem
 #define VS_FLAT_ITEM_SIZE(words)	(offsetof(VsFlatItem, x) + sizeof(float) * (Size) (words))
 #define VS_FLAT_PAGE_SPACE \
 	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(VsFlatPageOpaqueData)))
-/* The largest dimension whose item fits on a page: 2038 with 8 kB pages. */
-#define VS_FLAT_MAX_DIM			((int) ((VS_FLAT_PAGE_SPACE - offsetof(VsFlatItem, x)) / sizeof(float)))
+/* The most 4-byte words of a row that fit on a page: 2038 with 8 kB pages. */
+#define VS_FLAT_MAX_WORDS		((int) ((VS_FLAT_PAGE_SPACE - offsetof(VsFlatItem, x)) / sizeof(float)))
 #define VsFlatItemsPerPage(words)	((int) (VS_FLAT_PAGE_SPACE / VS_FLAT_ITEM_SIZE(words)))
 #define VsFlatPageGetItem(page, words, i) \
 	((VsFlatItem *) (PageGetContents(page) + (Size) (i) * VS_FLAT_ITEM_SIZE(words)))
@@ -155,8 +155,9 @@ extern VsFlatMetaPage vs_flat_page_meta(Page page);
 extern void vs_flat_page_set_items(Page page, uint32 words, int nitems);
 extern void vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage);
 extern void vs_flat_load_row(const VsFlatItem *item, float *x, uint32 dim, uint32 storage);
-extern void vs_flat_check_dim(int dim);
-extern void vs_flat_check_vector_dim(uint32 index_dim, int dim);
+extern int	vs_flat_max_dim(uint32 storage);
+extern void vs_flat_check_dim(int dim, uint32 storage);
+extern void vs_flat_check_vector_dim(uint32 index_dim, int dim, uint32 storage);
 extern bytea *vs_flat_options(Datum reloptions, bool validate);
 
 /* flatsearch.c: the items, the engine object (indexkind.h) and its searches */

@@ -76,7 +76,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 
 	old = MemoryContextSwitchTo(state->tmpcxt);
 	vec = vs_index_vector(values[0], state->sparse);
-	vs_flat_check_vector_dim(state->dim, vec->dim);
+	vs_flat_check_vector_dim(state->dim, vec->dim, state->storage);
 	if (state->dim == 0)
 	{
 		state->dim = vec->dim;
@@ -100,13 +100,20 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 
 /* The dimension declared by the column's type modifier (checked), or 0 (vector without (n)). */
 static uint32
-declared_dim(Relation index)
+declared_dim(Relation index, uint32 storage)
 {
 	uint32		dim = vs_declared_dim(index);
 
 	if (dim > 0)
-		vs_flat_check_dim((int) dim);
+		vs_flat_check_dim((int) dim, storage);
 	return dim;
+}
+
+/* How an index on this column stores its rows (flat.h) */
+static uint32
+column_storage(Relation index)
+{
+	return vs_index_is_halfvec(index) ? VS_FLAT_STORE_F16 : VS_FLAT_STORE_F32;
 }
 
 IndexBuildResult *
@@ -126,9 +133,9 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	memset(&state, 0, sizeof(state));
 	state.index = index;
-	state.dim = declared_dim(index);
+	state.storage = column_storage(index);
+	state.dim = declared_dim(index, state.storage);
 	state.sparse = vs_index_is_sparsevec(index);
-	state.storage = vs_index_is_halfvec(index) ? VS_FLAT_STORE_F16 : VS_FLAT_STORE_F32;
 	state.capacity = state.dim > 0 ? items_per_page(&state) : 0;
 	metric = vs_opclass_metric(index);
 
@@ -180,7 +187,8 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 void
 vs_flat_buildempty(Relation index)
 {
-	uint32		dim = declared_dim(index);
+	uint32		storage = column_storage(index);
+	uint32		dim = declared_dim(index, storage);
 	vs_metric	metric = vs_opclass_metric(index);
 	Buffer		buf;
 	Page		page;
@@ -188,8 +196,7 @@ vs_flat_buildempty(Relation index)
 	buf = vs_new_buffer(index, INIT_FORKNUM);
 	page = BufferGetPage(buf);
 	START_CRIT_SECTION();
-	vs_flat_init_metapage(page, dim, metric,
-						  vs_index_is_halfvec(index) ? VS_FLAT_STORE_F16 : VS_FLAT_STORE_F32);
+	vs_flat_init_metapage(page, dim, metric, storage);
 	MarkBufferDirty(buf);
 	log_newpage_buffer(buf, true);
 	END_CRIT_SECTION();

@@ -33,7 +33,7 @@ vs_flat_check(VsCheck *c)
 	if (meta.metric != (uint32) vs_opclass_metric(c->index))
 		vs_check_fail(c, 0, "metric %u, the operator class's is %d", meta.metric,
 					  (int) vs_opclass_metric(c->index));
-	if (meta.dim > (uint32) VS_FLAT_MAX_DIM || (declared != 0 && meta.dim != 0 && meta.dim != declared))
+	if (meta.dim > (uint32) vs_flat_max_dim(meta.storage) || (declared != 0 && meta.dim != 0 && meta.dim != declared))
 		vs_check_fail(c, 0, "dimension %u (the column declares %u)", meta.dim, declared);
 	if (meta.dim == 0 && meta.last_block != VS_FLAT_METAPAGE_BLKNO)
 		vs_check_fail(c, 0, "data pages but no dimension");

@@ -63,7 +63,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 	meta = vs_flat_page_meta(BufferGetPage(metabuf));
-	vs_flat_check_vector_dim(meta->dim, vec->dim);
+	vs_flat_check_vector_dim(meta->dim, vec->dim, meta->storage);
 	dim = vec->dim;
 	storage = meta->storage;
 	words = vs_flat_row_words(dim, storage);

@@ -83,26 +83,39 @@ vs_flat_read_meta(Relation index, VsFlatMetaPageData *meta)
 	vs_read_meta(index, VS_FLAT_MAGIC, VS_FLAT_VERSION, "vs_flat", meta, sizeof(*meta));
 }
 
-/* ERROR unless vectors of dim elements fit on a vs_flat page. */
-void
-vs_flat_check_dim(int dim)
+/* The largest dimension whose rows fit on a page: 2038 floats, or 4076 binary16 values. */
+int
+vs_flat_max_dim(uint32 storage)
 {
-	if (dim > VS_FLAT_MAX_DIM)
+	return storage == VS_FLAT_STORE_F16 ? 2 * VS_FLAT_MAX_WORDS : VS_FLAT_MAX_WORDS;
+}
+
+/* ERROR unless vectors of dim elements, stored as storage says, fit on a vs_flat page. */
+void
+vs_flat_check_dim(int dim, uint32 storage)
+{
+	if (dim > vs_flat_max_dim(storage))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("vs_flat indexes support at most %d dimensions, not %d",
-						VS_FLAT_MAX_DIM, dim),
-				 errhint("A vs_flat index stores each vector on one %d-byte page; reduce the "
-						 "dimension (e.g. with a projection) or search without an index.",
-						 BLCKSZ)));
+				 errmsg("vs_flat indexes support at most %d dimensions for %s, not %d",
+						vs_flat_max_dim(storage),
+						storage == VS_FLAT_STORE_F16 ? "halfvec" : "vector and sparsevec", dim),
+				 storage == VS_FLAT_STORE_F16
+				 ? errhint("A vs_flat index stores each vector on one %d-byte page; reduce the "
+						   "dimension (e.g. with a projection) or search without an index.",
+						   BLCKSZ)
+				 : errhint("A vs_flat index stores each vector on one %d-byte page; a halfvec "
+						   "column (two bytes an element) takes up to %d dimensions, or reduce "
+						   "the dimension, or search without an index.",
+						   BLCKSZ, vs_flat_max_dim(VS_FLAT_STORE_F16))));
 }
 
 /* ERROR unless a vector of dim elements can go into an index of index_dim (0: any, first row). */
 void
-vs_flat_check_vector_dim(uint32 index_dim, int dim)
+vs_flat_check_vector_dim(uint32 index_dim, int dim, uint32 storage)
 {
 	if (index_dim == 0)
-		vs_flat_check_dim(dim);
+		vs_flat_check_dim(dim, storage);
 	else if ((uint32) dim != index_dim)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),

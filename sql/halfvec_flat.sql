@@ -132,5 +132,47 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE i.id = s.id AND i.d = s.d) AS sa
 FROM odd_index i JOIN odd_seqscan s USING (rank);
 SELECT (r->>'entries')::bigint AS entries FROM vsearch_index_check('halfvec_flat_odd_l1', true) r;
 
+-- Long rows: binary16 rows of up to 4 076 values fit a page (float rows 2 038), so 3 072-dimension
+-- embeddings stored as halfvec take a vs_flat index (one row a page).  Built, then inserts, deletes
+-- and VACUUM: the nearest 5 and a range per query equal a sequential scan's, every row one entry.
+CREATE TABLE halfvec_flat_long (id integer, v halfvec(3072));
+INSERT INTO halfvec_flat_long
+SELECT g, ARRAY(SELECT random()::real FROM generate_series(1, 3072) WHERE g > 0)::halfvec
+FROM generate_series(1, 40) g;
+CREATE INDEX halfvec_flat_long_l2 ON halfvec_flat_long USING vs_flat (v halfvec_l2_ops);
+INSERT INTO halfvec_flat_long
+SELECT g, ARRAY(SELECT random()::real FROM generate_series(1, 3072) WHERE g > 0)::halfvec
+FROM generate_series(41, 60) g;
+DELETE FROM halfvec_flat_long WHERE id % 7 = 3;
+VACUUM halfvec_flat_long;
+CREATE FUNCTION pg_temp.long_answers() RETURNS TABLE (qid integer, id integer, rank bigint) LANGUAGE sql AS $$
+  SELECT q.id, x.id, x.rank FROM halfvec_flat_long q, LATERAL (
+    SELECT id, row_number() OVER () AS rank FROM (SELECT id FROM halfvec_flat_long
+      ORDER BY v <-> q.v LIMIT 5) s) x WHERE q.id % 10 = 1
+  UNION ALL
+  SELECT q.id, w.id, 0 FROM halfvec_flat_long q, halfvec_flat_long w
+    WHERE q.id % 10 = 1 AND w.v <<->> sphere(q.v, 22.4) $$;
+SET enable_seqscan = off;
+CREATE TEMP TABLE long_index AS SELECT * FROM pg_temp.long_answers();
+RESET enable_seqscan;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+CREATE TEMP TABLE long_seqscan AS SELECT * FROM pg_temp.long_answers();
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+SELECT (SELECT count(*) FROM long_seqscan) AS answers,
+       (SELECT count(*) FROM (SELECT * FROM long_seqscan EXCEPT ALL SELECT * FROM long_index) d) AS missing,
+       (SELECT count(*) FROM (SELECT * FROM long_index EXCEPT ALL SELECT * FROM long_seqscan) d) AS extra;
+SELECT (r->>'entries')::bigint AS entries, (r->>'data_pages')::bigint AS data_pages
+FROM vsearch_index_check('halfvec_flat_long_l2', true) r;
+-- the limits: 4 076 binary16 values a row, 2 038 floats (the hint names halfvec)
+CREATE TABLE halfvec_flat_limit (v halfvec(4076), w halfvec(4077), x vector(2039));
+CREATE INDEX halfvec_flat_limit_ok ON halfvec_flat_limit USING vs_flat (v);
+INSERT INTO halfvec_flat_limit (v) VALUES (array_fill(0.5::real, ARRAY[4076])::halfvec);
+SELECT v <-> array_fill(0::real, ARRAY[4076])::halfvec AS d FROM halfvec_flat_limit
+ORDER BY v <-> array_fill(0::real, ARRAY[4076])::halfvec LIMIT 1;
+CREATE INDEX ON halfvec_flat_limit USING vs_flat (w);
+CREATE INDEX ON halfvec_flat_limit USING vs_flat (x);
+
 DROP VIEW nearest;
-DROP TABLE halfvec_flat_t, halfvec_flat_q, halfvec_flat_odd;
+DROP TABLE halfvec_flat_t, halfvec_flat_q, halfvec_flat_odd, halfvec_flat_long, halfvec_flat_limit;

@@ -36,6 +36,8 @@ std::vector<HalfCase> half_cases()
         {"n301_d784", 301, 784, 9, {10}, 0.05, 47},
         // longer than the CUDA query-norm kernel's 2 048-float chunk, 3 values past the last 4
         {"n509_d2051", 509, 2051, 9, {10}, 0.05, 48},
+        // vs_flat's longest binary16 rows (a halfvec(4076) column: one row a page)
+        {"n203_d4076", 203, 4076, 5, {1, 10}, 0.05, 49},
     };
 }
 
