@@ -97,7 +97,7 @@ vs_flat_check_dim(int dim, uint32 storage)
 	if (dim > vs_flat_max_dim(storage))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("vs_flat indexes support at most %d dimensions for %s, not %d",
+				 errmsg("vs_flat indexes support at most %d dimensions of %s, not %d",
 						vs_flat_max_dim(storage),
 						storage == VS_FLAT_STORE_F16 ? "halfvec" : "vector and sparsevec", dim),
 				 storage == VS_FLAT_STORE_F16
