@@ -128,10 +128,16 @@ vs_declared_dim(Relation index)
 	return typmod > 0 ? (uint32) typmod : 0;
 }
 
-void
-vs_store_index_vector(void *dst, const float *x, uint32 dim, bool binary16)
+uint32
+vs_index_storage(Relation index)
 {
-	if (binary16)
+	return vs_index_is_halfvec(index) ? VS_STORE_F16 : VS_STORE_F32;
+}
+
+void
+vs_store_index_vector(void *dst, const float *x, uint32 dim, uint32 storage)
+{
+	if (storage == VS_STORE_F16)
 	{
 		uint16	   *h = (uint16 *) dst;
 
@@ -144,9 +150,9 @@ vs_store_index_vector(void *dst, const float *x, uint32 dim, bool binary16)
 }
 
 void
-vs_load_index_vector(const void *src, float *x, uint32 dim, bool binary16)
+vs_load_index_vector(const void *src, float *x, uint32 dim, uint32 storage)
 {
-	if (binary16)
+	if (storage == VS_STORE_F16)
 		vs_half_to_float((const uint16 *) src, x, dim);
 	else
 		memcpy(x, src, sizeof(float) * dim);

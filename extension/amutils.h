@@ -44,12 +44,27 @@ extern vs_metric vs_opclass_metric(Relation index);
 extern uint32 vs_declared_dim(Relation index);
 
 /*
- * An index's copy of a vector: float4, or IEEE binary16 with binary16 (an index of a halfvec
- * column: binary16 holds its values exactly, and widening them back is exact).  dst takes dim
- * floats, or dim halves padded to 4 bytes, the padding zeroed so that pages are deterministic.
+ * How an index stores its copies of vectors (vs_flat's and vs_graph's metapage `storage`): float4,
+ * or IEEE binary16 for a halfvec column (binary16 holds its values exactly, in half the bytes, and
+ * widening them back is exact).  0, floats, in every index built before binary16 storage existed.
  */
-extern void vs_store_index_vector(void *dst, const float *x, uint32 dim, bool binary16);
-extern void vs_load_index_vector(const void *src, float *x, uint32 dim, bool binary16);
+#define VS_STORE_F32			0
+#define VS_STORE_F16			1
+
+/* 4-byte words of a stored vector: dim floats, or dim halves padded to 4 bytes. */
+static inline uint32
+vs_store_words(uint32 dim, uint32 storage)
+{
+	return storage == VS_STORE_F16 ? (dim + 1) / 2 : dim;
+}
+
+/* How a new index of this column stores its vectors: binary16 for a halfvec column. */
+extern uint32 vs_index_storage(Relation index);
+
+/* An index's copy of a vector (vs_store_words words; the padding zeroed so that pages are
+ * deterministic), and the floats back from it. */
+extern void vs_store_index_vector(void *dst, const float *x, uint32 dim, uint32 storage);
+extern void vs_load_index_vector(const void *src, float *x, uint32 dim, uint32 storage);
 
 /*
  * Metapages (block 0) whose struct starts with uint32 magic and uint32 version: the contents of a

@@ -86,7 +86,7 @@ typedef struct VsFlatMetaPageData
 	uint64		ntuples;		/* index entries, dead ones not yet vacuumed included */
 	uint64		generation;
 	BlockNumber last_block;		/* last data page; VS_FLAT_METAPAGE_BLKNO if none */
-	uint32		storage;		/* VS_FLAT_STORE_F32 or _F16 (0 in every index built before) */
+	uint32		storage;		/* VS_STORE_F32 or _F16 (0 in every index built before) */
 	double		unused_norms[2];	/* version 1 kept norm bounds here; nothing reads them */
 	uint64		epoch;			/* starts as the first generation; VACUUM removing items bumps it */
 } VsFlatMetaPageData;
@@ -95,19 +95,7 @@ typedef VsFlatMetaPageData *VsFlatMetaPage;
 
 #define VsFlatPageGetMeta(page) ((VsFlatMetaPage) PageGetContents(page))
 
-/* How an index stores its rows: float4, or IEEE binary16 (a halfvec column) */
-#define VS_FLAT_STORE_F32		0
-#define VS_FLAT_STORE_F16		1
-
-/*
- * The page geometry below is in 4-byte words of a row: dim for float rows, dim / 2 rounded up
- * for binary16 rows.
- */
-static inline uint32
-vs_flat_row_words(uint32 dim, uint32 storage)
-{
-	return storage == VS_FLAT_STORE_F16 ? (dim + 1) / 2 : dim;
-}
+/* The page geometry below is in 4-byte words of a row (vs_store_words, amutils.h). */
 
 /* A data item: heap tid + float4[dim] (or binary16[dim], padded to 4 bytes), fixed size per
  * index. */
@@ -118,7 +106,7 @@ typedef struct VsFlatItem
 	float		x[FLEXIBLE_ARRAY_MEMBER];	/* binary16 rows: uint16 values */
 } VsFlatItem;
 
-/* words: vs_flat_row_words */
+/* words: vs_store_words */
 #define VS_FLAT_ITEM_SIZE(words)	(offsetof(VsFlatItem, x) + sizeof(float) * (Size) (words))
 #define VS_FLAT_PAGE_SPACE \
 	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(VsFlatPageOpaqueData)))

@@ -29,13 +29,13 @@ typedef struct FlatBuildState
 	BlockNumber last_block;
 	MemoryContext tmpcxt;
 	bool		sparse;			/* a sparsevec column, densified row by row */
-	uint32		storage;		/* VS_FLAT_STORE_F16 for a halfvec column */
+	uint32		storage;		/* VS_STORE_F16 for a halfvec column */
 } FlatBuildState;
 
 static int
 items_per_page(const FlatBuildState *state)
 {
-	return VsFlatItemsPerPage(vs_flat_row_words(state->dim, state->storage));
+	return VsFlatItemsPerPage(vs_store_words(state->dim, state->storage));
 }
 
 /* Writes the page being filled as a new page of the index. */
@@ -48,7 +48,7 @@ flush_page(FlatBuildState *state)
 
 	if (state->nitems == 0)
 		return;
-	vs_flat_page_set_items(state->page, vs_flat_row_words(state->dim, state->storage),
+	vs_flat_page_set_items(state->page, vs_store_words(state->dim, state->storage),
 						   state->nitems);
 	buf = vs_new_buffer(state->index, MAIN_FORKNUM);
 	xlog = GenericXLogStart(state->index);
@@ -85,7 +85,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	if (state->nitems >= state->capacity)
 		flush_page(state);
 
-	item = VsFlatPageGetItem(state->page, vs_flat_row_words(state->dim, state->storage),
+	item = VsFlatPageGetItem(state->page, vs_store_words(state->dim, state->storage),
 							 state->nitems);
 	item->heap_tid = *tid;
 	item->unused = 0;
@@ -109,13 +109,6 @@ declared_dim(Relation index, uint32 storage)
 	return dim;
 }
 
-/* How an index on this column stores its rows (flat.h) */
-static uint32
-column_storage(Relation index)
-{
-	return vs_index_is_halfvec(index) ? VS_FLAT_STORE_F16 : VS_FLAT_STORE_F32;
-}
-
 IndexBuildResult *
 vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 {
@@ -133,7 +126,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	memset(&state, 0, sizeof(state));
 	state.index = index;
-	state.storage = column_storage(index);
+	state.storage = vs_index_storage(index);
 	state.dim = declared_dim(index, state.storage);
 	state.sparse = vs_index_is_sparsevec(index);
 	state.capacity = state.dim > 0 ? items_per_page(&state) : 0;
@@ -187,7 +180,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 void
 vs_flat_buildempty(Relation index)
 {
-	uint32		storage = column_storage(index);
+	uint32		storage = vs_index_storage(index);
 	uint32		dim = declared_dim(index, storage);
 	vs_metric	metric = vs_opclass_metric(index);
 	Buffer		buf;

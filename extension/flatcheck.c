@@ -37,15 +37,15 @@ vs_flat_check(VsCheck *c)
 		vs_check_fail(c, 0, "dimension %u (the column declares %u)", meta.dim, declared);
 	if (meta.dim == 0 && meta.last_block != VS_FLAT_METAPAGE_BLKNO)
 		vs_check_fail(c, 0, "data pages but no dimension");
-	if (meta.storage != VS_FLAT_STORE_F32 &&
-		(meta.storage != VS_FLAT_STORE_F16 || !vs_index_is_halfvec(c->index)))
+	if (meta.storage != VS_STORE_F32 &&
+		(meta.storage != VS_STORE_F16 || !vs_index_is_halfvec(c->index)))
 		vs_check_fail(c, 0, "storage %u for a column of type %s", meta.storage,
 					  vs_index_is_halfvec(c->index) ? "halfvec" : "vector");
 	if (meta.epoch > meta.generation)
 		vs_check_fail(c, 0, "epoch " UINT64_FORMAT " after generation " UINT64_FORMAT,
 					  meta.epoch, meta.generation);
 
-	words = vs_flat_row_words(meta.dim, meta.storage);
+	words = vs_store_words(meta.dim, meta.storage);
 	per_page = meta.dim > 0 ? VsFlatItemsPerPage(words) : 0;
 	row = palloc(sizeof(float) * Max(meta.dim, 1));
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;

@@ -66,7 +66,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	vs_flat_check_vector_dim(meta->dim, vec->dim, meta->storage);
 	dim = vec->dim;
 	storage = meta->storage;
-	words = vs_flat_row_words(dim, storage);
+	words = vs_store_words(dim, storage);
 
 	/* Room on the last data page? */
 	if (meta->last_block != VS_FLAT_METAPAGE_BLKNO)

@@ -118,12 +118,12 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	else if (rel == NULL)
 		rp = vs_recent_pages(ref, meta.last_block + 1, true);
 
-	words = vs_flat_row_words(meta.dim, meta.storage);
+	words = vs_store_words(meta.dim, meta.storage);
 	per_page = VsFlatItemsPerPage(words);
 	item_size = VS_FLAT_ITEM_SIZE(words);
 	run_pages = nq >= VS_FLAT_BATCH_QUERIES ? VS_FLAT_RUN_PAGES : VS_FLAT_STREAM_PAGES;
 	ids = palloc(sizeof(int64) * per_page * run_pages);
-	if (meta.storage == VS_FLAT_STORE_F16)
+	if (meta.storage == VS_STORE_F16)
 		widened = palloc(sizeof(float) * meta.dim * per_page * run_pages);
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO; blkno <= meta.last_block;)
 	{
@@ -170,7 +170,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 
 				for (int i = 0; i < nitems; i++)
 					vs_flat_load_row(VsFlatPageGetItem(page, words, i), rows + (size_t) i * meta.dim,
-									 meta.dim, VS_FLAT_STORE_F16);
+									 meta.dim, VS_STORE_F16);
 				blocks[nblocks].rows = rows;
 				blocks[nblocks].stride = sizeof(float) * meta.dim;
 			}

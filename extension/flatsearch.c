@@ -103,7 +103,7 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 	if (dim == 0 || meta.last_block == VS_FLAT_METAPAGE_BLKNO)
 		goto done;
 
-	words = vs_flat_row_words(dim, meta.storage);
+	words = vs_store_words(dim, meta.storage);
 	per_page = VsFlatItemsPerPage(words);
 	chunk_rows = Max((size_t) per_page, VS_READ_CHUNK_BYTES / (sizeof(float) * dim));
 	vectors = palloc(sizeof(float) * dim * chunk_rows);
@@ -202,7 +202,7 @@ typedef struct FlatObject
 static inline Size
 row_bytes(uint32 dim, uint32 storage)
 {
-	return (Size) dim * (storage == VS_FLAT_STORE_F16 ? sizeof(uint16) : sizeof(float)) +
+	return (Size) dim * (storage == VS_STORE_F16 ? sizeof(uint16) : sizeof(float)) +
 		2 * sizeof(int64);
 }
 
@@ -593,7 +593,7 @@ vs_flat_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *bytes
 		if (!pg_strong_random(&o->hash_seed, sizeof(o->hash_seed)))
 			o->hash_seed = (uint64) MyProcPid * UINT64CONST(0x9E3779B97F4A7C15);
 		rc = vs_dataset_create(env->engine, ref->dim,
-							   storage == VS_FLAT_STORE_F16 ? VS_DTYPE_F16 : VS_DTYPE_F32, &o->ds);
+							   storage == VS_STORE_F16 ? VS_DTYPE_F16 : VS_DTYPE_F32, &o->ds);
 		if (rc != VS_OK)
 			engine_failed(env, rc, "creating a dataset");
 		PG_TRY();

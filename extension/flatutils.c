@@ -39,14 +39,14 @@ vs_flat_page_set_items(Page page, uint32 words, int nitems)
 void
 vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage)
 {
-	vs_store_index_vector(item->x, x, dim, storage == VS_FLAT_STORE_F16);
+	vs_store_index_vector(item->x, x, dim, storage);
 }
 
 /* An item's row as floats (widening binary16 is exact). */
 void
 vs_flat_load_row(const VsFlatItem *item, float *x, uint32 dim, uint32 storage)
 {
-	vs_load_index_vector(item->x, x, dim, storage == VS_FLAT_STORE_F16);
+	vs_load_index_vector(item->x, x, dim, storage);
 }
 
 void
@@ -87,7 +87,7 @@ vs_flat_read_meta(Relation index, VsFlatMetaPageData *meta)
 int
 vs_flat_max_dim(uint32 storage)
 {
-	return storage == VS_FLAT_STORE_F16 ? 2 * VS_FLAT_MAX_WORDS : VS_FLAT_MAX_WORDS;
+	return storage == VS_STORE_F16 ? 2 * VS_FLAT_MAX_WORDS : VS_FLAT_MAX_WORDS;
 }
 
 /* ERROR unless vectors of dim elements, stored as storage says, fit on a vs_flat page. */
@@ -99,15 +99,15 @@ vs_flat_check_dim(int dim, uint32 storage)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("vs_flat indexes support at most %d dimensions of %s, not %d",
 						vs_flat_max_dim(storage),
-						storage == VS_FLAT_STORE_F16 ? "halfvec" : "vector and sparsevec", dim),
-				 storage == VS_FLAT_STORE_F16
+						storage == VS_STORE_F16 ? "halfvec" : "vector and sparsevec", dim),
+				 storage == VS_STORE_F16
 				 ? errhint("A vs_flat index stores each vector on one %d-byte page; reduce the "
 						   "dimension (e.g. with a projection) or search without an index.",
 						   BLCKSZ)
 				 : errhint("A vs_flat index stores each vector on one %d-byte page; a halfvec "
 						   "column (two bytes an element) takes up to %d dimensions, or reduce "
 						   "the dimension, or search without an index.",
-						   BLCKSZ, vs_flat_max_dim(VS_FLAT_STORE_F16))));
+						   BLCKSZ, vs_flat_max_dim(VS_STORE_F16))));
 }
 
 /* ERROR unless a vector of dim elements can go into an index of index_dim (0: any, first row). */

@@ -54,7 +54,7 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
 
 	vs_flat_read_meta(index, &meta);
-	words = vs_flat_row_words(meta.dim, meta.storage);
+	words = vs_store_words(meta.dim, meta.storage);
 
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
 		 meta.dim > 0 && blkno <= meta.last_block && meta.last_block != VS_FLAT_METAPAGE_BLKNO;

@@ -206,7 +206,7 @@ typedef struct VsGraphMetaPageData
 	uint32		pq_m;			/* the option pq_m at the build (0: automatic; an index built
 								 * before 2026-12-06 has 0 here, where the field was unused) */
 	uint32		seeds[VS_GRAPH_MAX_SEEDS];
-	uint32		storage;		/* VS_GRAPH_STORE_F32 or _F16 (0, floats, in every index built
+	uint32		storage;		/* VS_STORE_F32 or _F16 (0, floats, in every index built
 								 * before 2026-12-07: the page's zeros past the struct) */
 } VsGraphMetaPageData;
 
@@ -214,19 +214,7 @@ typedef VsGraphMetaPageData *VsGraphMetaPage;
 
 #define VsGraphPageGetMeta(page) ((VsGraphMetaPage) PageGetContents(page))
 
-/* How an index stores its nodes' vectors: float4, or IEEE binary16 (a halfvec column) */
-#define VS_GRAPH_STORE_F32		0
-#define VS_GRAPH_STORE_F16		1
-
-/*
- * The node geometry below is in 4-byte words of a vector: dim for float vectors, dim / 2 rounded
- * up for binary16 ones.
- */
-static inline uint32
-vs_graph_vector_words(uint32 dim, uint32 storage)
-{
-	return storage == VS_GRAPH_STORE_F16 ? (dim + 1) / 2 : dim;
-}
+/* The node geometry below is in 4-byte words of a vector (vs_store_words, amutils.h). */
 
 /* A node; x (float4, or binary16: uint16 values) then nbrs follow the header. */
 typedef struct VsGraphNode
@@ -236,7 +224,7 @@ typedef struct VsGraphNode
 	float		x[FLEXIBLE_ARRAY_MEMBER];
 } VsGraphNode;
 
-/* words: vs_graph_vector_words */
+/* words: vs_store_words */
 #define VS_GRAPH_NODE_SIZE(words, degree) \
 	(offsetof(VsGraphNode, x) + sizeof(float) * (Size) (words) + sizeof(uint32) * (Size) (degree))
 #define VsGraphNodesPerPage(words, degree) \
@@ -290,7 +278,7 @@ typedef struct VsGraphReader
 	uint32		dim;
 	uint32		degree;
 	uint32		storage;		/* VS_GRAPH_STORE_* */
-	uint32		words;			/* of a node's vector (vs_graph_vector_words) */
+	uint32		words;			/* of a node's vector (vs_store_words) */
 	int			per_page;
 	uint64		nnodes;			/* nodes at or above this are not read */
 	Buffer		buf;
@@ -316,7 +304,6 @@ extern void vs_graph_read_meta(Relation index, VsGraphMetaPageData *meta);
 extern int	vs_graph_starts(const VsGraphMetaPageData *meta, uint32 *starts);
 extern uint32 *vs_graph_ref_starts(Relation index, const VsIndexRef *ref, int *nstarts);
 extern void vs_graph_page_set_items(Page page, uint32 words, uint32 degree, int nitems);
-extern uint32 vs_graph_index_storage(Relation index);
 extern void vs_graph_check_dim(int dim, uint32 degree, uint32 storage);
 extern void vs_graph_check_vector_dim(uint32 index_dim, int dim, uint32 degree, uint32 storage);
 extern void vs_graph_write_nbrs(Relation index, uint32 words, uint32 degree, uint32 node,

@@ -261,7 +261,7 @@ cover_starts(GraphBuildState *s, const uint32 *graph, uint32 entry, uint32 *seed
 static void
 write_nodes(GraphBuildState *s, const uint32 *graph)
 {
-	uint32		words = vs_graph_vector_words(s->dim, s->storage);
+	uint32		words = vs_store_words(s->dim, s->storage);
 	int			per_page = VsGraphNodesPerPage(words, s->degree);
 	Page		tmp = (Page) palloc(BLCKSZ);
 
@@ -282,8 +282,7 @@ write_nodes(GraphBuildState *s, const uint32 *graph)
 
 			node->heap_tid = s->tids[v];
 			node->flags = VS_GRAPH_NODE_LIVE;
-			vs_store_index_vector(node->x, s->vectors + (Size) v * s->dim, s->dim,
-								  s->storage == VS_GRAPH_STORE_F16);
+			vs_store_index_vector(node->x, s->vectors + (Size) v * s->dim, s->dim, s->storage);
 			memcpy(VsGraphNodeNbrs(node, words), graph + (Size) v * s->degree,
 				   sizeof(uint32) * s->degree);
 		}
@@ -309,7 +308,7 @@ declared_dim(Relation index, uint32 degree)
 
 	if (dim > 0)
 	{
-		vs_graph_check_dim((int) dim, degree, vs_graph_index_storage(index));
+		vs_graph_check_dim((int) dim, degree, vs_index_storage(index));
 		vs_graph_check_pq_m(vs_graph_index_pq_m(index), (int) dim);
 	}
 	return dim;
@@ -338,7 +337,7 @@ vs_graph_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	memset(&state, 0, sizeof(state));
 	state.index = index;
 	vs_graph_index_options(index, &state.degree, &state.build_degree);
-	state.storage = vs_graph_index_storage(index);
+	state.storage = vs_index_storage(index);
 	state.dim = declared_dim(index, state.degree);
 	metric = vs_opclass_metric(index);
 
@@ -431,7 +430,7 @@ vs_graph_buildempty(Relation index)
 	buf = vs_new_buffer(index, INIT_FORKNUM);
 	page = BufferGetPage(buf);
 	START_CRIT_SECTION();
-	vs_graph_init_metapage(page, dim, metric, degree, build_degree, vs_graph_index_storage(index));
+	vs_graph_init_metapage(page, dim, metric, degree, build_degree, vs_index_storage(index));
 	VsGraphPageGetMeta(page)->pq_m = (uint32) vs_graph_index_pq_m(index);
 	MarkBufferDirty(buf);
 	log_newpage_buffer(buf, true);

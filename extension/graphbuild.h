@@ -19,7 +19,7 @@ typedef struct GraphBuildState
 	uint32		dim;			/* 0 until the first vector (unconstrained column) */
 	uint32		degree;
 	uint32		build_degree;
-	uint32		storage;		/* VS_GRAPH_STORE_F16 for a halfvec column */
+	uint32		storage;		/* VS_STORE_F16 for a halfvec column */
 	float	   *vectors;
 	ItemPointerData *tids;
 	int64		n;

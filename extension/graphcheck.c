@@ -30,7 +30,7 @@ reached_live(VsCheck *c, const VsGraphMetaPageData *meta, int per_page, const ui
 {
 	uint8	   *reached = palloc_extended((Size) (meta->nnodes + 7) / 8 + 1,
 								  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	uint32		words = vs_graph_vector_words(meta->dim, meta->storage);
+	uint32		words = vs_store_words(meta->dim, meta->storage);
 	uint64		count = 0;
 	bool		changed = false;
 
@@ -106,10 +106,10 @@ vs_graph_check(VsCheck *c)
 		meta.build_degree > VS_GRAPH_MAX_BUILD_DEGREE)
 		vs_check_fail(c, 0, "degree %u, build degree %u", meta.degree, meta.build_degree);
 	/* binary16 vectors only for a halfvec column (every index built before has floats) */
-	if (meta.storage > VS_GRAPH_STORE_F16 ||
-		(meta.storage == VS_GRAPH_STORE_F16 && !vs_index_is_halfvec(c->index)))
+	if (meta.storage > VS_STORE_F16 ||
+		(meta.storage == VS_STORE_F16 && !vs_index_is_halfvec(c->index)))
 		vs_check_fail(c, 0, "vector storage %u", meta.storage);
-	words = vs_graph_vector_words(meta.dim, meta.storage);
+	words = vs_store_words(meta.dim, meta.storage);
 	if ((declared != 0 && meta.dim != 0 && meta.dim != declared) ||
 		VS_GRAPH_NODE_SIZE(words, meta.degree) > VS_GRAPH_PAGE_SPACE)
 		vs_check_fail(c, 0, "dimension %u (the column declares %u)", meta.dim, declared);
@@ -160,7 +160,7 @@ vs_graph_check(VsCheck *c)
 					if (node->flags == VS_GRAPH_NODE_LIVE)
 					{
 						vs_check_tid(c, blkno, &node->heap_tid, 0);
-						vs_load_index_vector(node->x, x, meta.dim, meta.storage == VS_GRAPH_STORE_F16);
+						vs_load_index_vector(node->x, x, meta.dim, meta.storage);
 						vs_check_floats(c, blkno, x, meta.dim, "a node");
 						live++;
 					}

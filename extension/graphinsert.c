@@ -57,7 +57,7 @@ write_node(Relation index, const VsGraphMetaPageData *meta, uint32 node, bool ap
 {
 	uint32		dim = meta->dim;
 	uint32		degree = meta->degree;
-	uint32		words = vs_graph_vector_words(dim, meta->storage);
+	uint32		words = vs_store_words(dim, meta->storage);
 	int			per_page = VsGraphNodesPerPage(words, degree);
 	BlockNumber blkno = VS_GRAPH_FIRST_NODE_BLKNO + node / (uint32) per_page;
 	int			slot = (int) (node % (uint32) per_page);
@@ -100,7 +100,7 @@ write_node(Relation index, const VsGraphMetaPageData *meta, uint32 node, bool ap
 	n = VsGraphPageGetNode(page, words, degree, slot);
 	n->heap_tid = *tid;
 	n->flags = VS_GRAPH_NODE_LIVE;
-	vs_store_index_vector(n->x, x, dim, meta->storage == VS_GRAPH_STORE_F16);
+	vs_store_index_vector(n->x, x, dim, meta->storage);
 	memcpy(VsGraphNodeNbrs(n, words), nbrs, sizeof(uint32) * degree);
 	if (append)
 		vs_graph_page_set_items(page, words, degree,

@@ -161,7 +161,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	UnlockReleaseBuffer(buf);
 	if (meta.dim == 0 || meta.dim != ref->dim || meta.metric != (uint32) ref->metric ||
 		meta.degree < VS_GRAPH_MIN_DEGREE || meta.degree > VS_GRAPH_MAX_DEGREE ||
-		meta.nnodes >= VS_GRAPH_NO_NODE || meta.storage > VS_GRAPH_STORE_F16)
+		meta.nnodes >= VS_GRAPH_NO_NODE || meta.storage > VS_STORE_F16)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("index %u is not a vs_graph index of dimension %u and metric %u",
@@ -176,7 +176,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 	nbrs = palloc_extended(sizeof(uint32) * Max(meta.nnodes, 1) * meta.degree, MCXT_ALLOC_HUGE);
 	memset(nbrs, 0xFF, sizeof(uint32) * Max(meta.nnodes, 1) * meta.degree);
 	live = palloc_extended(Max(meta.nnodes, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	words = vs_graph_vector_words(meta.dim, meta.storage);
+	words = vs_store_words(meta.dim, meta.storage);
 	per_page = VsGraphNodesPerPage(words, meta.degree);
 	nblocks = (BlockNumber) ((meta.nnodes + per_page - 1) / per_page);
 	for (BlockNumber b = 0; b < nblocks; b++)
@@ -204,8 +204,7 @@ vs_graph_load(const VsLoadEnv *env, void *obj, const VsIndexRef *ref, Size *byte
 				if (node >= meta.nnodes || !(n->flags & VS_GRAPH_NODE_LIVE))
 					continue;
 				live[node] = 1;
-				vs_load_index_vector(n->x, vectors + node * meta.dim, meta.dim,
-									 meta.storage == VS_GRAPH_STORE_F16);
+				vs_load_index_vector(n->x, vectors + node * meta.dim, meta.dim, meta.storage);
 				memcpy(nbrs + node * meta.degree, VsGraphNodeNbrs(n, words),
 					   sizeof(uint32) * meta.degree);
 			}

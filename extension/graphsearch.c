@@ -49,7 +49,7 @@ vs_graph_reader_init(VsGraphReader *r, const VsIndexRef *ref, Relation rel, uint
 	r->dim = dim;
 	r->degree = degree;
 	r->storage = storage;
-	r->words = vs_graph_vector_words(dim, storage);
+	r->words = vs_store_words(dim, storage);
 	r->per_page = VsGraphNodesPerPage(r->words, degree);
 	r->nnodes = nnodes;
 	r->recent = NULL;
@@ -116,7 +116,7 @@ vs_graph_read_node(VsGraphReader *r, uint32 node, VsGraphNodeCopy *out, float *x
 		out->flags = n->flags;
 		out->tid = n->heap_tid;
 		if (x != NULL)
-			vs_load_index_vector(n->x, x, r->dim, r->storage == VS_GRAPH_STORE_F16);
+			vs_load_index_vector(n->x, x, r->dim, r->storage);
 		if (nbrs != NULL)
 			memcpy(nbrs, VsGraphNodeNbrs(n, r->words), sizeof(uint32) * r->degree);
 		found = true;

@@ -202,13 +202,6 @@ vs_graph_page_set_items(Page page, uint32 words, uint32 degree, int nitems)
 	Assert(((PageHeader) page)->pd_lower <= ((PageHeader) page)->pd_upper);
 }
 
-/* How a new index of this column stores its vectors: binary16 for a halfvec column. */
-uint32
-vs_graph_index_storage(Relation index)
-{
-	return vs_index_is_halfvec(index) ? VS_GRAPH_STORE_F16 : VS_GRAPH_STORE_F32;
-}
-
 void
 vs_graph_init_metapage(Page page, uint32 dim, vs_metric metric, uint32 degree,
 					   uint32 build_degree, uint32 storage)
@@ -277,7 +270,7 @@ vs_graph_read_meta(Relation index, VsGraphMetaPageData *meta)
 void
 vs_graph_check_dim(int dim, uint32 degree, uint32 storage)
 {
-	if (VS_GRAPH_NODE_SIZE(vs_graph_vector_words((uint32) dim, storage), degree) >
+	if (VS_GRAPH_NODE_SIZE(vs_store_words((uint32) dim, storage), degree) >
 		VS_GRAPH_PAGE_SPACE)
 	{
 		Size		words = (VS_GRAPH_PAGE_SPACE - offsetof(VsGraphNode, x) -
@@ -286,9 +279,9 @@ vs_graph_check_dim(int dim, uint32 degree, uint32 storage)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("vs_graph indexes with degree %u support at most %d dimensions of %s, not %d",
-						degree, (int) (storage == VS_GRAPH_STORE_F16 ? 2 * words : words),
-						storage == VS_GRAPH_STORE_F16 ? "halfvec" : "vector", dim),
-				 storage == VS_GRAPH_STORE_F16 ?
+						degree, (int) (storage == VS_STORE_F16 ? 2 * words : words),
+						storage == VS_STORE_F16 ? "halfvec" : "vector", dim),
+				 storage == VS_STORE_F16 ?
 				 errhint("A vs_graph node (vector and neighbour list) must fit on one %d-byte "
 						 "page; use a smaller degree or fewer dimensions.", BLCKSZ) :
 				 errhint("A vs_graph node (vector and neighbour list) must fit on one %d-byte "
@@ -443,7 +436,7 @@ graph_read_ref(Relation index, VsIndexRef *ref)
 	ref->dim = meta.dim;
 	ref->generation = meta.generation;
 	ref->ntuples = meta.ntuples;
-	if (meta.storage > VS_GRAPH_STORE_F16)
+	if (meta.storage > VS_STORE_F16)
 		ereport(ERROR,
 				(errcode(ERRCODE_INDEX_CORRUPTED),
 				 errmsg("vs_graph index \"%s\" has an unknown vector storage %u",

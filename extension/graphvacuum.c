@@ -189,7 +189,7 @@ vs_graph_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 	LockPage(index, VS_GRAPH_METAPAGE_BLKNO, ExclusiveLock);
 	vs_graph_read_meta(index, &meta);
-	words = vs_graph_vector_words(meta.dim, meta.storage);
+	words = vs_store_words(meta.dim, meta.storage);
 	per_page = meta.dim > 0 ? VsGraphNodesPerPage(words, meta.degree) : 0;
 	npages = per_page > 0 ? (BlockNumber) ((meta.nnodes + per_page - 1) / per_page) : 0;
 	if (meta.nnodes > 0)
