@@ -13,6 +13,7 @@
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "cpu/simd.h"
+#include "cpu/sketch.h"
 #include "engine/exact.h"
 #include "engine/host_common.h"
 #include "vsearch/distance.h"
@@ -212,6 +213,27 @@ public:
                 scan(blocks, cut[t], cut[t + 1], t + 1 == parts ? ahead : nullptr,
                      t + 1 == parts ? nahead : 0, t);
         });
+    }
+
+    // A row is needed where a query's lower bound from its sketch does not rule it out: below the
+    // radius's base value, or not above the base value past the first thread's k-th best (at
+    // least the scan's k-th best so far).
+    void sketch_filter(const void *sketches, size_t stride, size_t n, unsigned char *need) override
+    {
+        if (sq_.empty())
+            for (size_t qi = 0; qi < nq_; qi++)
+                sq_.emplace_back(q_[qi].x, d_, m_);
+        slots(1);
+        std::vector<double> skip(nq_);
+        for (size_t qi = 0; qi < nq_; qi++)
+            skip[qi] = range_ ? limit_ : k_ == 0 ? -INFINITY : base_skip(top_[0][qi]);
+        const char *base = static_cast<const char *>(sketches);
+        for (size_t i = 0; i < n; i++)
+        {
+            need[i] = 0;
+            for (size_t qi = 0; qi < nq_ && !need[i]; qi++)
+                need[i] = !(sq_[qi].lower_base(base + i * stride) > skip[qi]);
+        }
     }
 
     void knn_result(int64_t *ids, float *dists, int64_t *counts) override
@@ -556,6 +578,7 @@ private:
     float radius_;
     std::vector<float> x_;
     std::vector<Query> q_;
+    std::vector<SketchQuery> sq_; // made by the first sketch_filter
     std::vector<PackedRows> panels_; // blocks of kGemmQueries queries packed (GEMM scans only)
     std::vector<double> e0_, e1_, e2_; // gemm_terms()
     std::vector<float> zeros_;         // the origin, for the rows' norms (GEMM scans only)

@@ -20,6 +20,9 @@ public:
     // ahead: rows the caller will add next (vs_rowscan_add_ahead), fetched into the caches only.
     virtual void add(const vs_row_block *blocks, size_t nblocks, const vs_row_block *ahead,
                      size_t nahead) = 0;
+    // vs_rowscan_sketch_filter
+    virtual void sketch_filter(const void *sketches, size_t stride, size_t n,
+                               unsigned char *need) = 0;
     virtual void knn_result(int64_t *ids, float *dists, int64_t *counts) = 0;
     virtual void range_result(RangeCollector *collector) = 0;
 };

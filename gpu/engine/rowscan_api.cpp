@@ -84,6 +84,18 @@ vs_status vs_rowscan_add_ahead(vs_context *ctx, vs_rowscan *scan, const vs_row_b
     return finish(ctx, vs::guarded([&] { scan->impl->add(blocks, nblocks, ahead, nahead); }));
 }
 
+vs_status vs_rowscan_sketch_filter(vs_context *ctx, vs_rowscan *scan, const void *sketches,
+                                   size_t stride, size_t n, unsigned char *need) noexcept
+{
+    if (!ctx)
+        return VS_INVALID_ARGUMENT;
+    if (vs_status st = check_object(ctx, scan, "row scan"))
+        return st;
+    if (n > 0 && (!sketches || !need))
+        return fail(ctx, VS_INVALID_ARGUMENT, "sketches or need is NULL");
+    return finish(ctx, vs::guarded([&] { scan->impl->sketch_filter(sketches, stride, n, need); }));
+}
+
 vs_status vs_rowscan_knn_result(vs_context *ctx, vs_rowscan *scan, int64_t *out_ids,
                                 float *out_distances, int64_t *out_counts) noexcept
 {

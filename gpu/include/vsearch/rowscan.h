@@ -52,6 +52,21 @@ vs_status vs_rowscan_add(vs_context *ctx, vs_rowscan *scan, const vs_row_block *
 vs_status vs_rowscan_add_ahead(vs_context *ctx, vs_rowscan *scan, const vs_row_block *blocks,
                                size_t nblocks, const vs_row_block *ahead,
                                size_t nahead) VS_NOEXCEPT;
+/*
+ * Row sketches: a row's values as 8-bit codes on the row's own grid (lo + step * code), with the
+ * distance from the row to its grid point, so that a scan can rule a row out from its sketch (a
+ * quarter of a float row's bytes) without reading the row.  The bound is rigorous: a row is
+ * ruled out only where its exact distance cannot enter the answer, so the answers are those of a
+ * scan without sketches.  Sketches are plain bytes (vs_row_sketch_bytes(dim) each, a multiple of
+ * 8), made by vs_row_sketch_make from the row's floats and kept by the caller beside its rows.
+ */
+size_t vs_row_sketch_bytes(size_t dim) VS_NOEXCEPT;
+void vs_row_sketch_make(const float *row, size_t dim, void *sketch) VS_NOEXCEPT;
+/* need[i] = 1 where the row of sketch i (at (const char *) sketches + i * stride, of this scan's
+ * dim) may enter the answer of one of the scan's queries given the rows added so far, 0 where
+ * none of them can use it (its rows need not be added then).  L1 rows are always needed. */
+vs_status vs_rowscan_sketch_filter(vs_context *ctx, vs_rowscan *scan, const void *sketches,
+                                   size_t stride, size_t n, unsigned char *need) VS_NOEXCEPT;
 /* The kNN answer over every row added (vs_knn's conventions: nq x k ids and distances, counts
  * optional). */
 vs_status vs_rowscan_knn_result(vs_context *ctx, vs_rowscan *scan, int64_t *out_ids,
