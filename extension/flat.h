@@ -8,8 +8,18 @@
  *
  * Layout (block 0 is the metapage, data pages follow):
  *
- *   metapage   page header | VsFlatMetaPageData | ... | VsFlatPageOpaqueData
- *   data page  page header | VsFlatItem[nitems] | free | VsFlatPageOpaqueData
+ *   metapage     page header | VsFlatMetaPageData | ... | VsFlatPageOpaqueData
+ *   data page    page header | VsFlatItem[nitems] | free | VsFlatPageOpaqueData
+ *   sketch page  page header | uint16 counts[group] | sketches[group * per_page] | VsFlatPageOpaqueData
+ *
+ * Sketches (an index built WITH (sketches = on), the default, whose rows are long enough): the
+ * data pages come in groups of `sketch_group` (metapage), each after a sketch page holding, for
+ * every item of its group's pages, the row's sketch (vsearch/rowscan.h: 8-bit codes, a quarter of
+ * a float row) at slot (page in group) * per_page + item, and each page's item count.  A search
+ * in a backend reads the sketch pages and only the rows whose sketch does not rule them out
+ * (flatpages.c); block b >= 1 is a sketch page when (b - 1) % (sketch_group + 1) == 0.  The
+ * sketch page is locked before its group's data pages by everyone (inserts, VACUUM, searches) and
+ * changes in the same WAL record as they do, so under its lock the two agree.
  *
  * A data item is the heap tid followed by the vector's float4 elements, or, in an index of a
  * halfvec column built since binary16 storage exists (metapage `storage`), its binary16 elements
@@ -54,6 +64,7 @@
 /* Page flags */
 #define VS_FLAT_META			(1 << 0)
 #define VS_FLAT_DATA			(1 << 1)
+#define VS_FLAT_SKETCH			(1 << 2)
 
 /* At the end of every page (special space). */
 typedef struct VsFlatPageOpaqueData
@@ -89,6 +100,7 @@ typedef struct VsFlatMetaPageData
 	uint32		storage;		/* VS_STORE_F32 or _F16 (0 in every index built before) */
 	double		unused_norms[2];	/* version 1 kept norm bounds here; nothing reads them */
 	uint64		epoch;			/* starts as the first generation; VACUUM removing items bumps it */
+	uint32		sketch_group;	/* data pages per sketch page; 0: no sketch pages (set with dim) */
 } VsFlatMetaPageData;
 
 typedef VsFlatMetaPageData *VsFlatMetaPage;
@@ -115,6 +127,17 @@ typedef struct VsFlatItem
 #define VsFlatItemsPerPage(words)	((int) (VS_FLAT_PAGE_SPACE / VS_FLAT_ITEM_SIZE(words)))
 #define VsFlatPageGetItem(page, words, i) \
 	((VsFlatItem *) (PageGetContents(page) + (Size) (i) * VS_FLAT_ITEM_SIZE(words)))
+
+/* Sketch pages (sketch_group > 0): the counts, then the sketches (sketch_bytes each). */
+#define VsFlatSketchCounts(page)	((uint16 *) PageGetContents(page))
+#define VsFlatSketchAt(page, group, sketch_bytes, slot) \
+	(PageGetContents(page) + MAXALIGN(sizeof(uint16) * (group)) + (Size) (slot) * (sketch_bytes))
+/* Is block blkno (>= 1) a sketch page of an index of this sketch_group? */
+#define VsFlatIsSketchBlock(group, blkno) \
+	((group) > 0 && ((blkno) - 1) % ((group) + 1) == 0)
+/* The sketch page of data block blkno, and the page's place in its group (from 0). */
+#define VsFlatSketchBlockOf(group, blkno)	((blkno) - ((blkno) - 1) % ((group) + 1))
+#define VsFlatGroupPage(group, blkno)	(((blkno) - 1) % ((group) + 1) - 1)
 
 /* Is this an initialized data page of a vs_flat index? */
 #define VsFlatIsDataPage(page) \
@@ -143,6 +166,11 @@ extern VsFlatMetaPage vs_flat_page_meta(Page page);
 extern void vs_flat_page_set_items(Page page, uint32 words, int nitems);
 extern void vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage);
 extern void vs_flat_load_row(const VsFlatItem *item, float *x, uint32 dim, uint32 storage);
+extern uint32 vs_flat_sketch_group(uint32 dim, uint32 storage);
+extern uint32 vs_flat_index_sketch_group(Relation index, uint32 dim, uint32 storage);
+extern Size vs_flat_sketch_bytes(uint32 dim);
+extern void vs_flat_store_sketch(Page sketch_page, const VsFlatMetaPageData *meta, int group_page,
+								 int item, const float *x);
 extern int	vs_flat_max_dim(uint32 storage);
 extern void vs_flat_check_dim(int dim, uint32 storage);
 extern void vs_flat_check_vector_dim(uint32 index_dim, int dim, uint32 storage);

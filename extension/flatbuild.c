@@ -3,7 +3,9 @@
  *
  * The build writes the metapage, then fills data pages in backend memory from the table scan and
  * writes each full one as a new page with a full-image Generic WAL record, and finally stores the
- * row count and last page in the metapage (Generic WAL too).  A crash during the
+ * row count and last page in the metapage (Generic WAL too).  With sketches (flat.h), each group
+ * of data pages is preceded by its sketch page, written empty when the group starts (so that it
+ * takes its block first) and again, filled, when the group is complete.  A crash during the
  * build leaves an index that the aborted transaction never made visible.
  */
 #include "postgres.h"
@@ -30,6 +32,10 @@ typedef struct FlatBuildState
 	MemoryContext tmpcxt;
 	bool		sparse;			/* a sparsevec column, densified row by row */
 	uint32		storage;		/* VS_STORE_F16 for a halfvec column */
+	uint32		sketch_group;	/* data pages per sketch page (0: none), once dim is known */
+	Page		sketch;			/* the group's sketch page being filled */
+	BlockNumber sketch_block;
+	int			group_pages;	/* data pages of the group written */
 } FlatBuildState;
 
 static int
@@ -38,25 +44,87 @@ items_per_page(const FlatBuildState *state)
 	return VsFlatItemsPerPage(vs_store_words(state->dim, state->storage));
 }
 
-/* Writes the page being filled as a new page of the index. */
+/* An empty sketch page image for the next group, its pd_lower past every slot (logged whole). */
 static void
-flush_page(FlatBuildState *state)
+init_sketch_page(FlatBuildState *state)
+{
+	vs_flat_init_page(state->sketch, VS_FLAT_SKETCH);
+	((PageHeader) state->sketch)->pd_lower = ((PageHeader) state->sketch)->pd_upper;
+}
+
+/* Once dim is known: the layout (items per page, sketches). */
+static void
+set_dim(FlatBuildState *state, uint32 dim)
+{
+	state->dim = dim;
+	state->capacity = items_per_page(state);
+	state->sketch_group = vs_flat_index_sketch_group(state->index, dim, state->storage);
+}
+
+/* Writes image as block blkno of the index (InvalidBlockNumber: a new block); its number. */
+static BlockNumber
+write_page(Relation index, BlockNumber blkno, Page image)
 {
 	Buffer		buf;
 	GenericXLogState *xlog;
 	Page		page;
 
+	if (blkno == InvalidBlockNumber)
+		buf = vs_new_buffer(index, MAIN_FORKNUM);
+	else
+	{
+		buf = ReadBuffer(index, blkno);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	}
+	xlog = GenericXLogStart(index);
+	page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
+	memcpy(page, image, BLCKSZ);
+	GenericXLogFinish(xlog);
+	blkno = BufferGetBlockNumber(buf);
+	UnlockReleaseBuffer(buf);
+	return blkno;
+}
+
+/* Writes the group's sketch page, filled, over its empty one. */
+static void
+flush_sketches(FlatBuildState *state)
+{
+	if (state->group_pages == 0)
+		return;
+	(void) write_page(state->index, state->sketch_block, state->sketch);
+	state->group_pages = 0;
+}
+
+/* Writes the page being filled as a new page of the index. */
+static void
+flush_page(FlatBuildState *state)
+{
 	if (state->nitems == 0)
 		return;
+	if (state->sketch_group > 0)
+	{
+		VsFlatSketchCounts(state->sketch)[state->group_pages] = state->nitems;
+		if (state->group_pages == 0)
+		{
+			Page		empty = palloc(BLCKSZ);
+
+			vs_flat_init_page(empty, VS_FLAT_SKETCH);
+			state->sketch_block = write_page(state->index, InvalidBlockNumber, empty);
+			pfree(empty);
+		}
+	}
 	vs_flat_page_set_items(state->page, vs_store_words(state->dim, state->storage),
 						   state->nitems);
-	buf = vs_new_buffer(state->index, MAIN_FORKNUM);
-	xlog = GenericXLogStart(state->index);
-	page = GenericXLogRegisterBuffer(xlog, buf, GENERIC_XLOG_FULL_IMAGE);
-	memcpy(page, state->page, BLCKSZ);
-	GenericXLogFinish(xlog);
-	state->last_block = BufferGetBlockNumber(buf);
-	UnlockReleaseBuffer(buf);
+	state->last_block = write_page(state->index, InvalidBlockNumber, state->page);
+	if (state->sketch_group > 0)
+	{
+		Assert(VsFlatSketchBlockOf(state->sketch_group, state->last_block) == state->sketch_block);
+		if (++state->group_pages == (int) state->sketch_group)
+		{
+			flush_sketches(state);
+			init_sketch_page(state);
+		}
+	}
 
 	vs_flat_init_page(state->page, VS_FLAT_DATA);
 	state->nitems = 0;
@@ -78,10 +146,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	vec = vs_index_vector(values[0], state->sparse);
 	vs_flat_check_vector_dim(state->dim, vec->dim, state->storage);
 	if (state->dim == 0)
-	{
-		state->dim = vec->dim;
-		state->capacity = items_per_page(state);
-	}
+		set_dim(state, vec->dim);
 	if (state->nitems >= state->capacity)
 		flush_page(state);
 
@@ -90,9 +155,15 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	item->heap_tid = *tid;
 	item->unused = 0;
 	vs_flat_store_row(item, vec->x, state->dim, state->storage);
+	if (state->sketch_group > 0)
+	{
+		VsFlatMetaPageData layout = {.dim = state->dim, .storage = state->storage,
+		.sketch_group = state->sketch_group};
+
+		vs_flat_store_sketch(state->sketch, &layout, state->group_pages, state->nitems, vec->x);
+	}
 	state->nitems++;
 	state->ntuples++;
-
 
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(state->tmpcxt);
@@ -127,9 +198,9 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	memset(&state, 0, sizeof(state));
 	state.index = index;
 	state.storage = vs_index_storage(index);
-	state.dim = declared_dim(index, state.storage);
 	state.sparse = vs_index_is_sparsevec(index);
-	state.capacity = state.dim > 0 ? items_per_page(&state) : 0;
+	if (declared_dim(index, state.storage) > 0)
+		set_dim(&state, declared_dim(index, state.storage));
 	metric = vs_opclass_metric(index);
 
 	/* Block 0: the metapage, so the index is readable even if the table is empty. */
@@ -143,6 +214,8 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	state.page = (Page) palloc(BLCKSZ);
 	vs_flat_init_page(state.page, VS_FLAT_DATA);
+	state.sketch = (Page) palloc(BLCKSZ);
+	init_sketch_page(&state);
 	state.last_block = VS_FLAT_METAPAGE_BLKNO;
 	state.tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "vs_flat build",
 										 ALLOCSET_DEFAULT_SIZES);
@@ -150,6 +223,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 									   build_callback, &state, NULL);
 	flush_page(&state);
+	flush_sketches(&state);
 
 	/* Publish the data pages in the metapage. */
 	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
@@ -158,6 +232,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	metapage = GenericXLogRegisterBuffer(xlog, metabuf, 0);
 	meta = vs_flat_page_meta(metapage);
 	meta->dim = state.dim;
+	meta->sketch_group = state.sketch_group;
 	meta->ntuples = state.ntuples;
 	meta->last_block = state.last_block;
 	meta->generation++;
@@ -166,6 +241,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	MemoryContextDelete(state.tmpcxt);
 	pfree(state.page);
+	pfree(state.sketch);
 
 	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
 	result->heap_tuples = reltuples;

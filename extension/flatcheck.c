@@ -5,12 +5,15 @@
  * each holds nitems fixed-size items with pd_lower at their end, finite elements (float rows, or
  * binary16 rows, which only an index of a halfvec column has).  VACUUM
  * compacts the pages before it lowers the metapage's count, so the entries on the pages never
- * exceed it (equal unless a VACUUM was interrupted).
+ * exceed it (equal unless a VACUUM was interrupted).  With sketches, every group's sketch page
+ * counts its pages' items and holds each row's sketch, equal byte for byte to the row's sketch
+ * made again (a search trusts a sketch to rule its row out).
  */
 #include "postgres.h"
 
 #include "flat.h"
 #include "indexcheck.h"
+#include "vsearch/rowscan.h"
 
 void
 vs_flat_check(VsCheck *c)
@@ -23,6 +26,10 @@ vs_flat_check(VsCheck *c)
 	int			per_page;
 	uint32		words;
 	float	   *row;
+	Size		sketch_bytes;
+	char	   *sketch;
+	Page		spage = NULL;
+	BlockNumber sblk = InvalidBlockNumber;
 
 	page = vs_check_page(c, VS_FLAT_METAPAGE_BLKNO, sizeof(VsFlatPageOpaqueData),
 						 VS_FLAT_PAGE_ID);
@@ -45,14 +52,34 @@ vs_flat_check(VsCheck *c)
 		vs_check_fail(c, 0, "epoch " UINT64_FORMAT " after generation " UINT64_FORMAT,
 					  meta.epoch, meta.generation);
 
+	if (meta.sketch_group != 0 && meta.sketch_group != vs_flat_sketch_group(meta.dim, meta.storage))
+		vs_check_fail(c, 0, "sketch group %u, rows of %u dimensions take %u", meta.sketch_group,
+					  meta.dim, vs_flat_sketch_group(meta.dim, meta.storage));
+
 	words = vs_store_words(meta.dim, meta.storage);
 	per_page = meta.dim > 0 ? VsFlatItemsPerPage(words) : 0;
 	row = palloc(sizeof(float) * Max(meta.dim, 1));
+	sketch_bytes = vs_flat_sketch_bytes(meta.dim);
+	sketch = palloc(sketch_bytes);
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
 		 meta.last_block != VS_FLAT_METAPAGE_BLKNO && blkno <= meta.last_block; blkno++)
 	{
 		VsFlatPageOpaque opaque;
+		int			group_page = 0;
 
+		if (VsFlatIsSketchBlock(meta.sketch_group, blkno))
+		{
+			page = vs_check_page(c, blkno, sizeof(VsFlatPageOpaqueData), VS_FLAT_PAGE_ID);
+			if (VsFlatPageGetOpaque(page)->flags != VS_FLAT_SKETCH)
+				vs_check_fail(c, blkno, "flags %u, a sketch page's are %u",
+							  VsFlatPageGetOpaque(page)->flags, VS_FLAT_SKETCH);
+			/* vs_check_page's copy is overwritten by the next read: keep one */
+			if (spage == NULL)
+				spage = palloc(BLCKSZ);
+			memcpy(spage, page, BLCKSZ);
+			sblk = blkno;
+			continue;
+		}
 		/* all zeros: an extension whose WAL a crash lost (flatinsert.c), which searches skip */
 		if (PageIsNew(vs_check_read(c, blkno)))
 			continue;
@@ -66,6 +93,15 @@ vs_flat_check(VsCheck *c)
 			MAXALIGN(SizeOfPageHeaderData) + (Size) opaque->nitems * VS_FLAT_ITEM_SIZE(words))
 			vs_check_fail(c, blkno, "pd_lower %u is not the end of its %u items",
 						  ((PageHeader) page)->pd_lower, opaque->nitems);
+		if (meta.sketch_group > 0)
+		{
+			group_page = VsFlatGroupPage(meta.sketch_group, blkno);
+			if (sblk != VsFlatSketchBlockOf(meta.sketch_group, blkno))
+				vs_check_fail(c, blkno, "no sketch page before its group");
+			if (VsFlatSketchCounts(spage)[group_page] != opaque->nitems)
+				vs_check_fail(c, blkno, "%u items, its sketch page counts %u", opaque->nitems,
+							  VsFlatSketchCounts(spage)[group_page]);
+		}
 		for (int i = 0; i < opaque->nitems; i++)
 		{
 			VsFlatItem *item = VsFlatPageGetItem(page, words, i);
@@ -73,6 +109,13 @@ vs_flat_check(VsCheck *c)
 			vs_check_tid(c, blkno, &item->heap_tid, 0);
 			vs_flat_load_row(item, row, meta.dim, meta.storage);
 			vs_check_floats(c, blkno, row, meta.dim, "an item");
+			if (meta.sketch_group > 0)
+			{
+				vs_row_sketch_make(row, meta.dim, sketch);
+				if (memcmp(sketch, VsFlatSketchAt(spage, meta.sketch_group, sketch_bytes,
+												  group_page * per_page + i), sketch_bytes) != 0)
+					vs_check_fail(c, blkno, "item %d's sketch differs from its row's", i);
+			}
 		}
 		entries += opaque->nitems;
 		data_pages++;
@@ -81,6 +124,9 @@ vs_flat_check(VsCheck *c)
 		vs_check_fail(c, 0, "the metapage counts " UINT64_FORMAT " entries, the pages hold "
 					  UINT64_FORMAT, meta.ntuples, entries);
 	pfree(row);
+	pfree(sketch);
+	if (spage)
+		pfree(spage);
 	vs_check_report(c, "dimensions", meta.dim);
 	vs_check_report(c, "data_pages", data_pages);
 	vs_check_report(c, "metapage_entries", (int64) meta.ntuples);

@@ -3,7 +3,10 @@
  *
  * Inserts are serialized by the metapage's exclusive lock: the vector goes to the last data page,
  * or to the next page when that one is full (next_free_page), and the metapage's row count,
- * generation, last page and norm bounds change in the same Generic WAL record as the data page.
+ * generation and last page change in the same Generic WAL record as the data page.  With
+ * sketches (flat.h), the row's sketch and its page's count go into the group's sketch page in the
+ * same record; it is locked before the data page, and a full group's next page is a new sketch
+ * page followed by a new data page.
  * Readers lock the metapage only to copy it, so they see either the state before or after an
  * insert.
  */
@@ -36,6 +39,68 @@ next_free_page(Relation index, BlockNumber last_block)
 	return vs_new_buffer(index, MAIN_FORKNUM);
 }
 
+/*
+ * Block blkno, new (all zeros), locked: an index with sketches finds its pages by arithmetic, so
+ * the page must land exactly there (only a crash leaves zero pages past last_block).
+ */
+static Buffer
+new_page_at(Relation index, BlockNumber blkno)
+{
+	Buffer		buf;
+
+	if (blkno < RelationGetNumberOfBlocks(index))
+	{
+		buf = ReadBuffer(index, blkno);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	}
+	else
+		buf = vs_new_buffer(index, MAIN_FORKNUM);
+	if (BufferGetBlockNumber(buf) != blkno || !PageIsNew(BufferGetPage(buf)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("vs_flat index \"%s\" has an unexpected page at block %u",
+						RelationGetRelationName(index), BufferGetBlockNumber(buf)),
+				 errhint("REINDEX the index.")));
+	return buf;
+}
+
+/* Locks the group's pages for a row of an index with sketches: *sbuf and *buf (new ones flagged). */
+static void
+sketched_pages(Relation index, const VsFlatMetaPageData *meta, int per_page, Buffer *sbuf,
+			   bool *newsketch, Buffer *buf, bool *newpage)
+{
+	BlockNumber next;
+
+	*newsketch = *newpage = false;
+	if (meta->last_block != VS_FLAT_METAPAGE_BLKNO)
+	{
+		*sbuf = ReadBuffer(index, VsFlatSketchBlockOf(meta->sketch_group, meta->last_block));
+		LockBuffer(*sbuf, BUFFER_LOCK_EXCLUSIVE);
+		*buf = ReadBuffer(index, meta->last_block);
+		LockBuffer(*buf, BUFFER_LOCK_EXCLUSIVE);
+		if (VsFlatIsDataPage(BufferGetPage(*buf)) &&
+			VsFlatPageGetOpaque(BufferGetPage(*buf))->nitems < per_page)
+			return;
+		UnlockReleaseBuffer(*buf);
+		next = meta->last_block + 1;
+	}
+	else
+	{
+		*sbuf = InvalidBuffer;
+		next = VS_FLAT_FIRST_DATA_BLKNO;
+	}
+	*newpage = true;
+	if (VsFlatIsSketchBlock(meta->sketch_group, next))
+	{
+		if (BufferIsValid(*sbuf))
+			UnlockReleaseBuffer(*sbuf);
+		*sbuf = new_page_at(index, next);
+		*newsketch = true;
+		next++;
+	}
+	*buf = new_page_at(index, next);
+}
+
 bool
 vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 			   Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,
@@ -44,7 +109,11 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	Vector	   *vec;
 	Buffer		metabuf;
 	Buffer		buf = InvalidBuffer;
+	Buffer		sbuf = InvalidBuffer;	/* the group's sketch page (sketches) */
 	bool		newpage = false;
+	bool		newsketch = false;
+	Page		spage = NULL;
+	int			per_page;
 	VsFlatMetaPage meta;
 	uint32		dim;
 	uint32		storage;
@@ -67,14 +136,23 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	dim = vec->dim;
 	storage = meta->storage;
 	words = vs_store_words(dim, storage);
+	per_page = VsFlatItemsPerPage(words);
+	xlog = GenericXLogStart(index);
+	metapage = GenericXLogRegisterBuffer(xlog, metabuf, 0);
+	meta = VsFlatPageGetMeta(metapage);
+	/* the first row of an index without pages decides its layout (its option, its dim) */
+	if (meta->last_block == VS_FLAT_METAPAGE_BLKNO)
+		meta->sketch_group = vs_flat_index_sketch_group(index, dim, storage);
 
+	if (meta->sketch_group > 0)
+		sketched_pages(index, meta, per_page, &sbuf, &newsketch, &buf, &newpage);
 	/* Room on the last data page? */
-	if (meta->last_block != VS_FLAT_METAPAGE_BLKNO)
+	else if (meta->last_block != VS_FLAT_METAPAGE_BLKNO)
 	{
 		buf = ReadBuffer(index, meta->last_block);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		page = BufferGetPage(buf);
-		if (!VsFlatIsDataPage(page) || VsFlatPageGetOpaque(page)->nitems >= VsFlatItemsPerPage(words))
+		if (!VsFlatIsDataPage(page) || VsFlatPageGetOpaque(page)->nitems >= per_page)
 		{
 			UnlockReleaseBuffer(buf);
 			buf = InvalidBuffer;
@@ -86,8 +164,15 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 		newpage = true;
 	}
 
-	xlog = GenericXLogStart(index);
-	metapage = GenericXLogRegisterBuffer(xlog, metabuf, 0);
+	if (BufferIsValid(sbuf))
+	{
+		spage = GenericXLogRegisterBuffer(xlog, sbuf, newsketch ? GENERIC_XLOG_FULL_IMAGE : 0);
+		if (newsketch)
+		{
+			vs_flat_init_page(spage, VS_FLAT_SKETCH);
+			((PageHeader) spage)->pd_lower = ((PageHeader) spage)->pd_upper;
+		}
+	}
 	page = GenericXLogRegisterBuffer(xlog, buf, newpage ? GENERIC_XLOG_FULL_IMAGE : 0);
 	if (newpage)
 		vs_flat_init_page(page, VS_FLAT_DATA);
@@ -99,14 +184,22 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	vs_flat_store_row(item, vec->x, dim, storage);
 	vs_flat_page_set_items(page, words, nitems + 1);
 
-	meta = VsFlatPageGetMeta(metapage);
 	meta->dim = dim;
+	if (spage != NULL)
+	{
+		int			group_page = VsFlatGroupPage(meta->sketch_group, BufferGetBlockNumber(buf));
+
+		vs_flat_store_sketch(spage, meta, group_page, nitems, vec->x);
+		VsFlatSketchCounts(spage)[group_page] = nitems + 1;
+	}
 	meta->ntuples++;
 	meta->generation++;
 	meta->last_block = BufferGetBlockNumber(buf);
 
 	GenericXLogFinish(xlog);
 	UnlockReleaseBuffer(buf);
+	if (BufferIsValid(sbuf))
+		UnlockReleaseBuffer(sbuf);
 	UnlockReleaseBuffer(metabuf);
 
 	return false;

@@ -81,6 +81,136 @@ prefetch_page(const VsRecentPages *rp, BlockNumber blkno, int per_page, int word
 	ahead->ids = NULL;
 }
 
+/* Fetches a whole sketch page into the caches (rows are read a few at a time, sketches all). */
+static void
+prefetch_sketches(const VsRecentPages *rp, BlockNumber blkno)
+{
+	const char *page = vs_recent_prefetch(rp, blkno);
+
+	if (page == NULL)
+		return;
+	for (int off = 0; off < BLCKSZ; off += 64)
+		__builtin_prefetch(page + off);
+}
+
+/*
+ * Feeds scan the rows of an index with sketches that it may need: a group at a time, the sketch
+ * page's sketches go through the scan's filter (its bound as the rows added so far left it), and
+ * only the rows not ruled out are read, from their data pages, locked under the sketch page's
+ * lock (so the counts and sketches are theirs).  A group whose sketch page is not one (a page a
+ * crash left empty cannot precede data pages, but reading on is cheap) gives every row.
+ */
+static void
+scan_sketched(const VsIndexRef *ref, Relation rel, VsRecentPages *rp, BufferAccessStrategy bas,
+			  const VsFlatMetaPageData *meta, vs_context *engine, vs_rowscan *scan)
+{
+	const uint32 group = meta->sketch_group;
+	const uint32 words = vs_store_words(meta->dim, meta->storage);
+	const int	per_page = VsFlatItemsPerPage(words);
+	const Size	item_size = VS_FLAT_ITEM_SIZE(words);
+	const Size	sketch_bytes = vs_flat_sketch_bytes(meta->dim);
+	const int	slots = (int) group * per_page;
+	unsigned char *need = palloc(slots);
+	vs_row_block *blocks = palloc(sizeof(vs_row_block) * slots);
+	int64	   *ids = palloc(sizeof(int64) * slots);
+	Buffer	   *bufs = palloc(sizeof(Buffer) * group);
+	float	   *widened = NULL;
+
+	if (meta->storage == VS_STORE_F16)
+		widened = palloc(sizeof(float) * meta->dim * slots);
+	for (BlockNumber sblk = VS_FLAT_FIRST_DATA_BLKNO; sblk <= meta->last_block; sblk += group + 1)
+	{
+		Buffer		sbuf;
+		Page		spage;
+		bool		sketched;
+		int			npages = 0;
+		int			nblocks = 0;
+		int			st;
+
+		CHECK_FOR_INTERRUPTS();
+		prefetch_sketches(rp, sblk + 2 * (group + 1));
+		sbuf = vs_recent_pin(rp, ref, rel, sblk, bas);
+		LockBuffer(sbuf, BUFFER_LOCK_SHARE);
+		spage = BufferGetPage(sbuf);
+		sketched = !PageIsNew(spage) &&
+			PageGetSpecialSize(spage) == MAXALIGN(sizeof(VsFlatPageOpaqueData)) &&
+			(VsFlatPageGetOpaque(spage)->flags & VS_FLAT_SKETCH) != 0;
+		if (sketched)
+			st = vs_rowscan_sketch_filter(engine, scan, VsFlatSketchAt(spage, group, sketch_bytes, 0),
+										  sketch_bytes, slots, need);
+		else
+		{
+			memset(need, 1, slots);
+			st = VS_OK;
+		}
+		if (st != VS_OK)
+		{
+			UnlockReleaseBuffer(sbuf);
+			vs_engine_error(engine, st);
+		}
+		for (uint32 p = 0; p < group && sblk + 1 + p <= meta->last_block; p++)
+		{
+			const unsigned char *pneed = need + p * per_page;
+			int			count = sketched ? Min(VsFlatSketchCounts(spage)[p], per_page) : per_page;
+			Buffer		buf;
+			Page		page;
+			int			nitems;
+			int			i;
+
+			for (i = 0; i < count && !pneed[i]; i++)
+				;
+			if (i == count)
+				continue;		/* no row of this page is needed */
+			buf = vs_recent_pin(rp, ref, rel, sblk + 1 + p, bas);
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			bufs[npages++] = buf;
+			page = BufferGetPage(buf);
+			if (!VsFlatIsDataPage(page))
+				continue;
+			nitems = Min(VsFlatPageGetOpaque(page)->nitems, count);
+			for (; i < nitems; i++)
+			{
+				VsFlatItem *item;
+				int64	   *id = &ids[p * per_page + i];
+
+				if (!pneed[i])
+					continue;
+				item = VsFlatPageGetItem(page, words, i);
+				*id = vs_tid_to_id(&item->heap_tid);
+				if (widened)
+				{
+					float	   *row = widened + (size_t) (p * per_page + i) * meta->dim;
+
+					vs_flat_load_row(item, row, meta->dim, VS_STORE_F16);
+					blocks[nblocks].rows = row;
+					blocks[nblocks].stride = sizeof(float) * meta->dim;
+				}
+				else
+				{
+					blocks[nblocks].rows = item->x;
+					blocks[nblocks].stride = item_size;
+				}
+				blocks[nblocks].n = 1;
+				blocks[nblocks].ids = (const int64_t *) id;
+				nblocks++;
+			}
+		}
+		/* interrupts are held off while the locks are held, so the engine sees no cancel here */
+		st = vs_rowscan_add(engine, scan, blocks, nblocks);
+		for (int i = 0; i < npages; i++)
+			UnlockReleaseBuffer(bufs[i]);
+		UnlockReleaseBuffer(sbuf);
+		if (st != VS_OK)
+			vs_engine_error(engine, st);
+	}
+	pfree(need);
+	pfree(blocks);
+	pfree(ids);
+	pfree(bufs);
+	if (widened)
+		pfree(widened);
+}
+
 /* Feeds every item of the index to scan, a run of pages at a time. */
 static void
 scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
@@ -121,6 +251,14 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	words = vs_store_words(meta.dim, meta.storage);
 	per_page = VsFlatItemsPerPage(words);
 	item_size = VS_FLAT_ITEM_SIZE(words);
+	if (meta.sketch_group > 0 && nq < VS_FLAT_BATCH_QUERIES)
+	{
+		scan_sketched(ref, rel, rp, bas, &meta, engine, scan);
+		if (bas)
+			FreeAccessStrategy(bas);
+		vs_index_close_for_read(rel);
+		return;
+	}
 	run_pages = nq >= VS_FLAT_BATCH_QUERIES ? VS_FLAT_RUN_PAGES : VS_FLAT_STREAM_PAGES;
 	ids = palloc(sizeof(int64) * per_page * run_pages);
 	if (meta.storage == VS_STORE_F16)
@@ -137,6 +275,8 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 		if (run_pages == VS_FLAT_STREAM_PAGES)
 			for (BlockNumber b = blkno + run_pages; b < blkno + 2 * run_pages && b <= meta.last_block; b++)
 			{
+				if (VsFlatIsSketchBlock(meta.sketch_group, b))
+					continue;
 				prefetch_page(rp, b, per_page, words, &ahead[nahead]);
 				if (ahead[nahead].n > 0 && widened == NULL)
 					nahead++;
@@ -146,6 +286,8 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 			Page		page;
 			int			nitems;
 
+			if (VsFlatIsSketchBlock(meta.sketch_group, blkno))
+				continue;
 			buf = vs_recent_pin(rp, ref, rel, blkno, bas);
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			bufs[npages++] = buf;

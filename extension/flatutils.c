@@ -1,6 +1,6 @@
 /*
  * vs_flat: the index kind (indexkind.h) and its access method handler, page and metapage helpers,
- * dimension limits and reloptions (none).
+ * dimension limits, sketch geometry and reloptions.
  */
 #include "postgres.h"
 
@@ -11,6 +11,26 @@
 
 #include "batch.h"
 #include "flat.h"
+#include "vsearch/rowscan.h"
+
+typedef struct VsFlatOptions
+{
+	int32		vl_len_;
+	bool		sketches;
+} VsFlatOptions;
+
+static relopt_kind flat_relopt_kind;
+
+/* Registers the options; from _PG_init. */
+static void
+flat_init(void)
+{
+	flat_relopt_kind = add_reloption_kind();
+	add_bool_reloption(flat_relopt_kind, "sketches",
+					   "Keep an 8-bit sketch of each row so that searches without the GPU worker "
+					   "read only the rows their sketches do not rule out",
+					   true, AccessExclusiveLock);
+}
 
 void
 vs_flat_init_page(Page page, uint16 flags)
@@ -40,6 +60,59 @@ void
 vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage)
 {
 	vs_store_index_vector(item->x, x, dim, storage);
+}
+
+Size
+vs_flat_sketch_bytes(uint32 dim)
+{
+	return vs_row_sketch_bytes(dim);
+}
+
+/*
+ * Data pages per sketch page for rows of dim elements stored as storage says: as many as one
+ * sketch page holds the sketches and counts of; 0 (no sketches) while dim is unknown, where a
+ * sketch would be more than 2/3 of its row (short rows, binary16 rows below 56 dimensions), or
+ * where a sketch page would serve a single data page (the index would grow by half or more).
+ */
+uint32
+vs_flat_sketch_group(uint32 dim, uint32 storage)
+{
+	uint32		words = vs_store_words(dim, storage);
+	int			per_page = VsFlatItemsPerPage(words);
+	Size		sb = vs_flat_sketch_bytes(dim);
+	uint32		group;
+
+	if (dim == 0 || 3 * sb > 2 * VS_FLAT_ITEM_SIZE(words))
+		return 0;
+	group = (uint32) (VS_FLAT_PAGE_SPACE / (sizeof(uint16) + (Size) per_page * sb));
+	while (group > 0 &&
+		   MAXALIGN(sizeof(uint16) * group) + (Size) group * per_page * sb > VS_FLAT_PAGE_SPACE)
+		group--;
+	return group >= 2 ? Min(group, 255) : 0;
+}
+
+/* The sketch_group a new index (or its first row) takes: 0 WITH (sketches = off). */
+uint32
+vs_flat_index_sketch_group(Relation index, uint32 dim, uint32 storage)
+{
+	VsFlatOptions *opts = (VsFlatOptions *) index->rd_options;
+
+	if (opts != NULL && !opts->sketches)
+		return 0;
+	return vs_flat_sketch_group(dim, storage);
+}
+
+/* Writes the sketch of row x, item `item` of the group's page group_page, into a sketch page. */
+void
+vs_flat_store_sketch(Page sketch_page, const VsFlatMetaPageData *meta, int group_page, int item,
+					 const float *x)
+{
+	int			per_page = VsFlatItemsPerPage(vs_store_words(meta->dim, meta->storage));
+	Size		sb = vs_flat_sketch_bytes(meta->dim);
+
+	vs_row_sketch_make(x, meta->dim,
+					   VsFlatSketchAt(sketch_page, meta->sketch_group, sb,
+									  group_page * per_page + item));
 }
 
 /* An item's row as floats (widening binary16 is exact). */
@@ -124,25 +197,15 @@ vs_flat_check_vector_dim(uint32 index_dim, int dim, uint32 storage)
 						 "declare the column as vector(n).")));
 }
 
-/* No options yet; reject any, like an access method with an empty option table would. */
 bytea *
 vs_flat_options(Datum reloptions, bool validate)
 {
-	if (validate && DatumGetPointer(reloptions) != NULL)
-	{
-		List	   *options = untransformRelOptions(reloptions);
+	static const relopt_parse_elt tab[] = {
+		{"sketches", RELOPT_TYPE_BOOL, offsetof(VsFlatOptions, sketches)},
+	};
 
-		if (options != NIL)
-		{
-			DefElem    *def = linitial_node(DefElem, options);
-
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unrecognized parameter \"%s\"", def->defname),
-					 errhint("vs_flat indexes take no storage parameters.")));
-		}
-	}
-	return NULL;
+	return (bytea *) build_reloptions(reloptions, validate, flat_relopt_kind,
+									  sizeof(VsFlatOptions), tab, lengthof(tab));
 }
 
 static void
@@ -162,6 +225,7 @@ flat_read_ref(Relation index, VsIndexRef *ref)
 const VsIndexKind vs_flat_kind = {
 	.id = VS_FLAT_KIND,
 	.name = "vs_flat",
+	.init = flat_init,
 	.page_id = VS_FLAT_PAGE_ID,
 	.uses_maintenance_work_mem = false,
 	.build = vs_flat_build,
