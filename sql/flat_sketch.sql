@@ -18,7 +18,7 @@ BEGIN
   PERFORM set_config('enable_bitmapscan', 'on', true);
   PERFORM set_config('enable_seqscan', 'off', true);
   FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
-    IF line ~ 'Index Scan using sk_\w+' THEN used := 'index used'; END IF;
+    IF line ~ 'Index Scan (using|on) sk_\w+' THEN used := 'index used'; END IF;
   END LOOP;
   EXECUTE 'CREATE TEMP TABLE cmp_idx AS ' || query;
   SELECT count(*) INTO n FROM cmp_seq;
