@@ -81,7 +81,19 @@ prefetch_page(const VsRecentPages *rp, BlockNumber blkno, int per_page, int word
 	ahead->ids = NULL;
 }
 
-/* Fetches a whole sketch page into the caches (rows are read a few at a time, sketches all). */
+/*
+ * Sketch pages fetched ahead of the one read: 4 (2 to 8 measured within noise of each other on the
+ * development machine).
+ */
+#define VS_FLAT_SKETCH_AHEAD 4
+
+/*
+ * Starts fetching a sketch page into L2: the first line of each 4 kB, which starts the hardware
+ * prefetcher's stream over the rest (a sketch page is read whole, front to back).  A prefetch of
+ * every line took a fifth of the scan's time in the prefetch instructions themselves, waiting
+ * for free slots: 200 single queries on Fashion-MNIST took 1.2-1.5 s that way, 0.83-0.97 s this
+ * way (development machine, alternated).
+ */
 static void
 prefetch_sketches(const VsRecentPages *rp, BlockNumber blkno)
 {
@@ -89,8 +101,8 @@ prefetch_sketches(const VsRecentPages *rp, BlockNumber blkno)
 
 	if (page == NULL)
 		return;
-	for (int off = 0; off < BLCKSZ; off += 64)
-		__builtin_prefetch(page + off);
+	for (int off = 0; off < BLCKSZ; off += 4096)
+		__builtin_prefetch(page + off, 0, 2);
 }
 
 /*
@@ -128,7 +140,10 @@ scan_sketched(const VsIndexRef *ref, Relation rel, VsRecentPages *rp, BufferAcce
 		int			st;
 
 		CHECK_FOR_INTERRUPTS();
-		prefetch_sketches(rp, sblk + 2 * (group + 1));
+		if (sblk == VS_FLAT_FIRST_DATA_BLKNO)
+			for (int a = 1; a < VS_FLAT_SKETCH_AHEAD; a++)
+				prefetch_sketches(rp, sblk + a * (group + 1));
+		prefetch_sketches(rp, sblk + VS_FLAT_SKETCH_AHEAD * (group + 1));
 		sbuf = vs_recent_pin(rp, ref, rel, sblk, bas);
 		LockBuffer(sbuf, BUFFER_LOCK_SHARE);
 		spage = BufferGetPage(sbuf);

@@ -48,41 +48,62 @@ __attribute__((target("avx2"))) int64_t dot_avx2(const int16_t *q, const uint8_t
     return total + dot_scalar(q + i, c + i, n - i);
 }
 
-__attribute__((target("avx512f,avx512bw"))) int64_t dot_avx512(const int16_t *q, const uint8_t *c,
-                                                                 size_t n)
+// The tail's codes come through a masked load (none past the row); q is padded with zeros.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) int64_t dot_avx512(const int16_t *q,
+                                                                          const uint8_t *c, size_t n)
 {
     int64_t total = 0;
     size_t i = 0;
-    while (i + 32 <= n)
+    while (i < n)
     {
         __m512i acc = _mm512_setzero_si512();
-        const size_t end = std::min(n - n % 32, i + 32 * 1024);
-        for (; i < end; i += 32)
+        const size_t end = std::min(n, i + 32 * 1024);
+        for (; i + 32 <= end; i += 32)
         {
             const __m512i cv = _mm512_cvtepu8_epi16(
                 _mm256_loadu_si256(reinterpret_cast<const __m256i *>(c + i)));
-            const __m512i qv = _mm512_loadu_si512(q + i);
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(cv, qv));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(cv, _mm512_loadu_si512(q + i)));
         }
+        if (i < end)
+        {
+            const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (end - i)) - 1);
+            const __m512i cv = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, c + i));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(cv, _mm512_loadu_si512(q + i)));
+            i = end;
+        }
+        // in 64 bits: 16 lanes of up to 2^30 each may pass 2^31 together
         alignas(64) int32_t lanes[16];
         _mm512_store_si512(lanes, acc);
         for (int32_t v : lanes)
             total += v;
     }
-    return total + dot_avx2(q + i, c + i, n - i);
+    return total;
 }
 
-using DotFn = int64_t (*)(const int16_t *, const uint8_t *, size_t);
+} // namespace
 
-DotFn best_dot()
+int sketch_dot_supported(SketchDot *out, int max)
 {
-    static const DotFn best = [] {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-            return &dot_avx512;
-        if (__builtin_cpu_supports("avx2"))
-            return &dot_avx2;
-        return &dot_scalar;
+    __builtin_cpu_init();
+    int n = 0;
+    if (n < max && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        out[n++] = &dot_avx512;
+    if (n < max && __builtin_cpu_supports("avx2"))
+        out[n++] = &dot_avx2;
+    if (n < max)
+        out[n++] = &dot_scalar;
+    return n;
+}
+
+namespace {
+
+SketchDot best_dot()
+{
+    static const SketchDot best = [] {
+        SketchDot f = &dot_scalar;
+        sketch_dot_supported(&f, 1);
+        return f;
     }();
     return best;
 }
@@ -97,7 +118,6 @@ float float_at_least(double x)
 
 int64_t sketch_dot(const int16_t *qi, const uint8_t *codes, size_t dim)
 {
-    // dot_avx2 without AVX2 would fault: the tail of dot_avx512 only runs where it does
     return best_dot()(qi, codes, dim);
 }
 

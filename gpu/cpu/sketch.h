@@ -45,8 +45,12 @@ private:
     double sigma_, rnorm_, qsum_, qabs_, qsq_, qn_;
 };
 
-// sigma <qi, c> over dim codes: the integer dot product (int64 sums), exposed for the tests.
+// <qi, c> over dim codes, the integer dot product (int64 sums), through the best kernel; qi is
+// padded with zeros to a multiple of 32, codes are not read past dim.
 int64_t sketch_dot(const int16_t *qi, const uint8_t *codes, size_t dim);
+// Every kernel this CPU runs, best first (for the tests).
+typedef int64_t (*SketchDot)(const int16_t *, const uint8_t *, size_t);
+int sketch_dot_supported(SketchDot *out, int max);
 
 } // namespace vs
 

@@ -56,7 +56,7 @@ std::vector<float> awkward_rows(size_t n, size_t d, uint64_t seed)
     return x;
 }
 
-TEST(Sketch, IntegerDotIsTheScalarSum)
+TEST(Sketch, IntegerDotKernelsAreTheScalarSum)
 {
     std::mt19937_64 rng(5);
     for (size_t d : {size_t(1), size_t(15), size_t(16), size_t(31), size_t(33), size_t(784),
@@ -74,6 +74,10 @@ TEST(Sketch, IntegerDotIsTheScalarSum)
                 c[i] = static_cast<uint8_t>(round == 0 ? 255 : rng() % 256);
                 want += static_cast<int64_t>(q[i]) * c[i];
             }
+            vs::SketchDot kernels[4];
+            const int nk = vs::sketch_dot_supported(kernels, 4);
+            for (int k = 0; k < nk; k++)
+                EXPECT_EQ(kernels[k](q.data(), c.data(), d), want) << "d " << d << " kernel " << k;
             EXPECT_EQ(vs::sketch_dot(q.data(), c.data(), d), want) << "d " << d;
         }
     }
