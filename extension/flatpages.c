@@ -261,7 +261,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	if (!vs_flat_stays_resident((double) meta.last_block + 1))
 		bas = GetAccessStrategy(BAS_BULKREAD);
 	else if (rel == NULL)
-		rp = vs_recent_pages(ref, meta.last_block + 1, true);
+		rp = vs_recent_pages(ref, meta.last_block + 1, !(meta.sketch_group > 0 && nq < VS_FLAT_BATCH_QUERIES));
 
 	words = vs_store_words(meta.dim, meta.storage);
 	per_page = VsFlatItemsPerPage(words);

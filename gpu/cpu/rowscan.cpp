@@ -115,6 +115,12 @@ public:
         if (buf_.size() >= 2 * keep + 64)
             cut(keep);
     }
+    // Makes bound() the k-th smallest key seen (add() moves it only every keep + 64 keys).
+    void tighten(size_t keep)
+    {
+        if (keep > 0 && buf_.size() >= keep && (buf_.size() > keep || !bounded()))
+            cut(keep);
+    }
     bool bounded() const { return thr_ != kNoBound; }
     float bound() const { return key_distance(thr_); }
     std::vector<Key> &keys() { return buf_; }
@@ -217,7 +223,8 @@ public:
 
     // A row is needed where a query's lower bound from its sketch does not rule it out: below the
     // radius's base value, or not above the base value past the first thread's k-th best (at
-    // least the scan's k-th best so far).
+    // least the scan's k-th best so far), which is made exact first: once most rows are ruled
+    // out, few rows arrive to move the bound that add() keeps.
     void sketch_filter(const void *sketches, size_t stride, size_t n, unsigned char *need) override
     {
         if (sq_.empty())
@@ -226,7 +233,11 @@ public:
         slots(1);
         std::vector<double> skip(nq_);
         for (size_t qi = 0; qi < nq_; qi++)
+        {
+            if (!range_)
+                top_[0][qi].tighten(k_);
             skip[qi] = range_ ? limit_ : k_ == 0 ? -INFINITY : base_skip(top_[0][qi]);
+        }
         const char *base = static_cast<const char *>(sketches);
         for (size_t i = 0; i < n; i++)
         {
