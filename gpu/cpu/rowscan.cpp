@@ -115,10 +115,11 @@ public:
         if (buf_.size() >= 2 * keep + 64)
             cut(keep);
     }
-    // Makes bound() the k-th smallest key seen (add() moves it only every keep + 64 keys).
+    // Brings bound() closer to the k-th smallest key seen: add() moves it only every keep + 64
+    // keys, this once a quarter of keep more have come (a cut costs about keep steps).
     void tighten(size_t keep)
     {
-        if (keep > 0 && buf_.size() >= keep && (buf_.size() > keep || !bounded()))
+        if (keep > 0 && buf_.size() >= keep && (buf_.size() >= keep + keep / 4 + 4 || !bounded()))
             cut(keep);
     }
     bool bounded() const { return thr_ != kNoBound; }
@@ -223,7 +224,7 @@ public:
 
     // A row is needed where a query's lower bound from its sketch does not rule it out: below the
     // radius's base value, or not above the base value past the first thread's k-th best (at
-    // least the scan's k-th best so far), which is made exact first: once most rows are ruled
+    // least the scan's k-th best so far), which is tightened first: once most rows are ruled
     // out, few rows arrive to move the bound that add() keeps.
     void sketch_filter(const void *sketches, size_t stride, size_t n, unsigned char *need) override
     {
