@@ -12,14 +12,16 @@
  *   data page    page header | VsFlatItem[nitems] | free | VsFlatPageOpaqueData
  *   sketch page  page header | uint16 counts[group] | sketches[group * per_page] | VsFlatPageOpaqueData
  *
- * Sketches (an index built WITH (sketches = on), the default, whose rows are long enough): the
- * data pages come in groups of `sketch_group` (metapage), each after a sketch page holding, for
- * every item of its group's pages, the row's sketch (vsearch/rowscan.h: 8-bit codes, a quarter of
- * a float row) at slot (page in group) * per_page + item, and each page's item count.  A search
- * in a backend reads the sketch pages and only the rows whose sketch does not rule them out
- * (flatpages.c); block b >= 1 is a sketch page when (b - 1) % (sketch_group + 1) == 0.  The
- * sketch page is locked before its group's data pages by everyone (inserts, VACUUM, searches) and
- * changes in the same WAL record as they do, so under its lock the two agree.
+ * Sketches (an index built WITH (sketches = on), the default, whose rows are long enough): every
+ * data page belongs to a group of `sketch_group` (metapage) pages whose sketch page holds, for
+ * every item of the group's pages, the row's sketch (vsearch/rowscan.h: 8-bit codes, a quarter of
+ * a float row) at slot (page in group) * per_page + item, and each page's item count.  The pages
+ * come in runs: VS_FLAT_SKETCH_RUN sketch pages together, then their groups' data pages in order,
+ * so that a search reading only the sketch pages (flatpages.c) reads 64 kB at a time and a new
+ * backend's first touch maps 8 of them at once.  A run's later sketch pages stay all zeros (not
+ * WAL-logged) until their group's first page is written, in the same record.  The sketch page is
+ * locked before its group's data pages by everyone (inserts, VACUUM, searches) and changes in the
+ * same WAL record as they do, so under its lock the two agree.
  *
  * A data item is the heap tid followed by the vector's float4 elements, or, in an index of a
  * halfvec column built since binary16 storage exists (metapage `storage`), its binary16 elements
@@ -132,12 +134,54 @@ typedef struct VsFlatItem
 #define VsFlatSketchCounts(page)	((uint16 *) PageGetContents(page))
 #define VsFlatSketchAt(page, group, sketch_bytes, slot) \
 	(PageGetContents(page) + MAXALIGN(sizeof(uint16) * (group)) + (Size) (slot) * (sketch_bytes))
-/* Is block blkno (>= 1) a sketch page of an index of this sketch_group? */
-#define VsFlatIsSketchBlock(group, blkno) \
-	((group) > 0 && ((blkno) - 1) % ((group) + 1) == 0)
-/* The sketch page of data block blkno, and the page's place in its group (from 0). */
-#define VsFlatSketchBlockOf(group, blkno)	((blkno) - ((blkno) - 1) % ((group) + 1))
-#define VsFlatGroupPage(group, blkno)	(((blkno) - 1) % ((group) + 1) - 1)
+/* Sketch pages that lie together, before the data pages of their groups (flat.h's layout). */
+#define VS_FLAT_SKETCH_RUN		8
+
+/* Blocks of a run of sketch pages with their groups' data pages. */
+static inline BlockNumber
+vs_flat_sketch_period(uint32 group)
+{
+	return VS_FLAT_SKETCH_RUN * (group + 1);
+}
+
+/* Is block blkno (>= 1) a sketch page of an index of this sketch_group (> 0)? */
+static inline bool
+vs_flat_is_sketch_block(uint32 group, BlockNumber blkno)
+{
+	return group > 0 && (blkno - 1) % vs_flat_sketch_period(group) < VS_FLAT_SKETCH_RUN;
+}
+
+/* The sketch page of data block blkno. */
+static inline BlockNumber
+vs_flat_sketch_block_of(uint32 group, BlockNumber blkno)
+{
+	BlockNumber r = (blkno - 1) % vs_flat_sketch_period(group);
+
+	return blkno - r + (r - VS_FLAT_SKETCH_RUN) / group;
+}
+
+/* Data block blkno's place in its group (from 0). */
+static inline int
+vs_flat_group_page(uint32 group, BlockNumber blkno)
+{
+	return (int) (((blkno - 1) % vs_flat_sketch_period(group) - VS_FLAT_SKETCH_RUN) % group);
+}
+
+/* The block of sketch page number s (0, 1, ... in the order of their groups). */
+static inline BlockNumber
+vs_flat_sketch_block(uint32 group, uint64 s)
+{
+	return (BlockNumber) (1 + (s / VS_FLAT_SKETCH_RUN) * vs_flat_sketch_period(group) +
+						  s % VS_FLAT_SKETCH_RUN);
+}
+
+/* The first data block of sketch page number s's group. */
+static inline BlockNumber
+vs_flat_group_first_block(uint32 group, uint64 s)
+{
+	return (BlockNumber) (1 + (s / VS_FLAT_SKETCH_RUN) * vs_flat_sketch_period(group) +
+						  VS_FLAT_SKETCH_RUN + (s % VS_FLAT_SKETCH_RUN) * group);
+}
 
 /* Is this an initialized data page of a vs_flat index? */
 #define VsFlatIsDataPage(page) \

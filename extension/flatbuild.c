@@ -3,9 +3,10 @@
  *
  * The build writes the metapage, then fills data pages in backend memory from the table scan and
  * writes each full one as a new page with a full-image Generic WAL record, and finally stores the
- * row count and last page in the metapage (Generic WAL too).  With sketches (flat.h), each group
- * of data pages is preceded by its sketch page, written empty when the group starts (so that it
- * takes its block first) and again, filled, when the group is complete.  A crash during the
+ * row count and last page in the metapage (Generic WAL too).  With sketches (flat.h), a run of
+ * sketch pages takes its blocks (all zeros, not logged) before its groups' data pages, and the
+ * sketch pages, filled in backend memory meanwhile, are written over them when the run is
+ * complete.  A crash during the
  * build leaves an index that the aborted transaction never made visible.
  */
 #include "postgres.h"
@@ -33,9 +34,9 @@ typedef struct FlatBuildState
 	bool		sparse;			/* a sparsevec column, densified row by row */
 	uint32		storage;		/* VS_STORE_F16 for a halfvec column */
 	uint32		sketch_group;	/* data pages per sketch page (0: none), once dim is known */
-	Page		sketch;			/* the group's sketch page being filled */
-	BlockNumber sketch_block;
-	int			group_pages;	/* data pages of the group written */
+	char	   *sketches;		/* the run's sketch pages being filled (VS_FLAT_SKETCH_RUN) */
+	BlockNumber run_block;		/* the run's first block */
+	int			run_pages;		/* data pages of the run written */
 } FlatBuildState;
 
 static int
@@ -44,12 +45,22 @@ items_per_page(const FlatBuildState *state)
 	return VsFlatItemsPerPage(vs_store_words(state->dim, state->storage));
 }
 
-/* An empty sketch page image for the next group, its pd_lower past every slot (logged whole). */
-static void
-init_sketch_page(FlatBuildState *state)
+/* Sketch page k of the run being filled. */
+static Page
+run_sketch(FlatBuildState *state, int k)
 {
-	vs_flat_init_page(state->sketch, VS_FLAT_SKETCH);
-	((PageHeader) state->sketch)->pd_lower = ((PageHeader) state->sketch)->pd_upper;
+	return (Page) (state->sketches + (Size) k * BLCKSZ);
+}
+
+/* Empty sketch page images for the next run, their pd_lower past every slot (logged whole). */
+static void
+init_sketch_pages(FlatBuildState *state)
+{
+	for (int k = 0; k < VS_FLAT_SKETCH_RUN; k++)
+	{
+		vs_flat_init_page(run_sketch(state, k), VS_FLAT_SKETCH);
+		((PageHeader) run_sketch(state, k))->pd_lower = ((PageHeader) run_sketch(state, k))->pd_upper;
+	}
 }
 
 /* Once dim is known: the layout (items per page, sketches). */
@@ -85,14 +96,16 @@ write_page(Relation index, BlockNumber blkno, Page image)
 	return blkno;
 }
 
-/* Writes the group's sketch page, filled, over its empty one. */
+/* Writes the run's sketch pages that have groups over their reserved blocks. */
 static void
 flush_sketches(FlatBuildState *state)
 {
-	if (state->group_pages == 0)
-		return;
-	(void) write_page(state->index, state->sketch_block, state->sketch);
-	state->group_pages = 0;
+	int			used = (state->run_pages + (int) state->sketch_group - 1) / (int) state->sketch_group;
+
+	for (int k = 0; k < used; k++)
+		(void) write_page(state->index, state->run_block + k, run_sketch(state, k));
+	init_sketch_pages(state);
+	state->run_pages = 0;
 }
 
 /* Writes the page being filled as a new page of the index. */
@@ -103,27 +116,29 @@ flush_page(FlatBuildState *state)
 		return;
 	if (state->sketch_group > 0)
 	{
-		VsFlatSketchCounts(state->sketch)[state->group_pages] = state->nitems;
-		if (state->group_pages == 0)
-		{
-			Page		empty = palloc(BLCKSZ);
+		const int	group = (int) state->sketch_group;
 
-			vs_flat_init_page(empty, VS_FLAT_SKETCH);
-			state->sketch_block = write_page(state->index, InvalidBlockNumber, empty);
-			pfree(empty);
-		}
+		VsFlatSketchCounts(run_sketch(state, state->run_pages / group))[state->run_pages % group] =
+			state->nitems;
+		if (state->run_pages == 0)
+			for (int k = 0; k < VS_FLAT_SKETCH_RUN; k++)
+			{
+				Buffer		buf = vs_new_buffer(state->index, MAIN_FORKNUM);
+
+				if (k == 0)
+					state->run_block = BufferGetBlockNumber(buf);
+				UnlockReleaseBuffer(buf);
+			}
 	}
 	vs_flat_page_set_items(state->page, vs_store_words(state->dim, state->storage),
 						   state->nitems);
 	state->last_block = write_page(state->index, InvalidBlockNumber, state->page);
 	if (state->sketch_group > 0)
 	{
-		Assert(VsFlatSketchBlockOf(state->sketch_group, state->last_block) == state->sketch_block);
-		if (++state->group_pages == (int) state->sketch_group)
-		{
+		Assert(vs_flat_sketch_block_of(state->sketch_group, state->last_block) ==
+			   state->run_block + state->run_pages / state->sketch_group);
+		if (++state->run_pages == VS_FLAT_SKETCH_RUN * (int) state->sketch_group)
 			flush_sketches(state);
-			init_sketch_page(state);
-		}
 	}
 
 	vs_flat_init_page(state->page, VS_FLAT_DATA);
@@ -160,7 +175,9 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 		VsFlatMetaPageData layout = {.dim = state->dim, .storage = state->storage,
 		.sketch_group = state->sketch_group};
 
-		vs_flat_store_sketch(state->sketch, &layout, state->group_pages, state->nitems, vec->x);
+		vs_flat_store_sketch(run_sketch(state, state->run_pages / (int) state->sketch_group),
+							 &layout, state->run_pages % (int) state->sketch_group, state->nitems,
+							 vec->x);
 	}
 	state->nitems++;
 	state->ntuples++;
@@ -214,8 +231,8 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	state.page = (Page) palloc(BLCKSZ);
 	vs_flat_init_page(state.page, VS_FLAT_DATA);
-	state.sketch = (Page) palloc(BLCKSZ);
-	init_sketch_page(&state);
+	state.sketches = palloc((Size) VS_FLAT_SKETCH_RUN * BLCKSZ);
+	init_sketch_pages(&state);
 	state.last_block = VS_FLAT_METAPAGE_BLKNO;
 	state.tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "vs_flat build",
 										 ALLOCSET_DEFAULT_SIZES);
@@ -223,7 +240,8 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 									   build_callback, &state, NULL);
 	flush_page(&state);
-	flush_sketches(&state);
+	if (state.sketch_group > 0 && state.run_pages > 0)
+		flush_sketches(&state);
 
 	/* Publish the data pages in the metapage. */
 	metabuf = ReadBuffer(index, VS_FLAT_METAPAGE_BLKNO);
@@ -241,7 +259,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	MemoryContextDelete(state.tmpcxt);
 	pfree(state.page);
-	pfree(state.sketch);
+	pfree(state.sketches);
 
 	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
 	result->heap_tuples = reltuples;

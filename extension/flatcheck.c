@@ -28,8 +28,8 @@ vs_flat_check(VsCheck *c)
 	float	   *row;
 	Size		sketch_bytes;
 	char	   *sketch;
-	Page		spage = NULL;
-	BlockNumber sblk = InvalidBlockNumber;
+	char	   *sketch_pages = NULL;	/* the current run's sketch pages, copied */
+	BlockNumber sketch_blocks[VS_FLAT_SKETCH_RUN];	/* their blocks (Invalid: none) */
 
 	page = vs_check_page(c, VS_FLAT_METAPAGE_BLKNO, sizeof(VsFlatPageOpaqueData),
 						 VS_FLAT_PAGE_ID);
@@ -61,23 +61,32 @@ vs_flat_check(VsCheck *c)
 	row = palloc(sizeof(float) * Max(meta.dim, 1));
 	sketch_bytes = vs_flat_sketch_bytes(meta.dim);
 	sketch = palloc(sketch_bytes);
+	if (meta.sketch_group > 0)
+		sketch_pages = palloc((Size) VS_FLAT_SKETCH_RUN * BLCKSZ);
+	for (int k = 0; k < VS_FLAT_SKETCH_RUN; k++)
+		sketch_blocks[k] = InvalidBlockNumber;
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
 		 meta.last_block != VS_FLAT_METAPAGE_BLKNO && blkno <= meta.last_block; blkno++)
 	{
 		VsFlatPageOpaque opaque;
 		int			group_page = 0;
+		Page		spage = NULL;
 
-		if (VsFlatIsSketchBlock(meta.sketch_group, blkno))
+		if (vs_flat_is_sketch_block(meta.sketch_group, blkno))
 		{
+			int			k = (int) ((blkno - 1) % vs_flat_sketch_period(meta.sketch_group));
+
+			/* all zeros: reserved with its run, its group not begun */
+			sketch_blocks[k] = InvalidBlockNumber;
+			if (PageIsNew(vs_check_read(c, blkno)))
+				continue;
 			page = vs_check_page(c, blkno, sizeof(VsFlatPageOpaqueData), VS_FLAT_PAGE_ID);
 			if (VsFlatPageGetOpaque(page)->flags != VS_FLAT_SKETCH)
 				vs_check_fail(c, blkno, "flags %u, a sketch page's are %u",
 							  VsFlatPageGetOpaque(page)->flags, VS_FLAT_SKETCH);
 			/* vs_check_page's copy is overwritten by the next read: keep one */
-			if (spage == NULL)
-				spage = palloc(BLCKSZ);
-			memcpy(spage, page, BLCKSZ);
-			sblk = blkno;
+			memcpy(sketch_pages + (Size) k * BLCKSZ, page, BLCKSZ);
+			sketch_blocks[k] = blkno;
 			continue;
 		}
 		/* all zeros: an extension whose WAL a crash lost (flatinsert.c), which searches skip */
@@ -95,9 +104,13 @@ vs_flat_check(VsCheck *c)
 						  ((PageHeader) page)->pd_lower, opaque->nitems);
 		if (meta.sketch_group > 0)
 		{
-			group_page = VsFlatGroupPage(meta.sketch_group, blkno);
-			if (sblk != VsFlatSketchBlockOf(meta.sketch_group, blkno))
-				vs_check_fail(c, blkno, "no sketch page before its group");
+			BlockNumber sblk = vs_flat_sketch_block_of(meta.sketch_group, blkno);
+			int			k = (int) ((sblk - 1) % vs_flat_sketch_period(meta.sketch_group));
+
+			group_page = vs_flat_group_page(meta.sketch_group, blkno);
+			spage = (Page) (sketch_pages + (Size) k * BLCKSZ);
+			if (sketch_blocks[k] != sblk)
+				vs_check_fail(c, blkno, "its sketch page %u is not one", sblk);
 			if (VsFlatSketchCounts(spage)[group_page] != opaque->nitems)
 				vs_check_fail(c, blkno, "%u items, its sketch page counts %u", opaque->nitems,
 							  VsFlatSketchCounts(spage)[group_page]);
@@ -125,8 +138,8 @@ vs_flat_check(VsCheck *c)
 					  UINT64_FORMAT, meta.ntuples, entries);
 	pfree(row);
 	pfree(sketch);
-	if (spage)
-		pfree(spage);
+	if (sketch_pages)
+		pfree(sketch_pages);
 	vs_check_report(c, "dimensions", meta.dim);
 	vs_check_report(c, "data_pages", data_pages);
 	vs_check_report(c, "metapage_entries", (int64) meta.ntuples);

@@ -64,17 +64,23 @@ new_page_at(Relation index, BlockNumber blkno)
 	return buf;
 }
 
-/* Locks the group's pages for a row of an index with sketches: *sbuf and *buf (new ones flagged). */
+/*
+ * Locks the pages for a row of an index with sketches: *sbuf, the group's sketch page, then *buf,
+ * the data page (new ones flagged: to be initialized in the insert's record).  A new run of
+ * sketch pages (flat.h) takes all its blocks at once, the later ones left all zeros until their
+ * group's first page comes.
+ */
 static void
 sketched_pages(Relation index, const VsFlatMetaPageData *meta, int per_page, Buffer *sbuf,
 			   bool *newsketch, Buffer *buf, bool *newpage)
 {
+	const uint32 group = meta->sketch_group;
 	BlockNumber next;
 
 	*newsketch = *newpage = false;
 	if (meta->last_block != VS_FLAT_METAPAGE_BLKNO)
 	{
-		*sbuf = ReadBuffer(index, VsFlatSketchBlockOf(meta->sketch_group, meta->last_block));
+		*sbuf = ReadBuffer(index, vs_flat_sketch_block_of(group, meta->last_block));
 		LockBuffer(*sbuf, BUFFER_LOCK_EXCLUSIVE);
 		*buf = ReadBuffer(index, meta->last_block);
 		LockBuffer(*buf, BUFFER_LOCK_EXCLUSIVE);
@@ -90,13 +96,24 @@ sketched_pages(Relation index, const VsFlatMetaPageData *meta, int per_page, Buf
 		next = VS_FLAT_FIRST_DATA_BLKNO;
 	}
 	*newpage = true;
-	if (VsFlatIsSketchBlock(meta->sketch_group, next))
+	if (vs_flat_is_sketch_block(group, next))
 	{
+		/* a new run: its first sketch page, the others reserved, then the first data page */
 		if (BufferIsValid(*sbuf))
 			UnlockReleaseBuffer(*sbuf);
 		*sbuf = new_page_at(index, next);
 		*newsketch = true;
-		next++;
+		for (int k = 1; k < VS_FLAT_SKETCH_RUN; k++)
+			UnlockReleaseBuffer(new_page_at(index, next + k));
+		next += VS_FLAT_SKETCH_RUN;
+	}
+	else if (vs_flat_group_page(group, next) == 0)
+	{
+		/* the first page of a group: its sketch page, reserved with the run, comes to life */
+		if (BufferIsValid(*sbuf))
+			UnlockReleaseBuffer(*sbuf);
+		*sbuf = new_page_at(index, vs_flat_sketch_block_of(group, next));
+		*newsketch = true;
 	}
 	*buf = new_page_at(index, next);
 }
@@ -187,7 +204,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	meta->dim = dim;
 	if (spage != NULL)
 	{
-		int			group_page = VsFlatGroupPage(meta->sketch_group, BufferGetBlockNumber(buf));
+		int			group_page = vs_flat_group_page(meta->sketch_group, BufferGetBlockNumber(buf));
 
 		vs_flat_store_sketch(spage, meta, group_page, nitems, vec->x);
 		VsFlatSketchCounts(spage)[group_page] = nitems + 1;

@@ -130,8 +130,10 @@ scan_sketched(const VsIndexRef *ref, Relation rel, VsRecentPages *rp, BufferAcce
 
 	if (meta->storage == VS_STORE_F16)
 		widened = palloc(sizeof(float) * meta->dim * slots);
-	for (BlockNumber sblk = VS_FLAT_FIRST_DATA_BLKNO; sblk <= meta->last_block; sblk += group + 1)
+	for (uint64 sk = 0; vs_flat_group_first_block(group, sk) <= meta->last_block; sk++)
 	{
+		const BlockNumber sblk = vs_flat_sketch_block(group, sk);
+		const BlockNumber first = vs_flat_group_first_block(group, sk);
 		Buffer		sbuf;
 		Page		spage;
 		bool		sketched;
@@ -140,10 +142,10 @@ scan_sketched(const VsIndexRef *ref, Relation rel, VsRecentPages *rp, BufferAcce
 		int			st;
 
 		CHECK_FOR_INTERRUPTS();
-		if (sblk == VS_FLAT_FIRST_DATA_BLKNO)
+		if (sk == 0)
 			for (int a = 1; a < VS_FLAT_SKETCH_AHEAD; a++)
-				prefetch_sketches(rp, sblk + a * (group + 1));
-		prefetch_sketches(rp, sblk + VS_FLAT_SKETCH_AHEAD * (group + 1));
+				prefetch_sketches(rp, vs_flat_sketch_block(group, a));
+		prefetch_sketches(rp, vs_flat_sketch_block(group, sk + VS_FLAT_SKETCH_AHEAD));
 		sbuf = vs_recent_pin(rp, ref, rel, sblk, bas);
 		LockBuffer(sbuf, BUFFER_LOCK_SHARE);
 		spage = BufferGetPage(sbuf);
@@ -163,7 +165,7 @@ scan_sketched(const VsIndexRef *ref, Relation rel, VsRecentPages *rp, BufferAcce
 			UnlockReleaseBuffer(sbuf);
 			vs_engine_error(engine, st);
 		}
-		for (uint32 p = 0; p < group && sblk + 1 + p <= meta->last_block; p++)
+		for (uint32 p = 0; p < group && first + p <= meta->last_block; p++)
 		{
 			const unsigned char *pneed = need + p * per_page;
 			int			count = sketched ? Min(VsFlatSketchCounts(spage)[p], per_page) : per_page;
@@ -176,7 +178,7 @@ scan_sketched(const VsIndexRef *ref, Relation rel, VsRecentPages *rp, BufferAcce
 				;
 			if (i == count)
 				continue;		/* no row of this page is needed */
-			buf = vs_recent_pin(rp, ref, rel, sblk + 1 + p, bas);
+			buf = vs_recent_pin(rp, ref, rel, first + p, bas);
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			bufs[npages++] = buf;
 			page = BufferGetPage(buf);
@@ -290,7 +292,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 		if (run_pages == VS_FLAT_STREAM_PAGES)
 			for (BlockNumber b = blkno + run_pages; b < blkno + 2 * run_pages && b <= meta.last_block; b++)
 			{
-				if (VsFlatIsSketchBlock(meta.sketch_group, b))
+				if (vs_flat_is_sketch_block(meta.sketch_group, b))
 					continue;
 				prefetch_page(rp, b, per_page, words, &ahead[nahead]);
 				if (ahead[nahead].n > 0 && widened == NULL)
@@ -301,7 +303,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 			Page		page;
 			int			nitems;
 
-			if (VsFlatIsSketchBlock(meta.sketch_group, blkno))
+			if (vs_flat_is_sketch_block(meta.sketch_group, blkno))
 				continue;
 			buf = vs_recent_pin(rp, ref, rel, blkno, bas);
 			LockBuffer(buf, BUFFER_LOCK_SHARE);

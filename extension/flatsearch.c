@@ -116,7 +116,7 @@ vs_flat_read_items(const VsIndexRef *ref, const VsFlatMark *from, VsFlatMark *to
 		int			skip = 0;
 
 		CHECK_FOR_INTERRUPTS();
-		if (VsFlatIsSketchBlock(meta.sketch_group, blkno))
+		if (vs_flat_is_sketch_block(meta.sketch_group, blkno))
 			continue;			/* the worker searches every row: sketches are for backends */
 		if (n + per_page > chunk_rows)
 		{

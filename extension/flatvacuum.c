@@ -76,15 +76,15 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		bool		any_dead = false;
 		bool		dead[BLCKSZ / sizeof(VsFlatItem) + 1];
 
-		if (VsFlatIsSketchBlock(meta.sketch_group, blkno))
+		if (vs_flat_is_sketch_block(meta.sketch_group, blkno))
 			continue;
 		vacuum_delay_point();
 		if (meta.sketch_group > 0)
 		{
 			sbuf = ReadBufferExtended(index, MAIN_FORKNUM,
-									  VsFlatSketchBlockOf(meta.sketch_group, blkno), RBM_NORMAL,
+									  vs_flat_sketch_block_of(meta.sketch_group, blkno), RBM_NORMAL,
 									  info->strategy);
-			group_page = VsFlatGroupPage(meta.sketch_group, blkno);
+			group_page = vs_flat_group_page(meta.sketch_group, blkno);
 		}
 		buf = ReadBufferExtended(index, MAIN_FORKNUM, blkno, RBM_NORMAL, info->strategy);
 again:
