@@ -5,8 +5,8 @@
  * or to the next page when that one is full (next_free_page), and the metapage's row count,
  * generation and last page change in the same Generic WAL record as the data page.  With
  * sketches (flat.h), the row's sketch and its page's count go into the group's sketch page in the
- * same record; it is locked before the data page, and a full group's next page is a new sketch
- * page followed by a new data page.
+ * same record; it is locked before the data page, and a group's first page brings its sketch page
+ * to life (reserved, all zeros, when its run of sketch pages began: sketched_pages).
  * Readers lock the metapage only to copy it, so they see either the state before or after an
  * insert.
  */

@@ -7,7 +7,10 @@
  * keeps the best rows across runs.  A batch's runs are long and its queries split over threads
  * (vsearch.cpu_threads) while this thread holds the locks; a single query's runs are short, each
  * read while the next one's headers are fetched into the caches, so that the scan streams at
- * close to the memory's speed (docs/BENCHMARKS.md, "CPU path: vs_flat streaming").  A new
+ * close to the memory's speed (docs/BENCHMARKS.md, "CPU path: vs_flat streaming").  An index
+ * with sketches (flat.h) is read by a search of fewer than VS_FLAT_BATCH_QUERIES queries through
+ * its sketch pages, and of its data pages only those holding rows the sketches do not rule out
+ * (scan_sketched; BENCHMARKS.md, "vs_flat reads 8-bit sketches").  A new
  * session's first search costs about what its later ones do (its buffers are found in one sweep
  * over the buffer headers: recentpages.h), and a backend's memory does not grow with the index:
  * the pages are the buffer pool's, shared by every backend.  (Before, each backend read the whole
