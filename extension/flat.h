@@ -53,6 +53,7 @@
 #include "amutils.h"
 #include "search.h"
 #include "vector.h"
+#include "vsearch/rowscan.h"
 
 #define VS_FLAT_KIND			1	/* the index kind's id (indexkind.h) */
 
@@ -130,7 +131,7 @@ typedef struct VsFlatItem
 #define VsFlatPageGetItem(page, words, i) \
 	((VsFlatItem *) (PageGetContents(page) + (Size) (i) * VS_FLAT_ITEM_SIZE(words)))
 
-/* Sketch pages (sketch_group > 0): the counts, then the sketches (sketch_bytes each). */
+/* Sketch pages (sketch_group > 0): the counts, then the sketches (vs_row_sketch_bytes each). */
 #define VsFlatSketchCounts(page)	((uint16 *) PageGetContents(page))
 #define VsFlatSketchAt(page, group, sketch_bytes, slot) \
 	(PageGetContents(page) + MAXALIGN(sizeof(uint16) * (group)) + (Size) (slot) * (sketch_bytes))
@@ -212,9 +213,8 @@ extern void vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint
 extern void vs_flat_load_row(const VsFlatItem *item, float *x, uint32 dim, uint32 storage);
 extern uint32 vs_flat_sketch_group(uint32 dim, uint32 storage);
 extern uint32 vs_flat_index_sketch_group(Relation index, uint32 dim, uint32 storage);
-extern Size vs_flat_sketch_bytes(uint32 dim);
-extern void vs_flat_store_sketch(Page sketch_page, const VsFlatMetaPageData *meta, int group_page,
-								 int item, const float *x);
+extern void vs_flat_store_sketch(Page sketch_page, uint32 group, uint32 dim, int slot,
+								 const float *x);
 extern int	vs_flat_max_dim(uint32 storage);
 extern void vs_flat_check_dim(int dim, uint32 storage);
 extern void vs_flat_check_vector_dim(uint32 index_dim, int dim, uint32 storage);

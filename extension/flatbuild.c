@@ -171,14 +171,10 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull, boo
 	item->unused = 0;
 	vs_flat_store_row(item, vec->x, state->dim, state->storage);
 	if (state->sketch_group > 0)
-	{
-		VsFlatMetaPageData layout = {.dim = state->dim, .storage = state->storage,
-		.sketch_group = state->sketch_group};
-
 		vs_flat_store_sketch(run_sketch(state, state->run_pages / (int) state->sketch_group),
-							 &layout, state->run_pages % (int) state->sketch_group, state->nitems,
-							 vec->x);
-	}
+							 state->sketch_group, state->dim,
+							 (state->run_pages % (int) state->sketch_group) * state->capacity +
+							 state->nitems, vec->x);
 	state->nitems++;
 	state->ntuples++;
 
@@ -203,6 +199,7 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	IndexBuildResult *result;
 	FlatBuildState state;
 	vs_metric	metric;
+	uint32		dim;
 	Buffer		metabuf;
 	GenericXLogState *xlog;
 	Page		metapage;
@@ -216,8 +213,9 @@ vs_flat_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	state.index = index;
 	state.storage = vs_index_storage(index);
 	state.sparse = vs_index_is_sparsevec(index);
-	if (declared_dim(index, state.storage) > 0)
-		set_dim(&state, declared_dim(index, state.storage));
+	dim = declared_dim(index, state.storage);
+	if (dim > 0)
+		set_dim(&state, dim);
 	metric = vs_opclass_metric(index);
 
 	/* Block 0: the metapage, so the index is readable even if the table is empty. */

@@ -13,7 +13,6 @@
 
 #include "flat.h"
 #include "indexcheck.h"
-#include "vsearch/rowscan.h"
 
 void
 vs_flat_check(VsCheck *c)
@@ -59,7 +58,7 @@ vs_flat_check(VsCheck *c)
 	words = vs_store_words(meta.dim, meta.storage);
 	per_page = meta.dim > 0 ? VsFlatItemsPerPage(words) : 0;
 	row = palloc(sizeof(float) * Max(meta.dim, 1));
-	sketch_bytes = vs_flat_sketch_bytes(meta.dim);
+	sketch_bytes = vs_row_sketch_bytes(meta.dim);
 	sketch = palloc(sketch_bytes);
 	if (meta.sketch_group > 0)
 		sketch_pages = palloc((Size) VS_FLAT_SKETCH_RUN * BLCKSZ);

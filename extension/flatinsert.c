@@ -206,7 +206,7 @@ vs_flat_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid
 	{
 		int			group_page = vs_flat_group_page(meta->sketch_group, BufferGetBlockNumber(buf));
 
-		vs_flat_store_sketch(spage, meta, group_page, nitems, vec->x);
+		vs_flat_store_sketch(spage, meta->sketch_group, dim, group_page * per_page + nitems, vec->x);
 		VsFlatSketchCounts(spage)[group_page] = nitems + 1;
 	}
 	meta->ntuples++;

@@ -35,7 +35,6 @@
 
 #include "flat.h"
 #include "recentpages.h"
-#include "vsearch/rowscan.h"
 
 /*
  * Pages held (pinned and share-locked) at once by a batch's scan (VS_FLAT_BATCH_QUERIES queries
@@ -123,7 +122,7 @@ scan_sketched(const VsIndexRef *ref, Relation rel, VsRecentPages *rp, BufferAcce
 	const uint32 words = vs_store_words(meta->dim, meta->storage);
 	const int	per_page = VsFlatItemsPerPage(words);
 	const Size	item_size = VS_FLAT_ITEM_SIZE(words);
-	const Size	sketch_bytes = vs_flat_sketch_bytes(meta->dim);
+	const Size	sketch_bytes = vs_row_sketch_bytes(meta->dim);
 	const int	slots = (int) group * per_page;
 	unsigned char *need = palloc(slots);
 	vs_row_block *blocks = palloc(sizeof(vs_row_block) * slots);
@@ -249,6 +248,7 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	Size		item_size;
 	uint32		words;
 	int			run_pages;
+	bool		sketched;
 
 	buf = vs_index_read_block(ref, rel, VS_FLAT_METAPAGE_BLKNO, NULL);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -262,16 +262,18 @@ scan_pages(const VsIndexRef *ref, vs_context *engine, vs_rowscan *scan, int nq)
 	if (meta.dim != ref->dim)
 		elog(ERROR, "vs_flat index %u changed dimension from %u to %u",
 			 ref->indexrelid, ref->dim, meta.dim);
+	/* a search of few queries in an index with sketches reads the sketches, then needed rows */
+	sketched = meta.sketch_group > 0 && nq < VS_FLAT_BATCH_QUERIES;
 	/* pages of a temporary index are local buffers: looked up in this backend's own table */
 	if (!vs_flat_stays_resident((double) meta.last_block + 1))
 		bas = GetAccessStrategy(BAS_BULKREAD);
 	else if (rel == NULL)
-		rp = vs_recent_pages(ref, meta.last_block + 1, !(meta.sketch_group > 0 && nq < VS_FLAT_BATCH_QUERIES));
+		rp = vs_recent_pages(ref, meta.last_block + 1, !sketched);
 
 	words = vs_store_words(meta.dim, meta.storage);
 	per_page = VsFlatItemsPerPage(words);
 	item_size = VS_FLAT_ITEM_SIZE(words);
-	if (meta.sketch_group > 0 && nq < VS_FLAT_BATCH_QUERIES)
+	if (sketched)
 	{
 		scan_sketched(ref, rel, rp, bas, &meta, engine, scan);
 		if (bas)

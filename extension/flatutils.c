@@ -11,7 +11,6 @@
 
 #include "batch.h"
 #include "flat.h"
-#include "vsearch/rowscan.h"
 
 typedef struct VsFlatOptions
 {
@@ -62,12 +61,6 @@ vs_flat_store_row(VsFlatItem *item, const float *x, uint32 dim, uint32 storage)
 	vs_store_index_vector(item->x, x, dim, storage);
 }
 
-Size
-vs_flat_sketch_bytes(uint32 dim)
-{
-	return vs_row_sketch_bytes(dim);
-}
-
 /*
  * Data pages per sketch page for rows of dim elements stored as storage says: as many as one
  * sketch page holds the sketches and counts of; 0 (no sketches) while dim is unknown, where a
@@ -79,7 +72,7 @@ vs_flat_sketch_group(uint32 dim, uint32 storage)
 {
 	uint32		words = vs_store_words(dim, storage);
 	int			per_page = VsFlatItemsPerPage(words);
-	Size		sb = vs_flat_sketch_bytes(dim);
+	Size		sb = vs_row_sketch_bytes(dim);
 	uint32		group;
 
 	if (dim == 0 || 3 * sb > 2 * VS_FLAT_ITEM_SIZE(words))
@@ -102,17 +95,14 @@ vs_flat_index_sketch_group(Relation index, uint32 dim, uint32 storage)
 	return vs_flat_sketch_group(dim, storage);
 }
 
-/* Writes the sketch of row x, item `item` of the group's page group_page, into a sketch page. */
+/*
+ * Writes the sketch of row x (dim elements) into slot `slot` of a sketch page of an index of this
+ * sketch_group: (page in group) * per_page + item (flat.h).
+ */
 void
-vs_flat_store_sketch(Page sketch_page, const VsFlatMetaPageData *meta, int group_page, int item,
-					 const float *x)
+vs_flat_store_sketch(Page sketch_page, uint32 group, uint32 dim, int slot, const float *x)
 {
-	int			per_page = VsFlatItemsPerPage(vs_store_words(meta->dim, meta->storage));
-	Size		sb = vs_flat_sketch_bytes(meta->dim);
-
-	vs_row_sketch_make(x, meta->dim,
-					   VsFlatSketchAt(sketch_page, meta->sketch_group, sb,
-									  group_page * per_page + item));
+	vs_row_sketch_make(x, dim, VsFlatSketchAt(sketch_page, group, vs_row_sketch_bytes(dim), slot));
 }
 
 /* An item's row as floats (widening binary16 is exact). */

@@ -60,7 +60,7 @@ vs_flat_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	vs_flat_read_meta(index, &meta);
 	words = vs_store_words(meta.dim, meta.storage);
 	per_page = meta.dim > 0 ? VsFlatItemsPerPage(words) : 0;
-	sketch_bytes = vs_flat_sketch_bytes(meta.dim);
+	sketch_bytes = vs_row_sketch_bytes(meta.dim);
 
 	for (BlockNumber blkno = VS_FLAT_FIRST_DATA_BLKNO;
 		 meta.dim > 0 && blkno <= meta.last_block && meta.last_block != VS_FLAT_METAPAGE_BLKNO;

@@ -232,7 +232,8 @@ public:
             for (size_t qi = 0; qi < nq_; qi++)
                 sq_.emplace_back(q_[qi].x, d_, m_);
         slots(1);
-        std::vector<double> skip(nq_);
+        std::vector<double> &skip = sketch_skip_;
+        skip.resize(nq_);
         for (size_t qi = 0; qi < nq_; qi++)
         {
             if (!range_)
@@ -510,13 +511,6 @@ private:
         }
     }
 
-    // The smallest float no lower than x (+inf above float's range, NaN for NaN).
-    static float float_at_least(double x)
-    {
-        float f = static_cast<float>(x);
-        return static_cast<double>(f) < x ? std::nextafter(f, INFINITY) : f;
-    }
-
     // A base value above which a row's exact distance is above the top's bound (+inf while it
     // is not bounded): the base value of the next float past the bound, so that a lower bound
     // beyond it gives an output distance beyond the bound whatever the rounding.
@@ -591,6 +585,7 @@ private:
     std::vector<float> x_;
     std::vector<Query> q_;
     std::vector<SketchQuery> sq_; // made by the first sketch_filter
+    std::vector<double> sketch_skip_; // sketch_filter's bounds per query, kept between calls
     std::vector<PackedRows> panels_; // blocks of kGemmQueries queries packed (GEMM scans only)
     std::vector<double> e0_, e1_, e2_; // gemm_terms()
     std::vector<float> zeros_;         // the origin, for the rows' norms (GEMM scans only)

@@ -3,6 +3,7 @@
 // multiplied and added by vpmaddwd), summed into 64 bits often enough that no 32-bit lane can
 // overflow.
 #include "cpu/sketch.h"
+#include "engine/exact.h"
 #include "vsearch/rowscan.h"
 
 #include <algorithm>
@@ -106,12 +107,6 @@ SketchDot best_dot()
         return f;
     }();
     return best;
-}
-
-float float_at_least(double x)
-{
-    float f = static_cast<float>(x);
-    return static_cast<double>(f) < x ? std::nextafter(f, INFINITY) : f;
 }
 
 } // namespace

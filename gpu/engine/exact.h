@@ -111,6 +111,13 @@ VS_HD float base_to_output(vs_metric m, double base)
 // ---- host version of the exact formula --------------------------------------------------
 
 #if !defined(__CUDA_ARCH__)
+// The smallest float no lower than x (+inf above float's range, NaN for NaN).
+inline float float_at_least(double x)
+{
+    float f = static_cast<float>(x);
+    return static_cast<double>(f) < x ? nextafterf(f, INFINITY) : f;
+}
+
 // A product that the compiler may not fuse into a following addition.
 inline double mul_rn(double a, double b)
 {
