@@ -210,6 +210,9 @@ struct DeviceContext
     // Fewest queries of a GEMM-path batch that take the fused kernel (fused_filter.cu); below it
     // cuBLAS and the tile; VSEARCH_CUDA_FUSED_BATCH (tests, benchmarks).
     size_t fused_batch = 256;
+    // Row tiles a block of the binary16 filter pass takes at once (fused_filter.cu); 0: its own
+    // choice; VSEARCH_CUDA_FUSED_UNIT_TILES (tests: several units on a small set).
+    size_t fused_unit_tiles = 0;
     // Most queries of a range batch the direct path takes.
     int range_small_batch() const { return small_batch >= 0 ? small_batch : 32; }
     size_t smem_optin = 48 << 10;

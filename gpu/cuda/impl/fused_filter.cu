@@ -266,6 +266,213 @@ template <bool Half> __global__ void __launch_bounds__(kThreads, 2) fused_kernel
     }
 }
 
+// The filter pass over binary16 rows with the query tile resident: a block keeps its 128 queries
+// (the whole of d <= 128, 34 KB) and their constants in shared memory for a unit of consecutive
+// row tiles, and copies the next row tile while it multiplies and filters the current one.  A
+// row tile is 32 KB from L2 instead of the 64 KB of a query and a row tile, and the copies never
+// stop for an epilogue.  Units go round-robin over the blocks with the query tiles varying
+// fastest, so the blocks that run together read the same rows (from DRAM once).
+constexpr int kHalfLdw = 64 + 4; // words of a whole binary16 row (d <= 128) + 4, as kLdw
+constexpr int kHalfTileWords = kBQ * kHalfLdw;
+constexpr size_t kHalfSmemBytes = (3 * static_cast<size_t>(kHalfTileWords) + 2 * kBN + 2 * kBQ) * 4;
+
+template <int Mode>
+__device__ __forceinline__ void resident_epilogue(const FusedArgs &a, const float (&acc)[4][4][4],
+                                                  const float *sx, const float *stv,
+                                                  const float *sy, int q0, int ql, int cl,
+                                                  uint32_t cw, int t)
+{
+    const uint32_t lim = cw >= a.n ? 0 : min(32u, a.n - cw); // columns cw + off < lim exist
+    float ycol[4][2];
+#pragma unroll
+    for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+        for (int odd = 0; odd < 2; odd++)
+            ycol[ni][odd] = Mode == MODE_IP_GEMM ? 0.0f : sy[cl + ni * 8 + 2 * t + odd];
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++)
+        {
+            const int qi = ql + mi * 16 + 8 * hf;
+            const float tval = stv[qi]; // NaN beyond the batch: nothing passes
+            const float xs = sx[qi];
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                for (int odd = 0; odd < 2; odd++)
+                {
+                    const float val = approx_value(Mode, acc[mi][ni][2 * hf + odd], xs, xs,
+                                                   ycol[ni][odd], ycol[ni][odd]);
+                    const uint32_t off = ni * 8 + 2 * t + odd;
+                    if (!(val <= tval) || off >= lim)
+                        continue;
+                    const int q = q0 + qi;
+                    const uint64_t key = make_key(val, cw + off);
+                    if (key >= a.thr[q])
+                        continue;
+                    const uint32_t at = atomicAdd(a.count + q, 1u);
+                    if (at < static_cast<uint32_t>(a.cap))
+                        a.cand[static_cast<size_t>(q) * a.cap + at] = key;
+                }
+        }
+}
+
+template <int Mode>
+__global__ void __launch_bounds__(kThreads, 2) fused_half_resident_kernel(FusedArgs a,
+                                                                           uint32_t unit_tiles)
+{
+    extern __shared__ __align__(16) uint32_t smem[];
+    uint32_t *const sq = smem;                        // the query tile
+    uint32_t *const sr = sq + kHalfTileWords;         // two row tiles
+    float *const sy = reinterpret_cast<float *>(sr + 2 * kHalfTileWords); // their ||y||^2 / 1/||y||
+    float *const sx = sy + 2 * kBN;                   // per query: ||x||^2 or 1/||x||
+    float *const stv = sx + kBQ;                      // per query: the threshold's value
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int wq = warp >> 2, wn = warp & 3;
+    const int words = a.d / 2;                        // d % 8 == 0: 16-byte pieces
+    const int kwords = words > 32 ? 64 : 32;          // words multiplied (zeros beyond d)
+    const uint32_t *xq = static_cast<const uint32_t *>(a.x);
+    const uint32_t *yr = static_cast<const uint32_t *>(a.y);
+    const float *ycol = Mode == MODE_L2_GEMM ? a.ysq : Mode == MODE_COS_GEMM ? a.yinv : nullptr;
+    const int qtiles = (a.qn + kBQ - 1) / kBQ;
+    const uint32_t rtiles = (a.n + kBN - 1) / kBN;
+    const long units = static_cast<long>(qtiles) * ((rtiles + unit_tiles - 1) / unit_tiles);
+
+    // 128 rows x kwords words of src (row `first` on, `limit` rows exist) into dst, in 16-byte
+    // pieces, zeros beyond the rows or d.
+    auto load_tile = [&](uint32_t *dst, const uint32_t *src, uint32_t first, uint32_t limit) {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+        {
+            const int piece = tid + i * kThreads; // 0 .. 2047: row piece / 16, word (piece % 16) * 4
+            const int row = piece >> 4, w = (piece & 15) * 4;
+            if (w >= kwords)
+                continue;
+            const uint32_t r = first + row;
+            const bool ok = w < words && r < limit;
+            cp_async16(dst + row * kHalfLdw + w, ok ? src + static_cast<size_t>(r) * words + w : src,
+                       ok ? 16 : 0);
+        }
+    };
+    auto load_rows = [&](int buf, uint32_t rt) {
+        const uint32_t r0 = rt * kBN;
+        load_tile(sr + buf * kHalfTileWords, yr, r0, a.n);
+        if (ycol && tid < kBN / 4)
+        {
+            const uint32_t r = r0 + 4 * tid;
+            const int bytes = r < a.n ? static_cast<int>(min(4u, a.n - r)) * 4 : 0;
+            cp_async16(sy + buf * kBN + 4 * tid, bytes ? ycol + r : ycol, bytes);
+        }
+    };
+
+    for (long u = blockIdx.x; u < units; u += gridDim.x)
+    {
+        const int q0 = static_cast<int>(u % qtiles) * kBQ;
+        const uint32_t rt0 = static_cast<uint32_t>(u / qtiles) * unit_tiles;
+        const uint32_t rt_end = min(rtiles, rt0 + unit_tiles);
+        __syncthreads(); // the last unit's epilogue is done with the queries and the buffers
+        load_tile(sq, xq, q0, a.qn);
+        load_rows(0, rt0);
+        cp_async_commit();
+        if (tid < kBQ)
+        {
+            const int q = q0 + tid;
+            sx[tid] = q >= a.qn                 ? 0.0f
+                      : Mode == MODE_L2_GEMM  ? a.xsq[q]
+                      : Mode == MODE_COS_GEMM ? a.xinv[q]
+                                              : 0.0f;
+            stv[tid] = q < a.qn ? key_dist(a.thr[q]) : key_dist(kNoKey);
+        }
+        int buf = 0;
+        for (uint32_t rt = rt0; rt < rt_end; rt++, buf ^= 1)
+        {
+            cp_async_wait<0>();
+            __syncthreads(); // tile rt is in; every thread is done with tile rt - 1's buffer
+            if (rt + 1 < rt_end)
+                load_rows(buf ^ 1, rt + 1);
+            cp_async_commit();
+
+            const uint32_t *rows = sr + buf * kHalfTileWords;
+            float acc[4][4][4];
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[mi][ni][e] = 0.0f;
+            // A thread's slots as in fused_kernel: words 8t + 4h .. 8t + 4h + 3 of each 32.
+            for (int k0 = 0; k0 < kwords; k0 += 32)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                {
+                    const int w = k0 + 8 * t + 4 * h;
+                    uint4 b[4];
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++)
+                        b[ni] = *reinterpret_cast<const uint4 *>(
+                            rows + (wn * 32 + ni * 8 + g) * kHalfLdw + w);
+#pragma unroll
+                    for (int mi = 0; mi < 4; mi++)
+                    {
+                        const uint32_t *at = sq + (wq * 64 + mi * 16 + g) * kHalfLdw + w;
+                        const uint4 lo = *reinterpret_cast<const uint4 *>(at);
+                        const uint4 hi = *reinterpret_cast<const uint4 *>(at + 8 * kHalfLdw);
+#pragma unroll
+                        for (int ni = 0; ni < 4; ni++)
+                        {
+                            float *c = acc[mi][ni];
+                            mma<true>(c[0], c[1], c[2], c[3], lo.x, hi.x, lo.y, hi.y, b[ni].x,
+                                      b[ni].y);
+                            mma<true>(c[0], c[1], c[2], c[3], lo.z, hi.z, lo.w, hi.w, b[ni].z,
+                                      b[ni].w);
+                        }
+                    }
+                }
+            resident_epilogue<Mode>(a, acc, sx, stv, sy + buf * kBN, q0, wq * 64 + g, wn * 32,
+                                    rt * kBN + wn * 32, t);
+        }
+    }
+    cp_async_wait<0>();
+}
+
+template <int Mode> void launch_half_resident_as(const FusedArgs &a, cudaStream_t s)
+{
+    const void *k = reinterpret_cast<const void *>(fused_half_resident_kernel<Mode>);
+    set_smem(k, kHalfSmemBytes);
+    const long slots =
+        static_cast<long>(sm_count()) * std::max(1, blocks_per_sm(k, kThreads, kHalfSmemBytes));
+    const long qtiles = (a.qn + kBQ - 1) / kBQ;
+    const long rtiles = (static_cast<long>(a.n) + kBN - 1) / kBN;
+    // About 16 units a block: the last round leaves few blocks idle, and a unit's query tile is
+    // copied once for its row tiles.
+    const long unit_tiles =
+        a.unit_tiles ? a.unit_tiles : std::clamp<long>(qtiles * rtiles / (16 * slots), 1, 64);
+    const long units = qtiles * ((rtiles + unit_tiles - 1) / unit_tiles);
+    fused_half_resident_kernel<Mode><<<static_cast<int>(std::min(units, slots)), kThreads,
+                                       kHalfSmemBytes, s>>>(a, static_cast<uint32_t>(unit_tiles));
+    VS_LAUNCH_CHECK();
+}
+
+// The epilogue per metric is its own kernel: one with the three kept live through a switch spills.
+void launch_half_resident(const FusedArgs &a, cudaStream_t s)
+{
+    switch (a.mode)
+    {
+    case MODE_L2_GEMM:
+        launch_half_resident_as<MODE_L2_GEMM>(a, s);
+        break;
+    case MODE_IP_GEMM:
+        launch_half_resident_as<MODE_IP_GEMM>(a, s);
+        break;
+    default:
+        launch_half_resident_as<MODE_COS_GEMM>(a, s);
+        break;
+    }
+}
+
 template <bool Half> void launch_fused_as(const FusedArgs &a, cudaStream_t s)
 {
     const void *k = reinterpret_cast<const void *>(fused_kernel<Half>);
@@ -293,7 +500,9 @@ void launch_fused(const FusedArgs &a, bool half, cudaStream_t s)
 {
     if (a.qn == 0 || a.cols == 0)
         return;
-    if (half)
+    if (half && !a.keys)
+        launch_half_resident(a, s);
+    else if (half)
         launch_fused_as<true>(a, s);
     else
         launch_fused_as<false>(a, s);

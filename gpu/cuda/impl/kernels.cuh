@@ -159,6 +159,7 @@ struct FusedArgs
     uint32_t *count;
     uint64_t *cand;
     int cap;
+    uint32_t unit_tiles; // binary16 filter pass: row tiles a block takes at once (0: its choice)
 };
 // Whether rows of d elements take the fused kernel: read in 16-byte pieces, and short enough that
 // it beats cuBLAS and the tile (measured crossover: fused_filter.cu).
