@@ -42,6 +42,7 @@ DeviceContext::DeviceContext(const BackendConfig &config, std::shared_ptr<Device
     fp32_gemm_batch = env_size("VSEARCH_CUDA_FP32_BATCH", 64);
     fused_batch = env_size("VSEARCH_CUDA_FUSED_BATCH", 256);
     fused_unit_tiles = env_size("VSEARCH_CUDA_FUSED_UNIT_TILES", 0);
+    fused_wgmma = env_size("VSEARCH_CUDA_FUSED_WGMMA", 1) != 0;
     if (const char *v = std::getenv("VSEARCH_CUDA_SMALL_BATCH"); v && *v)
         small_batch = static_cast<int>(std::strtol(v, nullptr, 10));
     smem_optin = prop.sharedMemPerBlockOptin;

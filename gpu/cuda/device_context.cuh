@@ -213,6 +213,9 @@ struct DeviceContext
     // Row tiles a block of the binary16 filter pass takes at once (fused_filter.cu); 0: its own
     // choice; VSEARCH_CUDA_FUSED_UNIT_TILES (tests: several units on a small set).
     size_t fused_unit_tiles = 0;
+    // The binary16 filter pass on wgmma where the device runs it (sm_90); VSEARCH_CUDA_FUSED_WGMMA=0
+    // takes the mma.sync kernel (tests, benchmarks).
+    bool fused_wgmma = true;
     // Most queries of a range batch the direct path takes.
     int range_small_batch() const { return small_batch >= 0 ? small_batch : 32; }
     size_t smem_optin = 48 << 10;

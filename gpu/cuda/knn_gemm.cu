@@ -149,6 +149,7 @@ std::vector<int> gemm_path(DeviceContext &dev, const CudaDataset &c, const float
             f.cand = s.cand.get();
             f.cap = fp.cap;
             f.unit_tiles = static_cast<uint32_t>(dev.fused_unit_tiles);
+            f.wgmma = dev.fused_wgmma;
             launch_fused(f, half, st);
             prof.mark("fused", st);
             launch_sort_candidates(s.count.get(), s.cand.get(), fp.cap, static_cast<int>(kp),

@@ -227,45 +227,47 @@ TEST_P(EngineHalf, AfterRemovesStillTheTwin)
 // The fused GEMM and filter kernel over binary16 rows (and TF32 over the twin's floats) for every
 // batch size; d = 36 is not a multiple of 8, so there the binary16 rows take the cuBLAS tile.  The
 // binary16 filter pass keeps a query tile for a unit of row tiles: rows of 24, 64 and 96 halves
-// (one or two 32-word steps, zeros beyond d), batches of part of, one and several 128-query tiles,
-// sets not a multiple of the 128-row tiles; units of its own choice and of 3 row tiles (several
-// units a query tile, the last one short).
-std::vector<HalfCase> fused_cases()
+// (zeros beyond d), batches of part of, one and several 128-query tiles, sets not a multiple of
+// the 128-row tiles; units of its own choice and of 3 row tiles (several units a query tile, the
+// last one short); on wgmma where the device runs it (sm_90) and on mma.sync.
+void check_fused_filter(std::initializer_list<vt::EnvSetting> settings)
 {
-    return {{"n4099_d128_b5", 4099, 128, 5, {1, 10}, 0.05, 43},
-            {"n20011_d24_b300", 20011, 24, 300, {10, 100}, 0.05, 48},
-            {"n5003_d36_b40", 5003, 36, 40, {10}, 0.05, 49},
-            {"n9001_d96_b129", 9001, 96, 129, {1, 10}, 0.05, 50},
-            {"n3077_d64_b128", 3077, 64, 128, {10}, 0.05, 51}};
+    std::string why;
+    vt::ContextPtr ctx = vt::make_context_with_env("cuda", settings, &why);
+    if (!ctx)
+        GTEST_SKIP() << "cuda backend unavailable: " << why;
+    for (const HalfCase &c : {HalfCase{"n4099_d128_b5", 4099, 128, 5, {1, 10}, 0.05, 43},
+                              HalfCase{"n20011_d24_b300", 20011, 24, 300, {10, 100}, 0.05, 48},
+                              HalfCase{"n5003_d36_b40", 5003, 36, 40, {10}, 0.05, 49},
+                              HalfCase{"n9001_d96_b129", 9001, 96, 129, {1, 10}, 0.05, 50},
+                              HalfCase{"n3077_d64_b128", 3077, 64, 128, {10}, 0.05, 51}})
+    {
+        vt::Data D = half_data(c);
+        vt::DatasetPtr half = upload_half(ctx.get(), D);
+        vt::DatasetPtr twin = vt::upload(ctx.get(), D);
+        std::vector<float> q = half_queries(D, c.nq, c.seed);
+        check_against_twin(ctx.get(), c, D, half.get(), twin.get(), q);
+    }
 }
 
 TEST(EngineHalfCuda, FusedFilterMatchesTheTwin)
 {
-    VT_CONTEXT_WITH_ENV_OR_SKIP(ctx, "cuda", {"VSEARCH_CUDA_FUSED_BATCH", "1"},
-                                {"VSEARCH_CUDA_SMALL_BATCH", "0"});
-    for (const HalfCase &c : fused_cases())
-    {
-        vt::Data D = half_data(c);
-        vt::DatasetPtr half = upload_half(ctx.get(), D);
-        vt::DatasetPtr twin = vt::upload(ctx.get(), D);
-        std::vector<float> q = half_queries(D, c.nq, c.seed);
-        check_against_twin(ctx.get(), c, D, half.get(), twin.get(), q);
-    }
+    check_fused_filter({{"VSEARCH_CUDA_FUSED_BATCH", "1"}, {"VSEARCH_CUDA_SMALL_BATCH", "0"}});
 }
 
 TEST(EngineHalfCuda, FusedFilterUnitsMatchTheTwin)
 {
-    VT_CONTEXT_WITH_ENV_OR_SKIP(ctx, "cuda", {"VSEARCH_CUDA_FUSED_BATCH", "1"},
-                                {"VSEARCH_CUDA_SMALL_BATCH", "0"},
-                                {"VSEARCH_CUDA_FUSED_UNIT_TILES", "3"});
-    for (const HalfCase &c : fused_cases())
-    {
-        vt::Data D = half_data(c);
-        vt::DatasetPtr half = upload_half(ctx.get(), D);
-        vt::DatasetPtr twin = vt::upload(ctx.get(), D);
-        std::vector<float> q = half_queries(D, c.nq, c.seed);
-        check_against_twin(ctx.get(), c, D, half.get(), twin.get(), q);
-    }
+    check_fused_filter({{"VSEARCH_CUDA_FUSED_BATCH", "1"},
+                        {"VSEARCH_CUDA_SMALL_BATCH", "0"},
+                        {"VSEARCH_CUDA_FUSED_UNIT_TILES", "3"}});
+}
+
+TEST(EngineHalfCuda, FusedFilterMmaSyncMatchesTheTwin)
+{
+    check_fused_filter({{"VSEARCH_CUDA_FUSED_BATCH", "1"},
+                        {"VSEARCH_CUDA_SMALL_BATCH", "0"},
+                        {"VSEARCH_CUDA_FUSED_WGMMA", "0"},
+                        {"VSEARCH_CUDA_FUSED_UNIT_TILES", "3"}});
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param> &info)

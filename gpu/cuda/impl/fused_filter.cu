@@ -446,10 +446,7 @@ template <int Mode> void launch_half_resident_as(const FusedArgs &a, cudaStream_
         static_cast<long>(sm_count()) * std::max(1, blocks_per_sm(k, kThreads, kHalfSmemBytes));
     const long qtiles = (a.qn + kBQ - 1) / kBQ;
     const long rtiles = (static_cast<long>(a.n) + kBN - 1) / kBN;
-    // About 16 units a block: the last round leaves few blocks idle, and a unit's query tile is
-    // copied once for its row tiles.
-    const long unit_tiles =
-        a.unit_tiles ? a.unit_tiles : std::clamp<long>(qtiles * rtiles / (16 * slots), 1, 64);
+    const long unit_tiles = fused_unit_tiles(a, slots);
     const long units = qtiles * ((rtiles + unit_tiles - 1) / unit_tiles);
     fused_half_resident_kernel<Mode><<<static_cast<int>(std::min(units, slots)), kThreads,
                                        kHalfSmemBytes, s>>>(a, static_cast<uint32_t>(unit_tiles));
@@ -486,6 +483,17 @@ template <bool Half> void launch_fused_as(const FusedArgs &a, cudaStream_t s)
 
 } // namespace
 
+long fused_unit_tiles(const FusedArgs &a, long slots)
+{
+    if (a.unit_tiles)
+        return a.unit_tiles;
+    // About 16 units a block: the last round leaves few blocks idle, and a unit's query tile is
+    // copied once for its row tiles.
+    const long qtiles = (a.qn + kBQ - 1) / kBQ;
+    const long rtiles = (static_cast<long>(a.n) + kBN - 1) / kBN;
+    return std::clamp<long>(qtiles * rtiles / (16 * slots), 1, 64);
+}
+
 // Measured on an H100 (10 000 queries, k = 10): at d = 96 and 128 the fused kernel beats cuBLAS and
 // the tile (1.32x at 1M x 128, 2.52x at 10M x 96); at d = 784 it loses (0.64x at 60 000 x 784),
 // its products running at a fraction of cuBLAS's rate where the tile is small beside them.
@@ -500,7 +508,9 @@ void launch_fused(const FusedArgs &a, bool half, cudaStream_t s)
 {
     if (a.qn == 0 || a.cols == 0)
         return;
-    if (half && !a.keys)
+    if (half && !a.keys && a.wgmma && fused_wgmma_runs())
+        launch_fused_wgmma(a, s);
+    else if (half && !a.keys)
         launch_half_resident(a, s);
     else if (half)
         launch_fused_as<true>(a, s);
