@@ -157,6 +157,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
     };
 
+    float d[64]; // each tile's first step overwrites them (accumulate 0)
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        d[i] = 0.0f;
     for (long u = blockIdx.x; u < units; u += gridDim.x)
     {
         const int q0 = static_cast<int>(u % qtiles) * kTile;
@@ -186,7 +190,6 @@ __global__ void __launch_bounds__(kThreads, 2)
                 load_rows(buf ^ 1, rt + 1);
             cp_async_commit();
 
-            float d[64];
             const uint32_t qa = sq_addr + (warp >> 2) * 8 * kRowGroup;
             const uint32_t ra = sr_addr + buf * kTileBytes;
             wgmma_fence();
