@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
 namespace vs::cuda {
 
@@ -33,10 +32,10 @@ __device__ __forceinline__ uint32_t piece_offset(int row, int chunk)
     return (row >> 3) * kRowGroup + chunk * kAlongK + (row & 7) * 16;
 }
 
-__device__ __forceinline__ uint64_t smem_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo)
+__device__ __forceinline__ uint64_t smem_desc(uint32_t saddr)
 {
-    return ((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-           (static_cast<uint64_t>(sbo >> 4) << 32);
+    return ((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(kAlongK >> 4) << 16) |
+           (static_cast<uint64_t>(kRowGroup >> 4) << 32);
 }
 
 // d (+)= A B^T, A: 64 queries x 16 halves, B: 128 rows x 16 halves; accumulate 0 starts the sums.
@@ -114,7 +113,7 @@ __device__ __forceinline__ void wgmma_epilogue(const FusedArgs &a, const float (
 
 template <int Mode>
 __global__ void __launch_bounds__(kThreads, 2)
-    fused_wgmma_kernel(FusedArgs a, uint32_t unit_tiles, uint32_t lbo, uint32_t sbo)
+    fused_wgmma_kernel(FusedArgs a, uint32_t unit_tiles)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(128) unsigned char smem[];
@@ -197,8 +196,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             // between them)
 #pragma unroll
             for (int ks = 0; ks < kChunks / 2; ks++)
-                wgmma_64x128x16(d, smem_desc(qa + ks * 2 * kAlongK, lbo, sbo),
-                                smem_desc(ra + ks * 2 * kAlongK, lbo, sbo), ks);
+                wgmma_64x128x16(d, smem_desc(qa + ks * 2 * kAlongK), smem_desc(ra + ks * 2 * kAlongK),
+                                ks);
             wgmma_commit();
             wgmma_wait_all();
             fence_accumulators(d);
@@ -223,14 +222,8 @@ template <int Mode> void launch_as(const FusedArgs &a, cudaStream_t s)
     const long qtiles = (a.qn + kTile - 1) / kTile;
     const long rtiles = (static_cast<long>(a.n) + kTile - 1) / kTile;
     const long units = qtiles * ((rtiles + unit_tiles - 1) / unit_tiles);
-    // VSEARCH_CUDA_WGMMA_FLIP: the descriptor's offsets the other way round (first device run)
-    static const bool flip = [] {
-        const char *v = std::getenv("VSEARCH_CUDA_WGMMA_FLIP");
-        return v && *v == '1';
-    }();
-    const uint32_t lbo = flip ? kRowGroup : kAlongK, sbo = flip ? kAlongK : kRowGroup;
     fused_wgmma_kernel<Mode><<<static_cast<int>(std::min(units, slots)), kThreads, kSmemBytes, s>>>(
-        a, static_cast<uint32_t>(unit_tiles), lbo, sbo);
+        a, static_cast<uint32_t>(unit_tiles));
     VS_LAUNCH_CHECK();
 }
 
