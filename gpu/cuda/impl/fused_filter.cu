@@ -11,6 +11,10 @@
 // shared loads (a row stride of 36 words keeps them free of bank conflicts) instead of sixteen
 // scalar ones.  The summation order differs from cuBLAS's; the error bounds (engine/exact.h,
 // APPROX_GEMM_TF32 for truncated TF32 operands, APPROX_GEMM_F16) hold for any order.
+//
+// The filter pass over binary16 rows has a kernel of its own (fused_half_resident_kernel below:
+// the query tile stays, row tiles stream past it) and, on sm_90, a wgmma one
+// (fused_filter_sm90a.cu); the sample's pass and float rows take fused_kernel.
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/async_copy.cuh"
 #include "cuda/utils/error.cuh"
