@@ -15,6 +15,7 @@
 // The filter pass over binary16 rows has a kernel of its own (fused_half_resident_kernel below:
 // the query tile stays, row tiles stream past it) and, on sm_90, a wgmma one
 // (fused_filter_sm90a.cu); the sample's pass and float rows take fused_kernel.
+#include "cuda/impl/fused_common.cuh"
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/async_copy.cuh"
 #include "cuda/utils/error.cuh"
@@ -122,14 +123,8 @@ __device__ __forceinline__ void epilogue(const FusedArgs &a, const float (&acc)[
                         const float val = approx_value(Mode, acc[mi][ni][2 * hf + odd], xs, xi,
                                                        ycol[ni][odd], ycol[ni][odd]);
                         const uint32_t off = ni * 8 + 2 * t + odd;
-                        if (!(val <= tval) || off >= lim)
-                            continue;
-                        const uint64_t key = make_key(val, rw + off);
-                        if (key >= T)
-                            continue;
-                        const uint32_t at = atomicAdd(a.count + q, 1u);
-                        if (at < static_cast<uint32_t>(a.cap))
-                            a.cand[static_cast<size_t>(q) * a.cap + at] = key;
+                        if (val <= tval && off < lim)
+                            append_candidate(a, q, &T, val, rw + off);
                     }
             }
         }
@@ -311,13 +306,8 @@ __device__ __forceinline__ void resident_epilogue(const FusedArgs &a, const floa
                     const uint32_t off = ni * 8 + 2 * t + odd;
                     if (!(val <= tval) || off >= lim)
                         continue;
-                    const int q = q0 + qi;
-                    const uint64_t key = make_key(val, cw + off);
-                    if (key >= a.thr[q])
-                        continue;
-                    const uint32_t at = atomicAdd(a.count + q, 1u);
-                    if (at < static_cast<uint32_t>(a.cap))
-                        a.cand[static_cast<size_t>(q) * a.cap + at] = key;
+                    const uint64_t thr = a.thr[q0 + qi];
+                    append_candidate(a, q0 + qi, &thr, val, cw + off);
                 }
         }
 }
@@ -339,7 +329,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_half_resident_kernel(FusedA
     const int kwords = words > 32 ? 64 : 32;          // words multiplied (zeros beyond d)
     const uint32_t *xq = static_cast<const uint32_t *>(a.x);
     const uint32_t *yr = static_cast<const uint32_t *>(a.y);
-    const float *ycol = Mode == MODE_L2_GEMM ? a.ysq : Mode == MODE_COS_GEMM ? a.yinv : nullptr;
+    const float *ycol = row_constants<Mode>(a);
     const int qtiles = (a.qn + kBQ - 1) / kBQ;
     const uint32_t rtiles = (a.n + kBN - 1) / kBN;
     const long units = static_cast<long>(qtiles) * ((rtiles + unit_tiles - 1) / unit_tiles);
@@ -363,12 +353,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_half_resident_kernel(FusedA
     auto load_rows = [&](int buf, uint32_t rt) {
         const uint32_t r0 = rt * kBN;
         load_tile(sr + buf * kHalfTileWords, yr, r0, a.n);
-        if (ycol && tid < kBN / 4)
-        {
-            const uint32_t r = r0 + 4 * tid;
-            const int bytes = r < a.n ? static_cast<int>(min(4u, a.n - r)) * 4 : 0;
-            cp_async16(sy + buf * kBN + 4 * tid, bytes ? ycol + r : ycol, bytes);
-        }
+        copy_row_constants(ycol, r0, a.n, sy + buf * kBN, tid);
     };
 
     for (long u = blockIdx.x; u < units; u += gridDim.x)
@@ -380,15 +365,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_half_resident_kernel(FusedA
         load_tile(sq, xq, q0, a.qn);
         load_rows(0, rt0);
         cp_async_commit();
-        if (tid < kBQ)
-        {
-            const int q = q0 + tid;
-            sx[tid] = q >= a.qn                 ? 0.0f
-                      : Mode == MODE_L2_GEMM  ? a.xsq[q]
-                      : Mode == MODE_COS_GEMM ? a.xinv[q]
-                                              : 0.0f;
-            stv[tid] = q < a.qn ? key_dist(a.thr[q]) : key_dist(kNoKey);
-        }
+        load_query_constants<Mode>(a, q0, sx, stv, tid);
         int buf = 0;
         for (uint32_t rt = rt0; rt < rt_end; rt++, buf ^= 1)
         {

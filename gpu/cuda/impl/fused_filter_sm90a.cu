@@ -5,6 +5,7 @@
 // memory: a warpgroup's 64 x 128 products of a 16-half step are one instruction that reads no
 // operand through registers, where `mma.sync` needs sixteen and twelve 16-byte shared loads per
 // warp.  The accumulators are 64 floats a thread as before; the epilogue is the same screen.
+#include "cuda/impl/fused_common.cuh"
 #include "cuda/impl/kernels.cuh"
 #include "cuda/utils/async_copy.cuh"
 #include "cuda/utils/error.cuh"
@@ -101,12 +102,7 @@ __device__ __forceinline__ void wgmma_epilogue(const FusedArgs &a, const float (
                 if (!(val <= tv[h]) || c + odd >= lim)
                     continue;
                 const int q = q0 + ql + 8 * h;
-                const uint64_t key = make_key(val, c0 + c + odd);
-                if (key >= a.thr[q])
-                    continue;
-                const uint32_t at = atomicAdd(a.count + q, 1u);
-                if (at < static_cast<uint32_t>(a.cap))
-                    a.cand[static_cast<size_t>(q) * a.cap + at] = key;
+                append_candidate(a, q, a.thr + q, val, c0 + c + odd);
             }
     }
 }
@@ -126,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int chunks = a.d / 8; // d % 8 == 0; a row's other chunks up to 16 are zeros
     const uint4 *xq = static_cast<const uint4 *>(a.x);
     const uint4 *yr = static_cast<const uint4 *>(a.y);
-    const float *ycol = Mode == MODE_L2_GEMM ? a.ysq : Mode == MODE_COS_GEMM ? a.yinv : nullptr;
+    const float *ycol = row_constants<Mode>(a);
     const int qtiles = (a.qn + kTile - 1) / kTile;
     const uint32_t rtiles = (a.n + kTile - 1) / kTile;
     const long units = static_cast<long>(qtiles) * ((rtiles + unit_tiles - 1) / unit_tiles);
@@ -148,12 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     auto load_rows = [&](int buf, uint32_t rt) {
         const uint32_t r0 = rt * kTile;
         load_tile(sr + buf * kTileBytes, yr, r0, a.n);
-        if (ycol && tid < kTile / 4)
-        {
-            const uint32_t r = r0 + 4 * tid;
-            const int bytes = r < a.n ? static_cast<int>(min(4u, a.n - r)) * 4 : 0;
-            cp_async16(sy + buf * kTile + 4 * tid, bytes ? ycol + r : ycol, bytes);
-        }
+        copy_row_constants(ycol, r0, a.n, sy + buf * kTile, tid);
     };
 
     float d[64]; // each tile's first step overwrites them (accumulate 0)
@@ -169,15 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         load_tile(sq, xq, q0, a.qn);
         load_rows(0, rt0);
         cp_async_commit();
-        if (tid < kTile)
-        {
-            const int q = q0 + tid;
-            sx[tid] = q >= a.qn                 ? 0.0f
-                      : Mode == MODE_L2_GEMM  ? a.xsq[q]
-                      : Mode == MODE_COS_GEMM ? a.xinv[q]
-                                              : 0.0f;
-            stv[tid] = q < a.qn ? key_dist(a.thr[q]) : key_dist(kNoKey);
-        }
+        load_query_constants<Mode>(a, q0, sx, stv, tid);
         int buf = 0;
         for (uint32_t rt = rt0; rt < rt_end; rt++, buf ^= 1)
         {
