@@ -1,6 +1,6 @@
 // What the fused kernels (fused_filter.cu, and fused_filter_sm90a.cu built for another target)
-// share: a survivor's append to its query's candidates, and the binary16 filter pass's constants
-// of a query tile and of a row tile.
+// share: a survivor's append to its query's candidates, the binary16 filter pass's constants of a
+// query tile and of a row tile and its units, and the wgmma pass's entry points.
 #ifndef VSEARCH_CUDA_IMPL_FUSED_COMMON_CUH
 #define VSEARCH_CUDA_IMPL_FUSED_COMMON_CUH
 
@@ -8,6 +8,13 @@
 #include "cuda/utils/async_copy.cuh"
 
 namespace vs::cuda {
+
+// Row tiles a block of a binary16 filter pass takes at once, with `slots` blocks resident.
+long fused_unit_tiles(const FusedArgs &a, long slots);
+// The binary16 filter pass on wgmma (fused_filter_sm90a.cu): whether the current device runs it
+// (sm_90), and its launch.
+bool fused_wgmma_runs();
+void launch_fused_wgmma(const FusedArgs &a, cudaStream_t s);
 
 // Query q's product with dataset row `row` passed its threshold's value: appended to q's
 // candidates if its key is below the threshold key *thr (past the buffer it is only counted).

@@ -166,12 +166,6 @@ struct FusedArgs
 // it beats cuBLAS and the tile (measured crossover: fused_filter.cu).
 bool fused_filter_fits(int d, bool half);
 void launch_fused(const FusedArgs &a, bool half, cudaStream_t s);
-// Row tiles a block of a binary16 filter pass takes at once, with `slots` blocks resident.
-long fused_unit_tiles(const FusedArgs &a, long slots);
-// The binary16 filter pass on wgmma (fused_filter_sm90a.cu): whether the current device runs it
-// (sm_90), and its launch.
-bool fused_wgmma_runs();
-void launch_fused_wgmma(const FusedArgs &a, cudaStream_t s);
 
 // state[q] (kp sorted keys, or empty if !state_valid) merged with P sorted lists per query.
 void launch_merge_lists(uint64_t *state, bool state_valid, const uint64_t *lists, int nq, int P,
